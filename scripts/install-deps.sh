@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs every Debian package tnt needs to build, test and benchmark.
+# Idempotent: apt-get skips what is already there. Run as root (or via sudo).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libboost-dev libboost-system-dev
+  capnproto libcapnp-dev
+  libssl-dev
+  libibverbs-dev librdmacm-dev rdma-core
+  libnuma-dev numactl
+  libdnnl-dev
+  libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libcli11-dev libtomlplusplus-dev
+  dataset-fashion-mnist
+  openssh-server openssh-client iproute2 procps psmisc
+  openmpi-bin libopenmpi-dev
+  python3
+)
+# Benchmark comparisons only (PyTorch CPU with OpenBLAS); skipped with TNT_MINIMAL_DEPS=1.
+if [[ "${TNT_MINIMAL_DEPS:-0}" != 1 ]]; then
+  packages+=(python3-torch libopenblas0-pthread)
+fi
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install-deps: installing ${missing[*]}"
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "install-deps: all ${#packages[@]} packages present"
+fi
