@@ -10,7 +10,7 @@ packages=(
   libssl-dev
   libibverbs-dev librdmacm-dev rdma-core
   libnuma-dev numactl
-  libdnnl-dev
+  libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake package requires OpenCL
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev libtomlplusplus-dev

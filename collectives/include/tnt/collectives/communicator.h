@@ -1,0 +1,123 @@
+#pragma once
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "tnt/collectives/types.h"
+#include "tnt/transport/asio.h"
+#include "tnt/transport/environment.h"
+#include "tnt/transport/error.h"
+
+namespace tnt {
+
+namespace detail {
+struct OperationState;
+}
+
+// Handle of an asynchronous collective. Copyable; all copies refer to the same operation.
+class Request {
+ public:
+  Request() = default;
+  bool valid() const { return state_ != nullptr; }
+  // True once the operation has finished, successfully or not. Never blocks.
+  bool test() const;
+  // Blocks until the operation finishes; throws tnt::JobError if it failed. Bounded: a lost
+  // or silent peer fails the job within TNT_PEER_TIMEOUT_S.
+  void wait() const;
+  // As wait(), but gives up after `timeout` and returns false (the operation goes on).
+  bool wait_for(std::chrono::milliseconds timeout) const;
+
+ private:
+  friend class Communicator;
+  explicit Request(std::shared_ptr<detail::OperationState> state) : state_(std::move(state)) {}
+  std::shared_ptr<detail::OperationState> state_;
+};
+
+// Called once on tnt's event loop when an asynchronous collective finishes: `error` is empty
+// on success, else it says why the job failed. Keep it short; it may issue new collectives
+// but must not block on one.
+using CompletionCallback = std::function<void(const std::string& error)>;
+
+struct CommunicatorOptions {
+  // Describes the run; ranks whose configurations differ are refused at start-up.
+  std::string configuration;
+  // The job; default: read from the TNT_* environment (a lone process is a job of size 1).
+  std::optional<JobEnvironment> environment;
+  // Share the embedding code's event loop instead of starting a progress thread. Then some
+  // thread must run it, or the blocking calls below drive it themselves.
+  boost::asio::io_context* io_context = nullptr;
+  // Ring pipeline segment (env TNT_SEGMENT_KB, default 512 KiB) and how many segments may be in
+  // flight per operation (TNT_PIPELINE_DEPTH, default 4). Small segments test the many-segment paths.
+  std::size_t segment_bytes = 0;
+  int pipeline_depth = 0;
+  // Allreduces up to this size gather every rank's buffer and reduce locally, in rank order:
+  // fewer steps than the ring (env TNT_SMALL_ALLREDUCE_KB, default 16 KiB).
+  std::size_t small_allreduce_bytes = std::size_t(-1);
+};
+
+// A job's ranks and the collectives among them (Tarantella's rank API plus MPI-like
+// collectives). Every rank must issue the same collectives, with the same counts, types and
+// roots, in the same order; they are matched by issue order. Any number may be in flight.
+//
+// Threading: calls may come from any thread, one at a time (the issue order is the order of
+// the calls). Completions run on tnt's event loop.
+//
+// Errors: the first failure (a lost or silent peer, a refused rank, mismatched calls) is
+// sticky: it fails every pending operation and every later call with a tnt::JobError that
+// names the rank and host.
+class Communicator {
+ public:
+  explicit Communicator(CommunicatorOptions options = {});
+  ~Communicator();  // waits for pending operations, then says goodbye to the other ranks
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  int master_rank() const { return 0; }
+  bool is_master_rank() const { return rank() == master_rank(); }
+  const JobEnvironment& environment() const;
+
+  // In-place allreduce of `count` elements. bfloat16 is accumulated in float32. avg of
+  // integers divides the sum by size() rounding toward zero.
+  Request allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op, CompletionCallback done = {});
+  void allreduce(void* data, std::size_t count, DataType type, ReduceOp op);
+  template <class T>
+  void allreduce(std::span<T> data, ReduceOp op) {
+    allreduce(data.data(), data.size(), data_type_of<std::remove_const_t<T>>(), op);
+  }
+
+  // Root's `bytes` bytes reach every rank's `data`.
+  Request broadcast_async(void* data, std::size_t bytes, int root, CompletionCallback done = {});
+  void broadcast(void* data, std::size_t bytes, int root);
+
+  // Every rank contributes `bytes_per_rank` bytes; `recv` (size() * bytes_per_rank bytes)
+  // gets them in rank order. `send` may alias recv's own block.
+  Request allgather_async(const void* send, void* recv, std::size_t bytes_per_rank, CompletionCallback done = {});
+  void allgather(const void* send, void* recv, std::size_t bytes_per_rank);
+
+  // In place: afterwards this rank's block of `data` (see block()) holds the reduction of
+  // that block over all ranks; the other blocks hold partial sums.
+  Request reduce_scatter_async(void* data, std::size_t count, DataType type, ReduceOp op, CompletionCallback done = {});
+  void reduce_scatter(void* data, std::size_t count, DataType type, ReduceOp op);
+  struct Block {
+    std::size_t offset;
+    std::size_t count;
+  };
+  // Rank r's block of `count` elements: the first count % size ranks hold one element more.
+  static Block block(std::size_t count, int size, int r);
+
+  Request barrier_async(CompletionCallback done = {});
+  void barrier();
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tnt

@@ -1,0 +1,127 @@
+#pragma once
+// What every collective shares: its completion state, its tags, and the ring engine that
+// allreduce, reduce-scatter, allgather and barrier are built on.
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "reduce.h"
+#include "tnt/collectives/communicator.h"
+#include "tnt/transport/event_loop.h"
+#include "tnt/transport/pair.h"
+
+namespace tnt::detail {
+
+struct OperationState {
+  OperationState(transport::EventLoop& event_loop, CompletionCallback on_done) : loop(event_loop), callback(std::move(on_done)) {}
+  void complete(const std::string& failure);
+  bool done() const {
+    std::lock_guard lock(mutex);
+    return finished;
+  }
+
+  transport::EventLoop& loop;
+  CompletionCallback callback;
+  mutable std::mutex mutex;
+  bool finished = false;
+  std::string error;
+};
+
+// What operations need from the communicator; everything here is used on the event loop.
+class CommunicatorCore {
+ public:
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual transport::Pair& left() = 0;   // receives come from rank - 1
+  virtual transport::Pair& right() = 0;  // sends go to rank + 1
+  virtual std::size_t segment_bytes() const = 0;
+  virtual int pipeline_depth() const = 0;
+  virtual std::size_t small_allreduce_bytes() const = 0;
+  // Scratch memory, recycled between operations so that steady-state steps allocate nothing.
+  virtual std::vector<std::byte> acquire(std::size_t bytes) = 0;
+  virtual void release(std::vector<std::byte> buffer) = 0;
+  // Ends the operation (success when `failure` is empty); it is destroyed afterwards.
+  virtual void complete(class Operation& op, const std::string& failure = {}) = 0;
+  // Fails the whole job (sticky).
+  virtual void fail_job(const std::string& reason) = 0;
+
+ protected:
+  ~CommunicatorCore() = default;
+};
+
+class Operation : public transport::CompletionSink {
+ public:
+  Operation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state)
+      : core_(core), sequence_(sequence), state_(std::move(state)) {}
+  virtual ~Operation() = default;
+  virtual void start() = 0;
+  OperationState& state() { return *state_; }
+
+ protected:
+  // Note [Tags]: the upper 32 bits are the operation's sequence number (its place in the issue
+  // order, the same on every rank), the lower 32 a message index within the operation, so
+  // messages of concurrent operations never match each other's receives.
+  std::uint64_t tag(std::uint64_t index) const { return (sequence_ & 0xffffffffu) << 32 | index; }
+  void finish() { core_.complete(*this); }
+
+  CommunicatorCore& core_;
+  std::uint64_t sequence_;
+  std::shared_ptr<OperationState> state_;
+};
+
+// Note [Ring schedule]: the buffer is cut into size() chunks. At step s rank r sends chunk
+// (first_send_chunk - s) to rank r+1 and receives chunk (first_send_chunk - s - 1) from rank
+// r-1; the first `reduce_steps` steps add what arrives into the local chunk (reduce-scatter),
+// the next `copy_steps` store it (allgather). The chunk sent at step s+1 is the one received at
+// step s, so each chunk is cut into segments and segment k of step s+1 leaves as soon as
+// segment k of step s has arrived: transfer and reduction overlap along the ring. At most
+// pipeline_depth() receives are posted per operation, in message order, each reduce step's
+// into one of pipeline_depth() scratch slots.
+struct RingLayout {
+  std::byte* base = nullptr;
+  std::size_t element_size = 1;
+  std::vector<std::size_t> chunk_offset;  // in elements, one per rank
+  std::vector<std::size_t> chunk_count;
+  int reduce_steps = 0;
+  int copy_steps = 0;
+  int first_send_chunk = 0;
+  ReduceFn reduce = nullptr;
+};
+
+class RingOperation : public Operation {
+ public:
+  using Operation::Operation;
+
+ protected:
+  void start_ring(RingLayout layout);
+  // Called once every message of the ring has been sent and received.
+  virtual void ring_done() { finish(); }
+
+ private:
+  void on_send_complete(std::uint64_t cookie) override;
+  void on_recv_complete(std::uint64_t cookie, std::size_t bytes) override;
+  void post_send(int step, std::size_t segment);
+  void post_receives();
+  int chunk_sent_at(int step) const;
+  struct Span {
+    std::size_t offset;  // elements from base
+    std::size_t count;
+  };
+  Span segment_of(int chunk, std::size_t segment) const;
+  void check_done();
+
+  RingLayout layout_;
+  int total_steps_ = 0;
+  std::size_t segment_elements_ = 0;
+  std::size_t segments_ = 0;
+  std::uint64_t total_messages_ = 0;
+  std::uint64_t next_receive_ = 0;
+  std::uint64_t receives_done_ = 0;
+  std::uint64_t sends_done_ = 0;
+  std::vector<std::byte> slots_;
+  std::vector<int> free_slots_;
+};
+
+}  // namespace tnt::detail

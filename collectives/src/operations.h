@@ -1,0 +1,87 @@
+#pragma once
+#include "operation.h"
+
+namespace tnt::detail {
+
+class AllreduceOperation final : public RingOperation {
+ public:
+  AllreduceOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, void* data,
+                     std::size_t count, DataType type, ReduceOp op)
+      : RingOperation(core, sequence, std::move(state)), data_(data), count_(count), type_(type), op_(op) {}
+  void start() override;
+
+ private:
+  void ring_done() override;
+  void* data_;
+  std::size_t count_;
+  DataType type_;
+  ReduceOp op_;
+  bool small_ = false;
+  std::vector<std::byte> work_;  // float32 copy of a bfloat16 buffer, or the gathered buffers
+};
+
+class ReduceScatterOperation final : public RingOperation {
+ public:
+  ReduceScatterOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, void* data,
+                         std::size_t count, DataType type, ReduceOp op)
+      : RingOperation(core, sequence, std::move(state)), data_(data), count_(count), type_(type), op_(op) {}
+  void start() override;
+
+ private:
+  void ring_done() override;
+  void* data_;
+  std::size_t count_;
+  DataType type_;
+  ReduceOp op_;
+  std::vector<std::byte> work_;
+};
+
+class AllgatherOperation : public RingOperation {
+ public:
+  AllgatherOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state,
+                     const void* send, void* recv, std::size_t bytes_per_rank)
+      : RingOperation(core, sequence, std::move(state)), send_(send), recv_(recv), bytes_per_rank_(bytes_per_rank) {}
+  void start() override;
+
+ protected:
+  const void* send_;
+  void* recv_;
+  std::size_t bytes_per_rank_;
+  bool is_barrier_ = false;
+};
+
+class BarrierOperation final : public AllgatherOperation {
+ public:
+  BarrierOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state);
+
+ private:
+  std::vector<std::byte> tokens_;
+};
+
+class BroadcastOperation final : public Operation {
+ public:
+  BroadcastOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, void* data,
+                     std::size_t bytes, int root)
+      : Operation(core, sequence, std::move(state)), data_(data), bytes_(bytes), root_(root) {}
+  void start() override;
+
+ private:
+  void on_send_complete(std::uint64_t cookie) override;
+  void on_recv_complete(std::uint64_t cookie, std::size_t bytes) override;
+  void send_segment(std::uint64_t k);
+  void post_receives();
+  void check_done();
+
+  void* data_;
+  std::size_t bytes_;
+  int root_;
+  int distance_ = 0;  // hops from the root along the ring
+  bool forwards_ = false;
+  std::size_t segment_bytes_ = 0;
+  std::uint64_t segments_ = 0;
+  std::uint64_t next_receive_ = 0;
+  std::uint64_t receives_done_ = 0;
+  std::uint64_t sends_done_ = 0;
+};
+
+}  // namespace tnt::detail

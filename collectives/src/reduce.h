@@ -1,0 +1,23 @@
+#pragma once
+#include <cstddef>
+
+#include "tnt/collectives/types.h"
+
+namespace tnt::detail {
+
+// accumulator[i] = op(accumulator[i], input[i]) for i < count. Not for bfloat16, which tnt
+// reduces in float32 (see widen/narrow).
+using ReduceFn = void (*)(void* accumulator, const void* input, std::size_t count);
+ReduceFn reducer_for(DataType type, ReduceOp op);
+
+// The element type the ring carries for `type`: bfloat16 travels as float32 so that partial
+// sums keep float32 precision; every other type as itself.
+DataType accumulation_type(DataType type);
+
+void widen(const bfloat16* in, float* out, std::size_t count);
+void narrow(const float* in, bfloat16* out, std::size_t count);
+
+// For ReduceOp::avg: divides the summed values by `ranks` in place.
+void divide(void* data, std::size_t count, DataType type, int ranks);
+
+}  // namespace tnt::detail

@@ -1,0 +1,119 @@
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "operation.h"
+
+namespace tnt::detail {
+
+void OperationState::complete(const std::string& failure) {
+  CompletionCallback to_call;
+  {
+    std::lock_guard lock(mutex);
+    if (finished) return;
+    finished = true;
+    error = failure;
+    to_call = std::move(callback);
+  }
+  loop.wake();
+  if (to_call) to_call(failure);
+}
+
+void RingOperation::start_ring(RingLayout layout) {
+  layout_ = std::move(layout);
+  const int ranks = core_.size();
+  total_steps_ = layout_.reduce_steps + layout_.copy_steps;
+  if (ranks == 1 || total_steps_ == 0) {
+    ring_done();
+    return;
+  }
+  const std::size_t largest = *std::max_element(layout_.chunk_count.begin(), layout_.chunk_count.end());
+  segment_elements_ = std::max<std::size_t>(1, core_.segment_bytes() / layout_.element_size);
+  segments_ = std::max<std::size_t>(1, (largest + segment_elements_ - 1) / segment_elements_);
+  total_messages_ = static_cast<std::uint64_t>(total_steps_) * segments_;
+  if (total_messages_ >= (std::uint64_t{1} << 32)) {
+    core_.complete(*this, "collective too large for its segment size: raise TNT_SEGMENT_KB");
+    return;
+  }
+  const int depth = core_.pipeline_depth();
+  if (layout_.reduce_steps > 0) {
+    slots_ = core_.acquire(static_cast<std::size_t>(depth) * segment_elements_ * layout_.element_size);
+    for (int slot = depth - 1; slot >= 0; --slot) free_slots_.push_back(slot);
+  }
+  for (std::size_t k = 0; k < segments_; ++k) post_send(0, k);
+  post_receives();
+}
+
+int RingOperation::chunk_sent_at(int step) const {
+  const int ranks = core_.size();
+  return ((layout_.first_send_chunk - step) % ranks + ranks) % ranks;
+}
+
+RingOperation::Span RingOperation::segment_of(int chunk, std::size_t segment) const {
+  const std::size_t count = layout_.chunk_count[chunk];
+  const std::size_t begin = std::min(count, segment * segment_elements_);
+  const std::size_t end = std::min(count, begin + segment_elements_);
+  return {layout_.chunk_offset[chunk] + begin, end - begin};
+}
+
+void RingOperation::post_send(int step, std::size_t segment) {
+  const Span span = segment_of(chunk_sent_at(step), segment);
+  const std::uint64_t index = static_cast<std::uint64_t>(step) * segments_ + segment;
+  core_.right().send(tag(index), layout_.base + span.offset * layout_.element_size, span.count * layout_.element_size,
+                     *this, index);
+}
+
+void RingOperation::post_receives() {
+  const auto depth = static_cast<std::uint64_t>(core_.pipeline_depth());
+  while (next_receive_ < total_messages_ && next_receive_ - receives_done_ < depth) {
+    const std::uint64_t index = next_receive_;
+    const int step = static_cast<int>(index / segments_);
+    const Span span = segment_of(chunk_sent_at(step + 1), index % segments_);
+    std::byte* destination = layout_.base + span.offset * layout_.element_size;
+    std::uint64_t slot = 0;
+    if (step < layout_.reduce_steps) {
+      slot = static_cast<std::uint64_t>(free_slots_.back());
+      free_slots_.pop_back();
+      destination = slots_.data() + slot * segment_elements_ * layout_.element_size;
+    }
+    // The cookie carries the message index and the slot (pipeline depth < 256).
+    core_.left().recv(tag(index), destination, span.count * layout_.element_size, *this, index << 8 | slot);
+    ++next_receive_;
+  }
+}
+
+void RingOperation::on_recv_complete(std::uint64_t cookie, std::size_t bytes) {
+  const std::uint64_t index = cookie >> 8;
+  const int slot = static_cast<int>(cookie & 0xff);
+  const int step = static_cast<int>(index / segments_);
+  const std::size_t segment = index % segments_;
+  const Span span = segment_of(chunk_sent_at(step + 1), segment);
+  if (bytes != span.count * layout_.element_size) {
+    core_.fail_job("rank " + std::to_string(core_.rank() - 1 < 0 ? core_.size() - 1 : core_.rank() - 1) + " sent " +
+                   std::to_string(bytes) + " bytes where " + std::to_string(span.count * layout_.element_size) +
+                   " were expected: the ranks called collectives with different counts or types");
+    return;
+  }
+  if (step < layout_.reduce_steps) {
+    const std::byte* received = slots_.data() + static_cast<std::size_t>(slot) * segment_elements_ * layout_.element_size;
+    layout_.reduce(layout_.base + span.offset * layout_.element_size, received, span.count);
+    free_slots_.push_back(slot);
+  }
+  ++receives_done_;
+  if (step + 1 < total_steps_) post_send(step + 1, segment);
+  post_receives();
+  check_done();
+}
+
+void RingOperation::on_send_complete(std::uint64_t) {
+  ++sends_done_;
+  check_done();
+}
+
+void RingOperation::check_done() {
+  if (receives_done_ < total_messages_ || sends_done_ < total_messages_) return;
+  if (!slots_.empty()) core_.release(std::move(slots_));
+  ring_done();
+}
+
+}  // namespace tnt::detail

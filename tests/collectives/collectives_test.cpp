@@ -1,0 +1,196 @@
+// Multi-process tests of the Communicator over loopback: results against a serial reference,
+// and every way a job can go wrong ending in a clear error, never a hang.
+#include <gtest/gtest.h>
+
+#include <csignal>
+
+#include "job.h"
+
+namespace tnt::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string kWorker = TNT_TEST_WORKER;
+const std::string kBadPeer = TNT_TEST_BAD_PEER;
+
+std::string describe(const std::vector<Outcome>& outcomes) {
+  std::string text;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    text += "--- process " + std::to_string(i) + ": exit " + std::to_string(outcomes[i].exit_code) + " signal " +
+            std::to_string(outcomes[i].signal) + (outcomes[i].timed_out ? " TIMED OUT" : "") + "\n" + outcomes[i].output;
+  }
+  return text;
+}
+
+// ---- correctness -------------------------------------------------------------------------------
+
+struct CheckCase {
+  int ranks;
+  bool ring_only;  // force the ring with tiny segments, also for small buffers
+};
+
+class CollectivesCheck : public ::testing::TestWithParam<CheckCase> {};
+
+TEST_P(CollectivesCheck, MatchSerialReference) {
+  const auto [ranks, ring_only] = GetParam();
+  Job job(ranks);
+  Job::Env env;
+  if (ring_only) env = {{"TNT_SMALL_ALLREDUCE_KB", "0"}, {"TNT_SEGMENT_KB", "1"}, {"TNT_PIPELINE_DEPTH", "3"}};
+  job.start_all({kWorker, "check"}, env);
+  auto outcomes = job.wait(240s);
+  for (const auto& outcome : outcomes) {
+    EXPECT_TRUE(outcome.exited && outcome.exit_code == 0) << describe(outcomes);
+    EXPECT_NE(outcome.output.find(" 0 failures"), std::string::npos) << outcome.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesCheck,
+                         ::testing::Values(CheckCase{1, false}, CheckCase{2, false}, CheckCase{3, false}, CheckCase{4, false},
+                                           CheckCase{2, true}, CheckCase{3, true}, CheckCase{4, true}),
+                         [](const auto& test_info) {
+                           return std::to_string(test_info.param.ranks) + "ranks" + (test_info.param.ring_only ? "_ring_only" : "");
+                         });
+
+// ---- start-up refusals -------------------------------------------------------------------------
+
+Job::Env quick(Job::Env env) {
+  env["TNT_CONNECT_TIMEOUT_S"] = "3";
+  env["TNT_HANDSHAKE_TIMEOUT_S"] = "2";
+  return env;
+}
+
+TEST(Rendezvous, WrongJobTokenIsRefused) {
+  Job job(2);
+  job.start({kWorker, "barrier"}, quick(job.rank_env(0)));
+  auto bad = quick(job.rank_env(1));
+  bad["TNT_JOB_TOKEN"] = "some-other-token-0123456789";
+  job.start({kWorker, "barrier"}, bad);
+  auto outcomes = job.wait(20s);
+  EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("rank(s) 1 never joined"), std::string::npos) << describe(outcomes);
+  EXPECT_NE(outcomes[1].exit_code, 0);
+  EXPECT_NE(outcomes[1].output.find("could not prove it holds this job's token"), std::string::npos) << describe(outcomes);
+  for (auto& o : outcomes) EXPECT_FALSE(o.timed_out);
+}
+
+TEST(Rendezvous, DuplicateRankIsRefused) {
+  Job job(3);
+  job.start({kWorker, "barrier"}, quick(job.rank_env(0)));
+  job.start({kWorker, "barrier"}, quick(job.rank_env(1)));
+  job.start({kWorker, "barrier"}, quick(job.rank_env(1)));
+  auto outcomes = job.wait(20s);
+  EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("duplicate rank: rank 1"), std::string::npos) << describe(outcomes);
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out);
+    EXPECT_NE(o.exit_code, 0) << describe(outcomes);
+  }
+}
+
+TEST(Rendezvous, DifferentConfigurationIsRefused) {
+  Job job(2);
+  job.start({kWorker, "barrier", "--config", "lr=0.1"}, quick(job.rank_env(0)));
+  job.start({kWorker, "barrier", "--config", "lr=0.2"}, quick(job.rank_env(1)));
+  auto outcomes = job.wait(20s);
+  for (auto& o : outcomes) {
+    EXPECT_NE(o.exit_code, 0) << describe(outcomes);
+    EXPECT_NE(o.output.find("different run configuration"), std::string::npos) << describe(outcomes);
+  }
+}
+
+TEST(Rendezvous, UnknownProtocolVersionIsRefused) {
+  Job job(2);
+  job.start({kWorker, "barrier"}, quick(job.rank_env(0)));
+  job.start({kBadPeer, "version"}, quick(job.rank_env(1)));
+  auto outcomes = job.wait(20s);
+  EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("speaks tnt protocol version 99 but the master speaks 1"), std::string::npos)
+      << describe(outcomes);
+  EXPECT_EQ(outcomes[1].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[1].output.find("refused to start the job"), std::string::npos) << describe(outcomes);
+}
+
+TEST(Rendezvous, MalformedHelloIsRefused) {
+  Job job(2);
+  job.start({kWorker, "barrier"}, quick(job.rank_env(0)));
+  job.start({kBadPeer, "malformed"}, quick(job.rank_env(1)));
+  auto outcomes = job.wait(20s);
+  EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("malformed Hello"), std::string::npos) << describe(outcomes);
+  EXPECT_EQ(outcomes[1].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[1].output.find("refused: malformed Hello"), std::string::npos) << describe(outcomes);
+}
+
+TEST(Rendezvous, OversizedHelloIsRefusedWithoutAllocating) {
+  Job job(2);
+  job.start({kWorker, "barrier"}, quick(job.rank_env(0)));
+  job.start({kBadPeer, "oversized"}, quick(job.rank_env(1)));
+  auto outcomes = job.wait(20s);
+  EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("invalid length of 1073741824 bytes (limit 65536"), std::string::npos) << describe(outcomes);
+  EXPECT_EQ(outcomes[1].exit_code, 0) << describe(outcomes);
+}
+
+TEST(Rendezvous, UnreachableMasterIsReportedWithItsAddress) {
+  Job job(2);
+  job.start({kWorker, "barrier"}, quick(job.rank_env(1)));  // no rank 0 listens
+  auto outcomes = job.wait(20s);
+  EXPECT_NE(outcomes[0].exit_code, 0);
+  EXPECT_FALSE(outcomes[0].timed_out);
+  EXPECT_NE(outcomes[0].output.find("cannot reach the master rank at 127.0.0.1:" + std::to_string(job.port())), std::string::npos)
+      << describe(outcomes);
+  EXPECT_LT(outcomes[0].seconds, 10);
+}
+
+TEST(Rendezvous, GarbageFloodDoesNotStopTheJob) {
+  Job job(3);
+  job.start({kWorker, "barrier"}, job.rank_env(0));
+  job.start({kBadPeer, "flood", "300"}, job.rank_env(1));  // uses rank 1's view of the job
+  std::this_thread::sleep_for(200ms);
+  job.start({kWorker, "barrier"}, job.rank_env(1));
+  job.start({kWorker, "barrier"}, job.rank_env(2));
+  auto outcomes = job.wait(60s);
+  EXPECT_EQ(outcomes[1].exit_code, 0) << describe(outcomes);
+  for (int i : {0, 2, 3}) {
+    EXPECT_EQ(outcomes[i].exit_code, 0) << describe(outcomes);
+    EXPECT_NE(outcomes[i].output.find("done"), std::string::npos) << describe(outcomes);
+  }
+}
+
+// ---- failures while running --------------------------------------------------------------------
+
+TEST(Failure, PeerKilledMidAllreduceFailsEveryRankQuickly) {
+  Job job(4);
+  job.start_all({kWorker, "loop"});
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for_output(r, "running", 30s)) << job.output(r);
+  std::this_thread::sleep_for(100ms);
+  const auto killed_at = std::chrono::steady_clock::now();
+  job.signal(2, SIGKILL);
+  auto outcomes = job.wait(5s, {0, 1, 3});
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed_at).count();
+  EXPECT_LT(elapsed, 5.0);
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out) << describe(outcomes);
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.output.find("rank 2 ("), std::string::npos) << describe(outcomes);
+  }
+}
+
+TEST(Failure, StoppedPeerIsDetectedByTimeout) {
+  Job job(3);
+  job.start_all({kWorker, "loop"}, {{"TNT_PEER_TIMEOUT_S", "1.5"}});
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(job.wait_for_output(r, "running", 30s)) << job.output(r);
+  job.signal(1, SIGSTOP);
+  auto outcomes = job.wait(8s, {0, 2});
+  job.signal(1, SIGKILL);
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out) << describe(outcomes);
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.output.find("rank 1 ("), std::string::npos) << describe(outcomes);
+    EXPECT_NE(o.output.find("silent"), std::string::npos) << describe(outcomes);
+  }
+}
+
+}  // namespace
+}  // namespace tnt::test

@@ -1,0 +1,219 @@
+// One rank of the multi-process collective tests (tests/collectives/*_test.cpp start it).
+//   tnt-test-worker check        every collective, dtype, op and count against a serial reference
+//   tnt-test-worker loop         allreduces until killed (failure tests); prints "running" once
+//   tnt-test-worker barrier      joins, one barrier, leaves
+// --config TEXT sets the run configuration (ranks must agree).
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tnt/collectives/communicator.h"
+#include "tnt/transport/log.h"
+
+namespace {
+
+using tnt::bfloat16;
+using tnt::DataType;
+using tnt::ReduceOp;
+
+// Unique per (rank, index), so a misplaced element shows; small integers so that float sums
+// of four ranks are exact and bfloat16 holds them.
+double input_value(int rank, std::size_t index, DataType type) {
+  const long long v = static_cast<long long>((index * 7919 + static_cast<std::size_t>(rank) * 104729) % 1999) - 999;
+  if (type == DataType::bfloat16) return static_cast<double>(v % 128);
+  if (type == DataType::float32 || type == DataType::float64) return static_cast<double>(v) / 8.0;
+  return static_cast<double>(v * 1009 + rank);
+}
+
+template <class T>
+T from_double(double value) {
+  if constexpr (std::is_same_v<T, bfloat16>) return bfloat16(static_cast<float>(value));
+  else return static_cast<T>(value);
+}
+
+template <class T>
+double to_double(T value) {
+  if constexpr (std::is_same_v<T, bfloat16>) return static_cast<double>(static_cast<float>(value));
+  else return static_cast<double>(value);
+}
+
+int failures = 0;
+long long checks = 0;
+
+void report(const std::string& what) {
+  if (++failures <= 10) std::fprintf(stderr, "MISMATCH %s\n", what.c_str());
+}
+
+template <class T>
+std::vector<T> make_input(int rank, std::size_t count) {
+  std::vector<T> data(count);
+  for (std::size_t i = 0; i < count; ++i) data[i] = from_double<T>(input_value(rank, i, tnt::data_type_of<T>()));
+  return data;
+}
+
+// The serial reference: reduce every rank's input in rank order, in the type's own arithmetic
+// (float32 for bfloat16, as tnt promises).
+template <class T>
+double reference(int ranks, std::size_t index, ReduceOp op) {
+  using Acc = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
+  auto value = [&](int r) { return static_cast<Acc>(to_double(from_double<T>(input_value(r, index, tnt::data_type_of<T>())))); };
+  Acc acc = value(0);
+  for (int r = 1; r < ranks; ++r) {
+    Acc v = value(r);
+    if (op == ReduceOp::min) acc = v < acc ? v : acc;
+    else if (op == ReduceOp::max) acc = acc < v ? v : acc;
+    else acc = static_cast<Acc>(acc + v);
+  }
+  if (op == ReduceOp::avg) acc = static_cast<Acc>(acc / static_cast<Acc>(ranks));
+  return to_double(from_double<T>(static_cast<double>(acc)));
+}
+
+template <class T>
+void verify(const std::vector<T>& data, int ranks, ReduceOp op, const std::string& what, std::size_t begin = 0,
+            std::size_t end = std::size_t(-1)) {
+  end = std::min(end, data.size());
+  constexpr bool exact = std::is_integral_v<T>;
+  for (std::size_t i = begin; i < end; ++i) {
+    const double want = reference<T>(ranks, i, op);
+    const double got = to_double(data[i]);
+    ++checks;
+    const double tolerance = exact || op == ReduceOp::min || op == ReduceOp::max ? 0.0 : 1e-6 * (1 + std::fabs(want)) * ranks +
+                                                                                             (std::is_same_v<T, bfloat16> ? std::fabs(want) / 128 : 0);
+    if (!(std::fabs(got - want) <= tolerance)) {
+      report(what + " index " + std::to_string(i) + ": got " + std::to_string(got) + " want " + std::to_string(want));
+      return;
+    }
+  }
+}
+
+template <class T>
+void check_type(tnt::Communicator& comm, const std::vector<std::size_t>& counts) {
+  const DataType type = tnt::data_type_of<T>();
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max}) {
+    for (std::size_t count : counts) {
+      const std::string what = std::string(tnt::name_of(type)) + " " + std::string(tnt::name_of(op)) + " count " + std::to_string(count);
+      auto data = make_input<T>(comm.rank(), count);
+      comm.allreduce(data.data(), count, type, op);
+      verify(data, comm.size(), op, "allreduce " + what);
+
+      auto scattered = make_input<T>(comm.rank(), count);
+      comm.reduce_scatter(scattered.data(), count, type, op);
+      auto mine = tnt::Communicator::block(count, comm.size(), comm.rank());
+      verify(scattered, comm.size(), op, "reduce_scatter " + what, mine.offset, mine.offset + mine.count);
+    }
+  }
+}
+
+void check_async(tnt::Communicator& comm, std::size_t count) {
+  // Several operations in flight at once, of different types, ops and sizes.
+  auto a = make_input<float>(comm.rank(), count);
+  auto b = make_input<std::int64_t>(comm.rank(), count / 3 + 1);
+  auto c = make_input<double>(comm.rank(), 7);
+  auto d = make_input<bfloat16>(comm.rank(), count / 2 + 5);
+  auto e = make_input<std::int32_t>(comm.rank(), count);
+  int callbacks = 0;
+  std::vector<tnt::Request> requests;
+  requests.push_back(comm.allreduce_async(a.data(), a.size(), DataType::float32, ReduceOp::sum));
+  requests.push_back(comm.allreduce_async(b.data(), b.size(), DataType::int64, ReduceOp::max));
+  requests.push_back(comm.allreduce_async(c.data(), c.size(), DataType::float64, ReduceOp::avg,
+                                          [&](const std::string& error) { callbacks += error.empty() ? 1 : 100; }));
+  requests.push_back(comm.allreduce_async(d.data(), d.size(), DataType::bfloat16, ReduceOp::sum));
+  requests.push_back(comm.allreduce_async(e.data(), e.size(), DataType::int32, ReduceOp::min));
+  for (auto it = requests.rbegin(); it != requests.rend(); ++it) it->wait();  // any order
+  for (auto& r : requests) {
+    ++checks;
+    if (!r.test()) report("request not done after wait");
+  }
+  ++checks;
+  if (callbacks != 1) report("completion callback ran " + std::to_string(callbacks) + " times");
+  verify(a, comm.size(), ReduceOp::sum, "async float32 sum");
+  verify(b, comm.size(), ReduceOp::max, "async int64 max");
+  verify(c, comm.size(), ReduceOp::avg, "async float64 avg");
+  verify(d, comm.size(), ReduceOp::sum, "async bfloat16 sum");
+  verify(e, comm.size(), ReduceOp::min, "async int32 min");
+}
+
+void check_data_movement(tnt::Communicator& comm) {
+  for (std::size_t bytes : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(3 << 20) + 5}) {
+    for (int root = 0; root < comm.size(); ++root) {
+      std::vector<std::uint8_t> data(bytes);
+      for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::uint8_t>(comm.rank() == root ? (i * 31 + root) : 0xEE);
+      comm.broadcast(data.data(), bytes, root);
+      for (std::size_t i = 0; i < bytes; ++i) {
+        ++checks;
+        if (data[i] != static_cast<std::uint8_t>(i * 31 + root)) {
+          report("broadcast root " + std::to_string(root) + " bytes " + std::to_string(bytes) + " index " + std::to_string(i));
+          break;
+        }
+      }
+    }
+    std::vector<std::uint8_t> mine(bytes), all(bytes * static_cast<std::size_t>(comm.size()));
+    for (std::size_t i = 0; i < bytes; ++i) mine[i] = static_cast<std::uint8_t>(i * 13 + comm.rank() * 101);
+    comm.allgather(mine.data(), all.data(), bytes);
+    for (int r = 0; r < comm.size(); ++r) {
+      for (std::size_t i = 0; i < bytes; ++i) {
+        ++checks;
+        if (all[static_cast<std::size_t>(r) * bytes + i] != static_cast<std::uint8_t>(i * 13 + r * 101)) {
+          report("allgather bytes " + std::to_string(bytes) + " block " + std::to_string(r) + " index " + std::to_string(i));
+          break;
+        }
+      }
+    }
+  }
+  comm.barrier();
+}
+
+std::string option(int argc, char** argv, const std::string& name, const std::string& fallback) {
+  for (int i = 2; i + 1 < argc; ++i) {
+    if (argv[i] == name) return argv[i + 1];
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "check";
+  try {
+    tnt::CommunicatorOptions options;
+    options.configuration = option(argc, argv, "--config", "test-configuration");
+    tnt::Communicator comm(options);
+    tnt::init_logging(comm.rank(), comm.size());
+    if (mode == "check") {
+      const std::vector<std::size_t> counts = {0, 1, 7, 1000, (std::size_t{1} << 20) + 3};
+      check_type<float>(comm, counts);
+      check_type<double>(comm, counts);
+      check_type<std::int32_t>(comm, counts);
+      check_type<std::int64_t>(comm, counts);
+      check_type<bfloat16>(comm, counts);
+      check_async(comm, 1000);
+      check_async(comm, (std::size_t{1} << 20) + 3);
+      check_data_movement(comm);
+      std::printf("rank %d: %lld checks, %d failures\n", comm.rank(), checks, failures);
+      return failures == 0 ? 0 : 1;
+    }
+    if (mode == "loop") {
+      std::vector<float> data(1 << 18, 1.0f);
+      for (long iteration = 0;; ++iteration) {
+        comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::avg);
+        if (iteration == 3) {
+          std::printf("running\n");
+          std::fflush(stdout);
+        }
+      }
+    }
+    if (mode == "barrier") {
+      comm.barrier();
+      std::printf("rank %d of %d: done\n", comm.rank(), comm.size());
+      return 0;
+    }
+    std::fprintf(stderr, "unknown mode '%s'\n", mode.c_str());
+    return 2;
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "tnt-test-worker: error: %s\n", error.what());
+    return 1;
+  }
+}

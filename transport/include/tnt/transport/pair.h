@@ -1,0 +1,47 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace tnt::transport {
+
+// Receives the completion of a send or receive posted on a Pair. `cookie` is the value
+// given when the operation was posted, so one sink can track many operations without
+// allocating a closure per segment.
+class CompletionSink {
+ public:
+  virtual void on_send_complete(std::uint64_t cookie) = 0;
+  virtual void on_recv_complete(std::uint64_t cookie, std::size_t bytes) = 0;
+
+ protected:
+  ~CompletionSink() = default;
+};
+
+// A reliable, ordered, authenticated channel to one peer rank, carrying tagged messages.
+//
+// Concurrency contract: every call, and every completion, happens on the transport's
+// executor (Transport::executor()); no call may be made from another thread. Any number
+// of sends and receives may be pending at once.
+//
+// Matching: a message sent with tag T completes the receive posted with tag T on the
+// other side, whatever the order in which the two sides posted. Tags must be unique among
+// the messages in flight between two ranks (collectives build them from an operation's
+// sequence number and a message index). A message that arrives before its receive is
+// posted is held by the transport until the receive is posted.
+//
+// Buffers: a send's buffer must stay unchanged, and a receive's buffer untouched, until
+// the completion. A receive's buffer must be at least as large as the message.
+//
+// Errors: a failed channel (peer lost, timeout, protocol violation) completes nothing more;
+// the transport reports the error once to its error handler (Transport::set_error_handler).
+class Pair {
+ public:
+  virtual ~Pair() = default;
+  virtual void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
+                    std::uint64_t cookie) = 0;
+  virtual void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink,
+                    std::uint64_t cookie) = 0;
+  virtual int peer_rank() const = 0;
+};
+
+}  // namespace tnt::transport

@@ -1,0 +1,51 @@
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tnt/transport/asio.h"
+#include "tnt/transport/environment.h"
+#include "tnt/transport/event_loop.h"
+#include "tnt/transport/pair.h"
+
+namespace tnt::transport {
+
+struct PeerAddress {
+  int rank = 0;
+  std::string hostname;      // for error messages: "rank 3 (node07)"
+  std::string data_address;  // back-end specific, published in the address book
+};
+
+// A data-plane back end (TCP or InfiniBand verbs): it publishes an address, connects to
+// the peers an algorithm needs, and hands out one Pair per peer. Collectives see only
+// Transport and Pair; the back ends live in transport/src/tcp and transport/src/ib.
+//
+// Concurrency: constructed and connected from one thread; afterwards every call is made on
+// executor(), like the Pair calls.
+class Transport {
+ public:
+  using Executor = boost::asio::strand<boost::asio::io_context::executor_type>;
+  using ErrorHandler = std::function<void(int peer_rank, const std::string& message)>;
+
+  virtual ~Transport() = default;
+  // Starts listening on `local_ip` and returns what the other ranks need to reach this one
+  // (it goes into the Hello).
+  virtual std::string listen(const std::string& local_ip) = 0;
+  // Connects to every rank in `peers` (blocking, bounded by the environment's connect
+  // timeout); every connection is mutually authenticated before it is used.
+  virtual void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) = 0;
+  virtual Pair& pair(int peer_rank) = 0;
+  virtual Executor executor() const = 0;
+  // Called once per failed channel, on executor().
+  virtual void set_error_handler(ErrorHandler handler) = 0;
+  // Closes every channel; pending operations complete no more. Errors seen after this are
+  // not reported (the job is ending on purpose).
+  virtual void close() = 0;
+};
+
+// The back end named by env.transport ("tcp" or "ib"). Throws tnt::ConfigError when that back
+// end was not built or, for "ib", when no InfiniBand device is present.
+std::unique_ptr<Transport> make_transport(EventLoop& loop, const tnt::JobEnvironment& env);
+
+}  // namespace tnt::transport

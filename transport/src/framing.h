@@ -1,0 +1,30 @@
+#pragma once
+// Length-prefixed Cap'n Proto frames on a TCP socket (control plane only).
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include "tnt/transport/asio.h"
+
+namespace tnt::transport {
+
+// Largest control frame anybody sends except the address book (which grows with the job).
+inline constexpr std::size_t kMaxControlFrame = 64 * 1024;
+
+struct Frame {
+  std::vector<capnp::word> words;
+  // A reader with tight limits: a malicious frame cannot make it traverse more than it holds.
+  capnp::FlatArrayMessageReader reader() const;
+};
+
+// Reads one frame of at most `max_bytes`; the length is checked before anything is allocated.
+// Throws tnt::JobError naming `what` and `peer` on a bad length.
+boost::asio::awaitable<Frame> read_frame(boost::asio::ip::tcp::socket& socket, std::size_t max_bytes,
+                                         const std::string& what, const std::string& peer);
+std::vector<std::uint8_t> encode_frame(capnp::MessageBuilder& message);
+boost::asio::awaitable<void> write_frame(boost::asio::ip::tcp::socket& socket, capnp::MessageBuilder& message);
+
+}  // namespace tnt::transport

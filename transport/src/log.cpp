@@ -1,0 +1,64 @@
+#include "tnt/transport/log.h"
+
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+
+namespace tnt {
+namespace {
+
+// Tarantella's level names; spdlog's own are lower-case and say "warning" as "warning".
+class LevelNameFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    std::string_view name = "INFO";
+    switch (msg.level) {
+      case spdlog::level::trace: name = "TRACE"; break;
+      case spdlog::level::debug: name = "DEBUG"; break;
+      case spdlog::level::info: name = "INFO"; break;
+      case spdlog::level::warn: name = "WARNING"; break;
+      case spdlog::level::err: name = "ERROR"; break;
+      case spdlog::level::critical: name = "CRITICAL"; break;
+      default: break;
+    }
+    dest.append(name.data(), name.data() + name.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<LevelNameFlag>(); }
+};
+
+spdlog::level::level_enum level_from_env() {
+  const char* text = std::getenv("TNT_LOG_LEVEL");
+  std::string level = text ? text : "INFO";
+  for (auto& c : level) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (level == "DEBUG") return spdlog::level::debug;
+  if (level == "WARNING" || level == "WARN") return spdlog::level::warn;
+  if (level == "ERROR") return spdlog::level::err;
+  if (level == "TRACE") return spdlog::level::trace;
+  return spdlog::level::info;
+}
+
+bool env_flag(const char* name) {
+  const char* text = std::getenv(name);
+  return text && (std::string_view(text) == "1" || std::string_view(text) == "true" || std::string_view(text) == "yes");
+}
+
+}  // namespace
+
+void init_logging(int rank, int size) {
+  auto logger = std::make_shared<spdlog::logger>("tnt", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto formatter = std::make_unique<spdlog::pattern_formatter>();
+  formatter->add_flag<LevelNameFlag>('*');
+  std::string prefix = size > 1 ? "[tnt %H:%M:%S.%e rank " + std::to_string(rank) + "] " : "[tnt %H:%M:%S.%e] ";
+  formatter->set_pattern(prefix + "%* %v");
+  logger->set_formatter(std::move(formatter));
+  auto level = level_from_env();
+  if (rank != 0 && !env_flag("TNT_LOG_ON_ALL_DEVICES") && level < spdlog::level::err) level = spdlog::level::err;
+  logger->set_level(level);
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(std::move(logger));
+}
+
+}  // namespace tnt
