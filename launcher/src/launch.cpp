@@ -488,6 +488,7 @@ void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSett
       out << "\n  (the agent receives the rank list and the job token on ssh's standard input)\n";
     }
     HostLaunch spec = make_host_launch(opts, plan, h);
+    spec.job_env.emplace_back("TNT_JOB_TOKEN", "<secret made at launch>");
     for (int local = 0; local < h.n_ranks; ++local) {
       int node = -1;
       std::string node_text;
@@ -503,7 +504,6 @@ void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSett
       }
       Environment env = rank_environment(spec.job_env, spec.exports, h.first_rank + local, local,
                                          h.n_ranks, node, opts.pin_memory_to_socket);
-      env.emplace_back("TNT_JOB_TOKEN", "<secret made at launch>");
       out << "  rank " << (h.first_rank + local) << node_text << ": cd " << shell_word(cwd)
           << " && env";
       for (const auto& [k, v] : env) {

@@ -17,6 +17,14 @@
 namespace tnt::launcher::detail {
 namespace {
 
+// Registry files carry the host name: where the runtime directory is shared between hosts (or,
+// in tests, between network namespaces), a host only ever acts on its own entries.
+std::string host_prefix() {
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  return std::string(name) + ".";
+}
+
 void ensure_private_dir(const std::string& dir) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
     throw std::runtime_error("cannot create job registry " + dir + ": " + std::strerror(errno));
@@ -78,7 +86,8 @@ bool still_running(const RegisteredProcess& p) {
 
 std::string write_registry(const RegistryEntry& entry) {
   const std::string dir = registry_dir();
-  const std::string path = dir + "/" + entry.job_id + "." + std::to_string(getpid()) + ".job";
+  const std::string path =
+      dir + "/" + host_prefix() + entry.job_id + "." + std::to_string(getpid()) + ".job";
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -110,6 +119,7 @@ std::vector<RegistryEntry> read_registry() {
   while (dirent* e = readdir(d)) {
     const std::string name = e->d_name;
     if (name.size() < 5 || name.substr(name.size() - 4) != ".job") continue;
+    if (name.rfind(host_prefix(), 0) != 0) continue;
     RegistryEntry entry;
     entry.path = dir + "/" + name;
     std::ifstream in(entry.path);

@@ -163,7 +163,7 @@ std::vector<pid_t> live_processes(const std::string& env_entry, const std::strin
     std::string cmdline = read_file(base + "/cmdline");
     bool match = false;
     std::size_t pos = 0;
-    while (!match && pos < environ_text.size()) {
+    while (!env_entry.empty() && !match && pos < environ_text.size()) {
       const std::size_t z = environ_text.find('\0', pos);
       const std::string entry = environ_text.substr(pos, z - pos);
       match = entry == env_entry;

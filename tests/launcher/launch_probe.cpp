@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   bool wait = false;
   bool ignore_term = false;
+  bool show_token = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--var" && i + 1 < argc) {
@@ -62,6 +63,8 @@ int main(int argc, char** argv) {
       exit_code = std::atoi(argv[++i]);
     } else if (a == "--wait") {
       wait = true;
+    } else if (a == "--show-token") {
+      show_token = true;
     } else if (a == "--ignore-term") {
       ignore_term = true;
     } else {
@@ -90,6 +93,7 @@ int main(int argc, char** argv) {
                      status_field("Cpus_allowed_list") + " mempolicy=" + heap_policy() +
                      " pid=" + std::to_string(getpid());
   for (const auto& v : vars) line += " " + v + "=" + env(v.c_str());
+  if (show_token) line += " token=" + token;
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
 
