@@ -540,7 +540,8 @@ int run_cleanup(const LaunchOptions& opts) {
   JobPlan plan = make_plan(opts);
   require_one_local_host(plan);
   SshSettings ssh = ssh_settings(opts);
-  const double grace = std::max(opts.stop_grace_s, 3.0);
+  // Longer than a live supervisor's own SIGTERM -> SIGKILL escalation, so it gets to finish it.
+  const double grace = opts.stop_grace_s + 1.0;
   bool ok = true;
   // Remote hosts first, all at once; each answers with "info" lines and "cleanup ok|fail".
   struct Session {

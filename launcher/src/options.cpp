@@ -105,6 +105,9 @@ LaunchOptions parse_command_line(const std::vector<std::string>& args) {
   auto* port_opt = app.add_option("--master-port", master_port,
                                   "Port of rank 0's rendezvous (default: a free port)")
                        ->check(CLI::Range(1, 65535));
+  app.add_option("--stop-grace", opts.stop_grace_s,
+                 "Seconds between SIGTERM and SIGKILL when stopping ranks (default 2)")
+      ->check(CLI::Range(0.0, 60.0));
   app.add_option("--ssh-command", opts.ssh_command,
                  "ssh client and options for remote hosts (env TNT_LAUNCH_SSH; default 'ssh')");
   app.add_option("--ssh-connect-timeout", opts.ssh_connect_timeout_s,
