@@ -1,0 +1,33 @@
+// Where a job runs: a hostfile or Slurm's node list.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tnt::launcher {
+
+// A hostfile or node list that cannot be used; the message names the file, line and problem.
+class HostfileError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct HostEntry {
+  std::string name;
+  std::optional<int> slots;  // "host slots=N"
+};
+
+// One host per line, '#' starts a comment, blank lines are ignored, "host slots=N" is accepted,
+// names must be unique and at least one host must be given. `origin` names the source in errors.
+std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::string& origin);
+std::vector<HostEntry> read_hostfile(const std::string& path);
+
+// Expands Slurm's compressed node list, e.g. "node[01-03,7],gpu1" -> node01 node02 node03 node7 gpu1.
+std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist);
+
+// True when `host` names this machine (no ssh needed).
+bool is_local_host(const std::string& host);
+
+}  // namespace tnt::launcher

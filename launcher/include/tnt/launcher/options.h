@@ -1,0 +1,49 @@
+// Command line of tnt-launch. Parsing is separate from running so that tests can check every
+// option without starting processes.
+#pragma once
+
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tnt::launcher {
+
+// A bad command line: the message says what is wrong and how to fix it.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class Mode { launch, help, version, cleanup, agent };
+
+struct LaunchOptions {
+  Mode mode = Mode::launch;
+  std::string help_text;  // filled for Mode::help
+
+  std::optional<int> local_ranks;  // -n
+  std::string hostfile;            // --hostfile
+  std::optional<int> n_per_node;   // --n-per-node / --npernode / --devices-per-node
+  bool pin_to_socket = false;
+  bool pin_memory_to_socket = false;
+  std::string numa_topology;  // --numa-topology (explicit topology, mainly for tests)
+  std::string transport = "tcp";
+  int fusion_threshold_kb = 32;
+  std::string log_level = "INFO";
+  bool log_on_all_devices = false;
+  bool output_on_all_devices = false;
+  bool dry_run = false;
+  bool force = false;                             // with --cleanup
+  std::optional<int> master_port;                 // --master-port (default: a free port)
+  std::string ssh_command = "ssh";                // --ssh-command / TNT_LAUNCH_SSH
+  int ssh_connect_timeout_s = 5;                  // --ssh-connect-timeout
+  double stop_grace_s = 2.0;                      // SIGTERM -> SIGKILL escalation delay
+  std::vector<std::pair<std::string, std::string>> exports;  // -x, in the order given
+  std::vector<std::string> program;                          // after --
+};
+
+// Parses argv (argv[0] included). Throws UsageError on any mistake.
+LaunchOptions parse_command_line(const std::vector<std::string>& args);
+
+}  // namespace tnt::launcher

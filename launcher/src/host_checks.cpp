@@ -1,0 +1,205 @@
+#include "host_checks.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+#include "host_launch.h"
+#include "process.h"
+#include "registry.h"
+#include "tnt/launcher/numa.h"
+
+namespace tnt::launcher::detail {
+
+int probe_port(int wanted) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(wanted));
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    socklen_t len = sizeof(addr);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+CheckResult check_host(const CheckRequest& req) {
+  CheckResult res;
+  std::string program = req.program;
+  // A relative path means relative to the directory the ranks start in.
+  if (program.find('/') != std::string::npos && program[0] != '/' && !req.cwd.empty()) {
+    program = req.cwd + "/" + program;
+  }
+  const char* path_env = std::getenv("PATH");
+  if (find_program(program, path_env ? path_env : "").empty()) {
+    res.message = "program '" + req.program + "' not found or not executable on host " + req.host +
+                  (req.program.find('/') == std::string::npos
+                       ? " (not in PATH=" + std::string(path_env ? path_env : "") + ")"
+                       : "") +
+                  ": install it there or give its full path";
+    return res;
+  }
+  if (req.pin) {
+    NumaTopology topo;
+    try {
+      topo = req.numa_topology.empty() ? detect_numa_topology()
+                                       : parse_numa_topology(req.numa_topology);
+    } catch (const std::exception& e) {
+      res.message = std::string("host ") + req.host + ": " + e.what();
+      return res;
+    }
+    res.numa_nodes = static_cast<int>(topo.nodes.size());
+    if (req.n_ranks > res.numa_nodes) {
+      res.warning = "host " + req.host + ": " + std::to_string(req.n_ranks) + " ranks but " +
+                    std::to_string(res.numa_nodes) +
+                    " NUMA node(s): ranks share nodes round-robin";
+    }
+  }
+  if (req.want_port >= 0) {
+    res.port = probe_port(req.want_port);
+    if (res.port == 0) {
+      res.message = req.want_port == 0
+                        ? "host " + req.host + ": cannot find a free port for the master"
+                        : "master port " + std::to_string(req.want_port) +
+                              " is already in use on host " + req.host +
+                              ": choose another --master-port or leave it out";
+      return res;
+    }
+  }
+  res.ok = true;
+  return res;
+}
+
+CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force,
+                           double grace_s) {
+  CleanupResult res;
+  const char* path_env = std::getenv("PATH");
+  const std::string resolved = find_program(program, path_env ? path_env : "");
+  std::vector<RegistryEntry> matching;
+  for (auto& e : read_registry()) {
+    const bool same = e.program == program || (!resolved.empty() && e.executable == resolved);
+    if (same) matching.push_back(std::move(e));
+  }
+  if (matching.empty()) {
+    res.messages.push_back("host " + host + ": no registered job of '" + program + "'");
+    return res;
+  }
+  auto alive = [](const RegistryEntry& e) {
+    int n = 0;
+    for (const auto& p : e.processes) n += still_running(p) ? 1 : 0;
+    return n;
+  };
+  // Supervisor first: it then stops its ranks in order instead of reporting them as failed.
+  for (const auto& e : matching) {
+    for (const auto& p : e.processes) {
+      if (!still_running(p)) continue;
+      if (p.rank < 0) {
+        kill(p.pid, SIGTERM);
+      } else {
+        kill(-p.pid, SIGTERM);
+        kill(p.pid, SIGTERM);
+      }
+    }
+  }
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  auto elapsed = [&] {
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return static_cast<double>(now.tv_sec - start.tv_sec) +
+           static_cast<double>(now.tv_nsec - start.tv_nsec) * 1e-9;
+  };
+  auto total_alive = [&] {
+    int n = 0;
+    for (const auto& e : matching) n += alive(e);
+    return n;
+  };
+  while (total_alive() > 0 && elapsed() < grace_s) {
+    timespec ts{0, 20 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  if (total_alive() > 0 && force) {
+    for (const auto& e : matching) {
+      for (const auto& p : e.processes) {
+        if (!still_running(p)) continue;
+        if (p.rank >= 0) kill(-p.pid, SIGKILL);
+        kill(p.pid, SIGKILL);
+      }
+    }
+    const double kill_deadline = elapsed() + 2;
+    while (total_alive() > 0 && elapsed() < kill_deadline) {
+      timespec ts{0, 20 * 1000 * 1000};
+      nanosleep(&ts, nullptr);
+    }
+  }
+  for (const auto& e : matching) {
+    const int left = alive(e);
+    int ranks = 0;
+    for (const auto& p : e.processes) ranks += p.rank >= 0 ? 1 : 0;
+    if (left == 0) {
+      res.messages.push_back("host " + host + ": stopped job " + e.job_id + " of '" + e.program +
+                             "' (" + std::to_string(ranks) + " rank(s))");
+      remove_registry(e.path);
+    } else {
+      res.ok = false;
+      res.messages.push_back("host " + host + ": job " + e.job_id + " still has " +
+                             std::to_string(left) + " process(es) running" +
+                             (force ? "" : "; use --cleanup --force to SIGKILL them"));
+    }
+  }
+  return res;
+}
+
+std::string encode_check_request(const CheckRequest& r) {
+  std::ostringstream out;
+  out << "host " << escape_field(r.host) << "\n";
+  out << "program " << escape_field(r.program) << "\n";
+  out << "cwd " << escape_field(r.cwd) << "\n";
+  out << "n_ranks " << r.n_ranks << "\n";
+  out << "pin " << (r.pin ? 1 : 0) << "\n";
+  out << "numa_topology " << escape_field(r.numa_topology) << "\n";
+  out << "want_port " << r.want_port << "\n";
+  out << "end\n";
+  return out.str();
+}
+
+CheckRequest decode_check_request(const std::string& block) {
+  CheckRequest r;
+  std::istringstream in(block);
+  std::string line;
+  auto num = [](const std::string& v) {
+    int x = 0;
+    auto res = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (res.ec != std::errc{}) throw std::runtime_error("check request: bad number '" + v + "'");
+    return x;
+  };
+  while (std::getline(in, line)) {
+    const auto sp = line.find(' ');
+    const std::string key = line.substr(0, sp);
+    const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
+    if (key == "host") r.host = unescape_field(value);
+    else if (key == "program") r.program = unescape_field(value);
+    else if (key == "cwd") r.cwd = unescape_field(value);
+    else if (key == "n_ranks") r.n_ranks = num(value);
+    else if (key == "pin") r.pin = num(value) != 0;
+    else if (key == "numa_topology") r.numa_topology = unescape_field(value);
+    else if (key == "want_port") r.want_port = num(value);
+    else if (key == "end") break;
+    else throw std::runtime_error("check request: unknown line '" + key + "'");
+  }
+  return r;
+}
+
+}  // namespace tnt::launcher::detail

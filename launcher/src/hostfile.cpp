@@ -1,0 +1,163 @@
+#include "tnt/launcher/hostfile.h"
+
+#include <unistd.h>
+
+#include <charconv>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace tnt::launcher {
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+bool valid_host_name(const std::string& h) {
+  // Names go to ssh as one argument; refuse anything that could be read as an option or that
+  // a shell would treat specially.
+  if (h.empty() || h[0] == '-') return false;
+  for (char c : h) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '-' || c == '_' || c == ':' || c == '@' || c == '[' || c == ']';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::string& origin) {
+  std::vector<HostEntry> hosts;
+  std::set<std::string> seen;
+  std::istringstream in(text);
+  std::string raw;
+  int line_no = 0;
+  while (std::getline(in, raw)) {
+    ++line_no;
+    const std::string where = origin + ":" + std::to_string(line_no);
+    std::string line = raw.substr(0, raw.find('#'));
+    line = trim(line);
+    if (line.empty()) continue;
+    std::istringstream words(line);
+    HostEntry entry;
+    words >> entry.name;
+    if (!valid_host_name(entry.name)) {
+      throw HostfileError(where + ": '" + entry.name + "' is not a valid host name");
+    }
+    std::string word;
+    while (words >> word) {
+      std::string_view key = "slots=";
+      if (word.rfind(key, 0) != 0) {
+        throw HostfileError(where + ": unexpected '" + word +
+                            "' (a line is 'host' or 'host slots=N')");
+      }
+      int slots = 0;
+      const char* first = word.data() + key.size();
+      const char* last = word.data() + word.size();
+      auto [ptr, ec] = std::from_chars(first, last, slots);
+      if (ec != std::errc{} || ptr != last || slots < 1) {
+        throw HostfileError(where + ": '" + word + "': slots must be a whole number >= 1");
+      }
+      entry.slots = slots;
+    }
+    if (!seen.insert(entry.name).second) {
+      throw HostfileError(where + ": host '" + entry.name +
+                          "' is listed twice (each host once; use slots=N or --n-per-node for "
+                          "several ranks per host)");
+    }
+    hosts.push_back(std::move(entry));
+  }
+  if (hosts.empty()) {
+    throw HostfileError(origin + ": no hosts (the file is empty or only has comments)");
+  }
+  return hosts;
+}
+
+std::vector<HostEntry> read_hostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw HostfileError("cannot read hostfile '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw HostfileError("error reading hostfile '" + path + "'");
+  return parse_hostfile_text(ss.str(), path);
+}
+
+std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
+  // Split at top-level commas (commas inside [] separate ranges, not hosts).
+  std::vector<std::string> items;
+  std::string cur;
+  int depth = 0;
+  for (char c : nodelist) {
+    if (c == '[') ++depth;
+    if (c == ']') --depth;
+    if (depth < 0) throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "': unbalanced ']'");
+    if (c == ',' && depth == 0) {
+      items.push_back(cur);
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (depth != 0) throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "': unbalanced '['");
+  items.push_back(cur);
+
+  std::vector<std::string> out;
+  for (const auto& item : items) {
+    if (item.empty()) continue;
+    const auto open = item.find('[');
+    if (open == std::string::npos) {
+      out.push_back(item);
+      continue;
+    }
+    const auto close = item.find(']', open);
+    const std::string prefix = item.substr(0, open);
+    const std::string suffix = item.substr(close + 1);
+    if (suffix.find('[') != std::string::npos) {
+      throw HostfileError("SLURM_JOB_NODELIST '" + nodelist +
+                          "': several bracket groups in one name are not supported");
+    }
+    std::istringstream ranges(item.substr(open + 1, close - open - 1));
+    std::string range;
+    while (std::getline(ranges, range, ',')) {
+      const auto dash = range.find('-');
+      const std::string lo_s = range.substr(0, dash);
+      const std::string hi_s = dash == std::string::npos ? lo_s : range.substr(dash + 1);
+      long lo = 0;
+      long hi = 0;
+      auto r1 = std::from_chars(lo_s.data(), lo_s.data() + lo_s.size(), lo);
+      auto r2 = std::from_chars(hi_s.data(), hi_s.data() + hi_s.size(), hi);
+      if (lo_s.empty() || hi_s.empty() || r1.ec != std::errc{} || r2.ec != std::errc{} ||
+          r1.ptr != lo_s.data() + lo_s.size() || r2.ptr != hi_s.data() + hi_s.size() || hi < lo ||
+          hi - lo > 100000) {
+        throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "': bad range '" + range + "'");
+      }
+      const std::size_t width = lo_s.size();  // zero padding as written ("01")
+      for (long v = lo; v <= hi; ++v) {
+        std::string num = std::to_string(v);
+        if (num.size() < width) num.insert(0, width - num.size(), '0');
+        out.push_back(prefix + num + suffix);
+      }
+    }
+  }
+  if (out.empty()) throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "' names no node");
+  return out;
+}
+
+bool is_local_host(const std::string& host) {
+  if (host == "localhost" || host == "127.0.0.1" || host == "::1") return true;
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) == 0) {
+    const std::string self = name;
+    if (host == self) return true;
+    const auto dot = self.find('.');
+    if (dot != std::string::npos && host == self.substr(0, dot)) return true;
+  }
+  return false;
+}
+
+}  // namespace tnt::launcher

@@ -1,0 +1,13 @@
+// The three things tnt-launch does: launch a job, print it (--dry-run), or clean it up.
+#pragma once
+
+#include "tnt/launcher/options.h"
+
+namespace tnt::launcher::detail {
+
+// Each returns the process exit status of tnt-launch.
+int run_launch(const LaunchOptions& opts);
+int run_agent(const LaunchOptions& opts);
+int run_cleanup(const LaunchOptions& opts);
+
+}  // namespace tnt::launcher::detail

@@ -1,0 +1,145 @@
+#include "local_ranks.h"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <stdexcept>
+
+#include "tnt/launcher/numa.h"
+
+namespace tnt::launcher::detail {
+
+LocalRanks::LocalRanks(HostLaunch spec, EventLoop& loop, RankSink& sink)
+    : spec_(std::move(spec)), loop_(loop), sink_(sink) {}
+
+LocalRanks::~LocalRanks() {
+  // Never leave a rank behind, whatever path led here.
+  for (auto& r : ranks_) {
+    if (!r.exited && r.pid > 0) {
+      kill(-r.pid, SIGKILL);
+      int status = 0;
+      waitpid(r.pid, &status, 0);
+    }
+    for (int* fd : {&r.out_fd, &r.err_fd}) {
+      if (*fd >= 0) loop_.unwatch(*fd);
+      close_fd(*fd);
+    }
+  }
+}
+
+void LocalRanks::start() {
+  NumaTopology topo;
+  if (spec_.pin) {
+    topo = spec_.numa_topology.empty() ? detect_numa_topology()
+                                       : parse_numa_topology(spec_.numa_topology);
+    if (spec_.n_ranks > static_cast<int>(topo.nodes.size())) {
+      spdlog::warn("{}: {} ranks but {} NUMA node(s): ranks share nodes round-robin", spec_.host,
+                   spec_.n_ranks, topo.nodes.size());
+    }
+  }
+  ranks_.reserve(static_cast<std::size_t>(spec_.n_ranks));
+  for (int local = 0; local < spec_.n_ranks; ++local) {
+    const int rank = spec_.first_rank + local;
+    SpawnRequest req;
+    req.label = "rank " + std::to_string(rank) + " on " + spec_.host;
+    req.argv = spec_.program;
+    int node = -1;
+    if (spec_.pin) {
+      node = node_for_local_rank(local, topo);
+      const NumaNode& n = topo.nodes[static_cast<std::size_t>(node)];
+      req.pin = PinRequest{n.cpus, spec_.pin_memory ? n.memory_node : -1};
+    }
+    req.set_env = rank_environment(spec_.job_env, spec_.exports, rank, local, spec_.n_ranks, node,
+                                   spec_.pin_memory);
+    Child child;
+    try {
+      child = spawn(req);
+    } catch (...) {
+      for (auto& started : ranks_) {
+        kill(-started.pid, SIGKILL);
+        int status = 0;
+        waitpid(started.pid, &status, 0);
+        started.exited = true;
+      }
+      throw;
+    }
+    if (req.pin) {
+      spdlog::debug("rank {} on {}: pinned to NUMA node {} (cpus {}, memory {}): {}", rank,
+                    spec_.host, node, format_cpu_list(req.pin->cpus),
+                    spec_.pin_memory ? std::to_string(req.pin->memory_node) : "not bound",
+                    child.pin_report);
+    }
+    Rank& r = ranks_.emplace_back();
+    r.rank = rank;
+    r.pid = child.pid;
+    r.out_fd = child.stdout_fd;
+    r.err_fd = child.stderr_fd;
+    loop_.watch(r.out_fd, [this, idx = ranks_.size() - 1](short) { on_readable(ranks_[idx], 1); });
+    loop_.watch(r.err_fd, [this, idx = ranks_.size() - 1](short) { on_readable(ranks_[idx], 2); });
+  }
+}
+
+void LocalRanks::on_readable(Rank& r, int stream) {
+  int& fd = stream == 1 ? r.out_fd : r.err_fd;
+  LineSplitter& lines = stream == 1 ? r.out_lines : r.err_lines;
+  std::string data;
+  const bool open = read_available(fd, data);
+  auto emit = [&](std::string_view line) { sink_.on_output(r.rank, stream, line); };
+  lines.feed(data, emit);
+  if (!open) {
+    lines.flush(emit);
+    loop_.unwatch(fd);
+    close_fd(fd);
+  }
+}
+
+bool LocalRanks::on_child_exit(pid_t pid, int status) {
+  for (auto& r : ranks_) {
+    if (r.exited || r.pid != pid) continue;
+    r.exited = true;
+    // Read what the rank wrote before it ended, so that its last words precede its exit.
+    if (r.out_fd >= 0) on_readable(r, 1);
+    if (r.err_fd >= 0) on_readable(r, 2);
+    // Whatever the rank left running in its group goes with it (and closes its pipes).
+    kill(-r.pid, SIGKILL);
+    sink_.on_exit(r.rank, status);
+    return true;
+  }
+  return false;
+}
+
+void LocalRanks::signal_running(int sig) {
+  for (auto& r : ranks_) {
+    if (!r.exited) kill(-r.pid, sig);
+  }
+}
+
+bool LocalRanks::all_exited() const {
+  for (const auto& r : ranks_) {
+    if (!r.exited) return false;
+  }
+  return true;
+}
+
+bool LocalRanks::finished() const {
+  for (const auto& r : ranks_) {
+    if (!r.exited || r.out_fd >= 0 || r.err_fd >= 0) return false;
+  }
+  return true;
+}
+
+int LocalRanks::running() const {
+  int n = 0;
+  for (const auto& r : ranks_) n += r.exited ? 0 : 1;
+  return n;
+}
+
+std::vector<pid_t> LocalRanks::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& r : ranks_) out.push_back(r.pid);
+  return out;
+}
+
+}  // namespace tnt::launcher::detail

@@ -1,0 +1,66 @@
+// The ranks of one host, started by fork/exec: used by tnt-launch for its own machine and by
+// `tnt-launch --agent` on remote hosts.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "event_loop.h"
+#include "host_launch.h"
+#include "process.h"
+
+namespace tnt::launcher::detail {
+
+class RankSink {
+ public:
+  virtual ~RankSink() = default;
+  virtual void on_output(int rank, int stream, std::string_view line) = 0;  // stream 1 or 2
+  virtual void on_exit(int rank, int wait_status) = 0;
+};
+
+// Owner of the rank processes of one host. Single-threaded: call everything from the thread
+// that runs the EventLoop given to the constructor.
+class LocalRanks {
+ public:
+  LocalRanks(HostLaunch spec, EventLoop& loop, RankSink& sink);
+  ~LocalRanks();
+  LocalRanks(const LocalRanks&) = delete;
+  LocalRanks& operator=(const LocalRanks&) = delete;
+
+  // Plans pinning and starts every rank. On failure kills what was started and throws.
+  void start();
+  // Takes the exit of one of its ranks (the caller reaps every child with waitpid(-1)); false if
+  // `pid` is not one of them. Leftover members of a finished rank's process group are killed, so
+  // that a rank cannot leave processes behind.
+  bool on_child_exit(pid_t pid, int status);
+  // Signals the process group of every rank still running.
+  void signal_running(int sig);
+  bool all_exited() const;
+  // All exited and all their output read.
+  bool finished() const;
+  int running() const;
+  std::vector<pid_t> pids() const;
+  const HostLaunch& spec() const { return spec_; }
+
+ private:
+  struct Rank {
+    int rank = 0;
+    pid_t pid = -1;
+    int out_fd = -1;
+    int err_fd = -1;
+    LineSplitter out_lines;
+    LineSplitter err_lines;
+    bool exited = false;
+  };
+  void on_readable(Rank& r, int stream);
+
+  HostLaunch spec_;
+  EventLoop& loop_;
+  RankSink& sink_;
+  std::vector<Rank> ranks_;
+};
+
+}  // namespace tnt::launcher::detail

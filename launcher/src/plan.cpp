@@ -1,0 +1,127 @@
+#include "tnt/launcher/plan.h"
+
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+
+namespace tnt::launcher {
+namespace {
+
+std::string random_hex(std::size_t bytes) {
+  std::string raw(bytes, '\0');
+  std::size_t got = 0;
+  while (got < bytes) {
+    const ssize_t r = getrandom(raw.data() + got, bytes - got, 0);
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string hex;
+  hex.reserve(2 * bytes);
+  for (unsigned char c : raw) {
+    hex += digits[c >> 4];
+    hex += digits[c & 15];
+  }
+  return hex;
+}
+
+std::string this_host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+}  // namespace
+
+std::string make_job_token() { return random_hex(32); }
+
+std::string make_job_id() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char stamp[32];
+  std::strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+  return std::string("tnt-") + stamp + "-" + random_hex(6);
+}
+
+JobPlan make_plan(const LaunchOptions& opts) {
+  JobPlan plan;
+  std::vector<HostEntry> entries;
+  if (opts.local_ranks) {
+    entries.push_back({"localhost", *opts.local_ranks});
+  } else if (!opts.hostfile.empty()) {
+    entries = read_hostfile(opts.hostfile);
+  } else if (const char* nodes = std::getenv("SLURM_JOB_NODELIST"); nodes && *nodes) {
+    for (auto& name : expand_slurm_nodelist(nodes)) entries.push_back({std::move(name), {}});
+  } else {
+    entries.push_back({"localhost", std::nullopt});
+  }
+
+  int next_rank = 0;
+  for (const auto& e : entries) {
+    HostPlan h;
+    h.name = e.name;
+    h.local = is_local_host(e.name);
+    h.first_rank = next_rank;
+    if (opts.local_ranks) {
+      h.n_ranks = *opts.local_ranks;
+    } else if (opts.n_per_node) {
+      h.n_ranks = *opts.n_per_node;
+    } else {
+      h.n_ranks = e.slots.value_or(1);
+    }
+    next_rank += h.n_ranks;
+    plan.hosts.push_back(std::move(h));
+  }
+  plan.size = next_rank;
+
+  bool all_local = true;
+  for (const auto& h : plan.hosts) all_local = all_local && h.local;
+  if (all_local) {
+    plan.master_addr = "127.0.0.1";
+  } else if (plan.hosts.front().local) {
+    // Remote ranks must reach rank 0 on this machine: loopback names would point at themselves.
+    plan.master_addr = this_host_name();
+  } else {
+    plan.master_addr = plan.hosts.front().name;
+  }
+  plan.master_port = opts.master_port.value_or(0);
+  plan.job_id = make_job_id();
+  return plan;
+}
+
+Environment job_environment(const LaunchOptions& opts, const JobPlan& plan) {
+  return {
+      {"TNT_SIZE", std::to_string(plan.size)},
+      {"TNT_MASTER_ADDR", plan.master_addr},
+      {"TNT_MASTER_PORT", std::to_string(plan.master_port)},
+      {"TNT_JOB_ID", plan.job_id},
+      {"TNT_TRANSPORT", opts.transport},
+      {"TNT_FUSION_THRESHOLD_KB", std::to_string(opts.fusion_threshold_kb)},
+      {"TNT_LOG_LEVEL", opts.log_level},
+      {"TNT_LOG_ON_ALL_DEVICES", opts.log_on_all_devices ? "1" : "0"},
+      {"TNT_OUTPUT_ON_ALL_DEVICES", opts.output_on_all_devices ? "1" : "0"},
+  };
+}
+
+Environment rank_environment(const Environment& job_env, const Environment& exports, int rank,
+                             int local_rank, int local_size, int pin_node, bool pin_memory) {
+  Environment env = job_env;
+  env.emplace_back("TNT_RANK", std::to_string(rank));
+  env.emplace_back("TNT_LOCAL_RANK", std::to_string(local_rank));
+  env.emplace_back("TNT_LOCAL_SIZE", std::to_string(local_size));
+  env.emplace_back("TNT_PIN_SOCKET", std::to_string(pin_node));
+  env.emplace_back("TNT_PIN_MEMORY", (pin_memory && pin_node >= 0) ? "1" : "0");
+  env.insert(env.end(), exports.begin(), exports.end());
+  return env;
+}
+
+}  // namespace tnt::launcher

@@ -1,0 +1,108 @@
+// A tiny rank program for the launcher tests: prints what tnt-launch gave it, then does what the
+// test asks (wait for a signal, exit with a status, ignore SIGTERM).
+#include <signal.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "<unset>";
+}
+
+std::string status_field(const std::string& key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(key + ":", 0) == 0) {
+      auto v = line.substr(key.size() + 1);
+      return v.substr(v.find_first_not_of(" \t"));
+    }
+  }
+  return "?";
+}
+
+// The memory policy of the heap mapping as /proc/self/numa_maps shows it ("default", "bind:0").
+std::string heap_policy() {
+  std::ifstream in("/proc/self/numa_maps");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("heap") != std::string::npos) {
+      const auto sp = line.find(' ');
+      const auto sp2 = line.find(' ', sp + 1);
+      return line.substr(sp + 1, sp2 - sp - 1);
+    }
+  }
+  return "?";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> vars;
+  int exit_rank = -1;
+  int exit_code = 0;
+  bool wait = false;
+  bool ignore_term = false;
+  bool show_token = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--var" && i + 1 < argc) {
+      vars.emplace_back(argv[++i]);
+    } else if (a == "--exit-rank" && i + 1 < argc) {
+      exit_rank = std::atoi(argv[++i]);
+    } else if (a == "--exit-code" && i + 1 < argc) {
+      exit_code = std::atoi(argv[++i]);
+    } else if (a == "--wait") {
+      wait = true;
+    } else if (a == "--show-token") {
+      show_token = true;
+    } else if (a == "--ignore-term") {
+      ignore_term = true;
+    } else {
+      std::fprintf(stderr, "launch_probe: unknown argument %s\n", a.c_str());
+      return 64;
+    }
+  }
+  if (ignore_term) signal(SIGTERM, SIG_IGN);
+  void* heap = std::malloc(1 << 16);  // makes sure a [heap] mapping exists
+  std::memset(heap, 1, 1 << 16);
+
+  utsname u{};
+  uname(&u);
+  const std::string token = env("TNT_JOB_TOKEN");
+  std::string line = "probe rank=" + env("TNT_RANK") + " size=" + env("TNT_SIZE") +
+                     " local_rank=" + env("TNT_LOCAL_RANK") + " local_size=" +
+                     env("TNT_LOCAL_SIZE") + " host=" + u.nodename + " master=" +
+                     env("TNT_MASTER_ADDR") + ":" + env("TNT_MASTER_PORT") + " job_id=" +
+                     env("TNT_JOB_ID") + " token_len=" +
+                     std::to_string(token == "<unset>" ? 0 : token.size()) + " transport=" +
+                     env("TNT_TRANSPORT") + " fusion_kb=" + env("TNT_FUSION_THRESHOLD_KB") +
+                     " log_level=" + env("TNT_LOG_LEVEL") + " log_all=" +
+                     env("TNT_LOG_ON_ALL_DEVICES") + " output_all=" +
+                     env("TNT_OUTPUT_ON_ALL_DEVICES") + " pin_socket=" + env("TNT_PIN_SOCKET") +
+                     " pin_memory=" + env("TNT_PIN_MEMORY") + " cpus=" +
+                     status_field("Cpus_allowed_list") + " mempolicy=" + heap_policy() +
+                     " pid=" + std::to_string(getpid());
+  for (const auto& v : vars) line += " " + v + "=" + env(v.c_str());
+  if (show_token) line += " token=" + token;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+
+  const int rank = std::atoi(env("TNT_RANK").c_str());
+  if (rank == exit_rank) return exit_code;
+  if (wait) {
+    std::printf("ready rank=%d\n", rank);
+    std::fflush(stdout);
+    for (;;) pause();
+  }
+  return 0;
+}

@@ -1,0 +1,214 @@
+// Unit tests of the launcher's parts: command line, hostfile, Slurm node lists, NUMA topology
+// specs, the plan and each rank's environment.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <map>
+
+#include "tnt/launcher/hostfile.h"
+#include "tnt/launcher/numa.h"
+#include "tnt/launcher/options.h"
+#include "tnt/launcher/plan.h"
+
+namespace tnt::launcher {
+namespace {
+
+LaunchOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "tnt-launch");
+  return parse_command_line(args);
+}
+
+TEST(Options, EverythingAfterTheSeparatorIsTheProgram) {
+  auto o = parse({"-n", "2", "--", "prog", "-n", "5", "--", "--hostfile"});
+  EXPECT_EQ(o.local_ranks, 2);
+  EXPECT_EQ(o.program, (std::vector<std::string>{"prog", "-n", "5", "--", "--hostfile"}));
+}
+
+TEST(Options, TarantellaSpellingsOfRanksPerNode) {
+  for (const char* spelling : {"--n-per-node", "--npernode", "--devices-per-node"}) {
+    auto o = parse({"--hostfile", "h", spelling, "3", "--", "p"});
+    EXPECT_EQ(o.n_per_node, 3) << spelling;
+    EXPECT_EQ(o.hostfile, "h");
+  }
+}
+
+TEST(Options, ExportsKeepTheirOrderAndBareNamesCopyTheValue) {
+  setenv("TNT_UNIT_TEST_VALUE", "from-env", 1);
+  auto o = parse({"-x", "B=2", "-x", "A=1=one", "-x", "TNT_UNIT_TEST_VALUE", "-x", "E=", "--", "p"});
+  ASSERT_EQ(o.exports.size(), 4u);
+  EXPECT_EQ(o.exports[0], (std::pair<std::string, std::string>{"B", "2"}));
+  EXPECT_EQ(o.exports[1], (std::pair<std::string, std::string>{"A", "1=one"}));
+  EXPECT_EQ(o.exports[2], (std::pair<std::string, std::string>{"TNT_UNIT_TEST_VALUE", "from-env"}));
+  EXPECT_EQ(o.exports[3], (std::pair<std::string, std::string>{"E", ""}));
+  unsetenv("TNT_UNIT_TEST_VALUE");
+  EXPECT_THROW(parse({"-x", "TNT_UNIT_TEST_VALUE", "--", "p"}), UsageError);
+}
+
+TEST(Options, DefaultsAndValues) {
+  auto o = parse({"--", "p"});
+  EXPECT_EQ(o.transport, "tcp");
+  EXPECT_EQ(o.fusion_threshold_kb, 32);
+  EXPECT_EQ(o.log_level, "INFO");
+  EXPECT_FALSE(o.pin_to_socket);
+  o = parse({"--transport", "ib", "--fusion-threshold", "128", "--log-level", "warning",
+             "--pin-memory-to-socket", "--log-on-all-devices", "--output-on-all-devices", "--",
+             "p"});
+  EXPECT_EQ(o.transport, "ib");
+  EXPECT_EQ(o.fusion_threshold_kb, 128);
+  EXPECT_EQ(o.log_level, "WARNING");
+  EXPECT_TRUE(o.pin_to_socket);  // memory pinning implies CPU pinning
+  EXPECT_TRUE(o.pin_memory_to_socket);
+  EXPECT_TRUE(o.log_on_all_devices);
+  EXPECT_TRUE(o.output_on_all_devices);
+}
+
+TEST(Options, MistakesAreUsageErrorsThatSayWhatIsWrong) {
+  auto message = [](std::vector<std::string> args) {
+    try {
+      parse(std::move(args));
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_NE(message({"-n", "0", "--", "p"}).find("at least 1"), std::string::npos);
+  EXPECT_NE(message({"-n", "-3", "--", "p"}).find("at least 1"), std::string::npos);
+  EXPECT_NE(message({"-n", "two", "--", "p"}).find("two"), std::string::npos);
+  EXPECT_NE(message({"--log-level", "LOUD", "--", "p"}).find("LOUD"), std::string::npos);
+  EXPECT_NE(message({"-n", "2", "--hostfile", "h", "--", "p"}).find("exclude each other"),
+            std::string::npos);
+  EXPECT_NE(message({"--force", "--", "p"}).find("--force only goes with --cleanup"),
+            std::string::npos);
+  EXPECT_NE(message({"--bogus", "--", "p"}).find("--bogus"), std::string::npos);
+  EXPECT_NE(message({"-n", "1"}).find("no program given"), std::string::npos);
+  EXPECT_EQ(parse({"--help"}).mode, Mode::help);
+  EXPECT_EQ(parse({"--version"}).mode, Mode::version);
+  EXPECT_EQ(parse({"--cleanup", "--force", "--", "p"}).mode, Mode::cleanup);
+}
+
+TEST(Hostfile, CommentsBlankLinesAndSlots) {
+  auto hosts = parse_hostfile_text("# cluster\n\nnode1\n  node2 slots=4  # fat node\n\tnode3\n",
+                                   "hf");
+  ASSERT_EQ(hosts.size(), 3u);
+  EXPECT_EQ(hosts[0].name, "node1");
+  EXPECT_FALSE(hosts[0].slots);
+  EXPECT_EQ(hosts[1].name, "node2");
+  EXPECT_EQ(hosts[1].slots, 4);
+  EXPECT_EQ(hosts[2].name, "node3");
+}
+
+TEST(Hostfile, ErrorsNameTheFileAndLine) {
+  auto message = [](const std::string& text) {
+    try {
+      parse_hostfile_text(text, "hosts.txt");
+    } catch (const HostfileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_EQ(message("a\nb\na\n"),
+            "hosts.txt:3: host 'a' is listed twice (each host once; use slots=N or --n-per-node "
+            "for several ranks per host)");
+  EXPECT_EQ(message(""), "hosts.txt: no hosts (the file is empty or only has comments)");
+  EXPECT_EQ(message("# only\n\n"), "hosts.txt: no hosts (the file is empty or only has comments)");
+  EXPECT_NE(message("a slots=0\n").find("hosts.txt:1: 'slots=0'"), std::string::npos);
+  EXPECT_NE(message("a slots=x\n").find("slots must be"), std::string::npos);
+  EXPECT_NE(message("a b\n").find("hosts.txt:1: unexpected 'b'"), std::string::npos);
+  EXPECT_NE(message("-oProxyCommand=x\n").find("not a valid host name"), std::string::npos);
+  EXPECT_NE(message("a;rm\n").find("not a valid host name"), std::string::npos);
+  EXPECT_THROW(read_hostfile("/no/such/hostfile"), HostfileError);
+}
+
+TEST(Slurm, NodeListsExpand) {
+  EXPECT_EQ(expand_slurm_nodelist("node[01-03,7],gpu1"),
+            (std::vector<std::string>{"node01", "node02", "node03", "node7", "gpu1"}));
+  EXPECT_EQ(expand_slurm_nodelist("a"), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(expand_slurm_nodelist("r[8-10]x"), (std::vector<std::string>{"r8x", "r9x", "r10x"}));
+  EXPECT_THROW(expand_slurm_nodelist("n[1-"), HostfileError);
+  EXPECT_THROW(expand_slurm_nodelist("n[3-1]"), HostfileError);
+  EXPECT_THROW(expand_slurm_nodelist(""), HostfileError);
+}
+
+TEST(Numa, TopologySpecs) {
+  auto t = parse_numa_topology("0-3,8@0;4-7@1;9");
+  ASSERT_EQ(t.nodes.size(), 3u);
+  EXPECT_EQ(t.nodes[0].cpus, (std::vector<int>{0, 1, 2, 3, 8}));
+  EXPECT_EQ(t.nodes[1].memory_node, 1);
+  EXPECT_EQ(t.nodes[2].memory_node, 2);  // defaults to its index
+  EXPECT_EQ(format_cpu_list(t.nodes[0].cpus), "0-3,8");
+  EXPECT_EQ(node_for_local_rank(4, t), 1);
+  EXPECT_THROW(parse_numa_topology(""), std::invalid_argument);
+  EXPECT_THROW(parse_numa_topology("3-1"), std::invalid_argument);
+  EXPECT_THROW(parse_numa_topology("0@x"), std::invalid_argument);
+  EXPECT_FALSE(detect_numa_topology().nodes.empty());
+  EXPECT_FALSE(detect_numa_topology().nodes[0].cpus.empty());
+}
+
+TEST(Plan, LocalJob) {
+  auto p = make_plan(parse({"-n", "4", "--", "p"}));
+  ASSERT_EQ(p.hosts.size(), 1u);
+  EXPECT_TRUE(p.hosts[0].local);
+  EXPECT_EQ(p.size, 4);
+  EXPECT_EQ(p.master_addr, "127.0.0.1");
+  EXPECT_NE(make_plan(parse({"--", "p"})).job_id, p.job_id);
+  EXPECT_EQ(make_job_token().size(), 64u);
+  EXPECT_NE(make_job_token(), make_job_token());
+}
+
+TEST(Plan, HostfileWithSlotsAndRanksPerNode) {
+  char path[] = "/tmp/tnt-launch-unit-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  const std::string text = "alpha slots=3\nbeta\n";
+  ASSERT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  auto p = make_plan(parse({"--hostfile", path, "--", "p"}));
+  ASSERT_EQ(p.hosts.size(), 2u);
+  EXPECT_EQ(p.hosts[0].n_ranks, 3);
+  EXPECT_EQ(p.hosts[1].n_ranks, 1);
+  EXPECT_EQ(p.hosts[1].first_rank, 3);
+  EXPECT_EQ(p.size, 4);
+  EXPECT_EQ(p.master_addr, "alpha");
+  p = make_plan(parse({"--hostfile", path, "--n-per-node", "2", "--", "p"}));
+  EXPECT_EQ(p.size, 4);
+  EXPECT_EQ(p.hosts[1].first_rank, 2);
+  unlink(path);
+}
+
+TEST(Plan, SlurmNodeListWhenNoHostfile) {
+  setenv("SLURM_JOB_NODELIST", "cn[1-3]", 1);
+  auto p = make_plan(parse({"--n-per-node", "2", "--", "p"}));
+  unsetenv("SLURM_JOB_NODELIST");
+  ASSERT_EQ(p.hosts.size(), 3u);
+  EXPECT_EQ(p.hosts[2].name, "cn3");
+  EXPECT_EQ(p.hosts[2].first_rank, 4);
+  EXPECT_EQ(p.size, 6);
+  EXPECT_EQ(p.master_addr, "cn1");
+}
+
+TEST(Plan, RankEnvironmentHasEveryDesignVariableThenTheExports) {
+  auto o = parse({"-n", "2", "-x", "Z=last", "--transport", "ib", "--", "p"});
+  auto p = make_plan(o);
+  p.master_port = 4242;
+  auto env = rank_environment(job_environment(o, p), o.exports, 1, 1, 2, 0, true);
+  std::map<std::string, std::string> m(env.begin(), env.end());
+  for (const char* name : {"TNT_RANK", "TNT_SIZE", "TNT_LOCAL_RANK", "TNT_LOCAL_SIZE",
+                           "TNT_MASTER_ADDR", "TNT_MASTER_PORT", "TNT_JOB_ID", "TNT_TRANSPORT",
+                           "TNT_FUSION_THRESHOLD_KB", "TNT_LOG_LEVEL", "TNT_LOG_ON_ALL_DEVICES",
+                           "TNT_OUTPUT_ON_ALL_DEVICES", "TNT_PIN_SOCKET", "TNT_PIN_MEMORY"}) {
+    EXPECT_EQ(m.count(name), 1u) << name;
+  }
+  EXPECT_EQ(m["TNT_RANK"], "1");
+  EXPECT_EQ(m["TNT_SIZE"], "2");
+  EXPECT_EQ(m["TNT_MASTER_PORT"], "4242");
+  EXPECT_EQ(m["TNT_TRANSPORT"], "ib");
+  EXPECT_EQ(m["TNT_PIN_SOCKET"], "0");
+  EXPECT_EQ(m["TNT_PIN_MEMORY"], "1");
+  EXPECT_EQ(env.back(), (std::pair<std::string, std::string>{"Z", "last"}));
+  // The token is added by the launcher at start, never part of the plan's environment.
+  EXPECT_EQ(m.count("TNT_JOB_TOKEN"), 0u);
+}
+
+}  // namespace
+}  // namespace tnt::launcher
