@@ -26,9 +26,15 @@ struct Envelope {
 };
 
 template <class Msg>
-using Handler = std::conditional_t<RequestMessage<Msg>,
-                                   std::function<void(Msg&, Reply<reply_t<Msg>>&)>,
-                                   std::function<void(Msg&)>>;
+struct HandlerOf {
+  using type = std::function<void(Msg&)>;
+};
+template <RequestMessage Req>
+struct HandlerOf<Req> {
+  using type = std::function<void(Req&, Reply<reply_t<Req>>&)>;
+};
+template <class Msg>
+using Handler = typename HandlerOf<Msg>::type;
 
 // Implemented in actor_system.cpp.
 std::string type_name(const std::type_info& type);
