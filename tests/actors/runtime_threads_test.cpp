@@ -230,13 +230,17 @@ class Thrower : public Actor {
 // Keeps its pool thread busy with messages to itself until the system stops.
 class Busy : public Actor {
  public:
-  explicit Busy(std::atomic<bool>* stopped) : stopped_(stopped) {
+  Busy(std::promise<void>* started, std::atomic<bool>* stopped) : started_(started), stopped_(stopped) {
     on<Tick>([this](Tick&) { self().send(Tick{}); });
   }
-  void on_start() override { self().send(Tick{}); }
+  void on_start() override {
+    self().send(Tick{});
+    started_->set_value();
+  }
   void on_stop() override { stopped_->store(true); }
 
  private:
+  std::promise<void>* started_;
   std::atomic<bool>* stopped_;
 };
 
@@ -247,9 +251,12 @@ TEST(ActorThreads, ExceptionInAHandlerStopsTheWholeSystemAndWaitReportsIt) {
   config.placement = {{"busy", "other"}};
   ActorSystem system(config);
   std::atomic<bool> busy_stopped{false};
+  std::promise<void> busy_started;
   auto thrower = system.spawn<Thrower>("thrower");
-  system.spawn<Busy>("busy", &busy_stopped);
+  system.spawn<Busy>("busy", &busy_started, &busy_stopped);
   system.start();
+  // on_stop runs only for actors whose on_start ran: make sure this one's did.
+  ASSERT_EQ(busy_started.get_future().wait_for(kBound), std::future_status::ready);
   thrower.send(Boom{});
   const auto begin = std::chrono::steady_clock::now();
   try {
@@ -364,11 +371,13 @@ TEST(ActorThreads, StopDoesNotHangOnWorkActorsLeftBehind) {
 TEST(ActorThreads, DestroyingARunningSystemStopsAndJoins) {
   CapturedLog log;
   std::atomic<bool> busy_stopped{false};
+  std::promise<void> busy_started;
   {
     ActorSystem system(pool_config(log, 2));
-    system.spawn<Busy>("busy", &busy_stopped);
+    system.spawn<Busy>("busy", &busy_started, &busy_stopped);
     system.spawn<Sleeper>("sleeper");
     system.start();
+    ASSERT_EQ(busy_started.get_future().wait_for(kBound), std::future_status::ready);
   }
   EXPECT_TRUE(busy_stopped.load());
 }
