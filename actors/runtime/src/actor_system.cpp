@@ -77,8 +77,8 @@ void Cell::deliver(Envelope& envelope) {
 }
 
 void Cell::finish() {
-  if (stopped) return;
-  if (started && actor != nullptr) {
+  if (stopped || actor == nullptr) return;  // no actor: a late marker of a destroyed system
+  if (started) {
     try {
       actor->on_stop();
     } catch (...) {
@@ -259,7 +259,13 @@ ActorSystem::~ActorSystem() {
     }
   }
   impl_->join();
-  for (const auto& cell : state.cells) cell->actor = nullptr;
+  std::vector<std::shared_ptr<detail::Cell>> cells;
+  {
+    std::lock_guard lock(state.mutex);
+    cells.swap(state.cells);  // cells point back at the state: break the cycle
+    state.pools.clear();      // destroyed with impl_
+  }
+  for (const auto& cell : cells) cell->actor = nullptr;
   while (!impl_->actors.empty()) impl_->actors.pop_back();  // in reverse order of spawn
 }
 
