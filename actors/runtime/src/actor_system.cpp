@@ -149,22 +149,25 @@ void throw_unhandled(const Cell& cell, const std::type_info& type) {
                          "' has no handler for " + type_name(type));
 }
 
+namespace {
+// Posts the envelope if the system runs; otherwise leaves it with the caller.
+bool post_if_running(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope>& envelope) {
+  std::lock_guard lock(cell->system->mutex);
+  if (cell->system->phase != Phase::running) return false;
+  boost::asio::post(cell->strand, [cell, e = std::move(envelope)] { cell->deliver(*e); });
+  return true;
+}
+}  // namespace
+
+// A refused envelope is destroyed outside the lock: destroying a request answers it.
 void enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> envelope) {
-  if (!try_enqueue(cell, std::move(envelope))) {
-    throw MailboxClosed(closed_text(*cell, "a message"));
-  }
+  if (!post_if_running(cell, envelope)) throw MailboxClosed(closed_text(*cell, envelope->describe()));
 }
 
 bool try_enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> envelope) {
-  {
-    std::lock_guard lock(cell->system->mutex);
-    if (cell->system->phase == Phase::running) {
-      boost::asio::post(cell->strand, [cell, e = std::move(envelope)] { cell->deliver(*e); });
-      return true;
-    }
-  }
+  if (post_if_running(cell, envelope)) return true;
   cell->system->log->debug("{}", closed_text(*cell, envelope->describe()));
-  return false;  // the envelope dies here, outside the lock: it may answer a request
+  return false;
 }
 
 std::exception_ptr dropped_error(const Cell& target, const std::type_info& request) {
