@@ -1,0 +1,63 @@
+#pragma once
+// Private to the runtime: the shared state of a system and of each actor's mailbox.
+//
+// Lock order: SystemState::mutex is the only lock of the runtime; it is held while posting to
+// a strand (posting never runs a handler inline) and never while running a handler.
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "tnt/actors/actor.h"
+#include "tnt/actors/actor_system.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tnt::actors::detail {
+
+enum class Phase { created, running, stopping, stopped };
+
+struct SystemState {
+  std::string name;
+  std::shared_ptr<spdlog::logger> log;
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::atomic<Phase> phase{Phase::created};  // written under mutex
+  std::atomic<bool> discard{false};          // written under mutex; never goes back
+  std::exception_ptr error;                  // the first ActorFailed
+  std::exception_ptr cause;                  // its cause, to recognise the same error again
+  std::size_t live = 0;                      // actors whose on_stop has not finished
+  std::size_t live_on_pools = 0;             // of those, the ones on the system's own pools
+  std::vector<std::shared_ptr<Cell>> cells;
+  std::vector<boost::asio::io_context*> pools;  // stopped once no actor is live
+};
+
+class Cell {
+ public:
+  Cell(std::string n, std::shared_ptr<SystemState> s, Strand st, bool pool)
+      : name(std::move(n)), system(std::move(s)), strand(std::move(st)), on_pool(pool) {}
+
+  void start();                      // on the strand
+  void deliver(Envelope& envelope);  // on the strand
+  void finish();                     // on the strand: on_stop, then count down the live actors
+
+  const std::string name;
+  const std::shared_ptr<SystemState> system;
+  const Strand strand;
+  const bool on_pool;
+  Actor* actor = nullptr;  // set by spawn; null once the system is destroyed
+  // Touched on the strand only.
+  bool started = false;
+  bool stopped = false;
+};
+
+void request_stop(SystemState& system, StopMode mode);
+void fail(SystemState& system, const std::string& where, std::exception_ptr cause);
+
+}  // namespace tnt::actors::detail
