@@ -1,2 +1,16 @@
-# Install rules and the CMake package: find_package(tnt) gives tnt::transport and tnt::collectives.
+# Install rules and the CMake package: find_package(tnt) gives tnt::transport and
+# tnt::collectives, for HPC codes that want tnt's allreduce without the trainer.
 include(CMakePackageConfigHelpers)
+
+install(TARGETS tnt_transport tnt_collectives EXPORT tntTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY transport/include/ collectives/include/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(EXPORT tntTargets NAMESPACE tnt:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tnt)
+
+configure_package_config_file(cmake/tntConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/tntConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tnt)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/tntConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/tntConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/tntConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/tnt)

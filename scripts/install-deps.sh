@@ -13,6 +13,7 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake package requires OpenCL
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  zlib1g-dev
   libcli11-dev libtomlplusplus-dev
   dataset-fashion-mnist
   openssh-server openssh-client iproute2 procps psmisc

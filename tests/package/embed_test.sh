@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs tnt into a temporary prefix, builds examples/embed-dot against it with
+# find_package(tnt) (outside tnt's own build), and runs it on 3 ranks under tnt-launch.
+set -euo pipefail
+build_dir=$1 source_dir=$2 launcher=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
+cmake -S "$source_dir/examples/embed-dot" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log" \
+  || { cat "$work/configure.log"; exit 1; }
+cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
+# The example links only the collectives (and, through them, the transport).
+if ldd "$work/build/tnt-embed-dot" | grep -E "dnnl|tnt_compute|tnt_dataset"; then
+  echo "the embedded example pulled in trainer libraries"; exit 1
+fi
+"$launcher" -n 3 -- "$work/build/tnt-embed-dot" 100000 | tee "$work/run.log"
+grep -q "dot product over 3 ranks: 9999900000 (expected 9999900000) OK" "$work/run.log"
+grep -q "jacobi: .* OK" "$work/run.log"
