@@ -64,7 +64,8 @@ class BatchPlan {
   StepShare share(std::size_t epoch, std::size_t step,
                   const std::vector<std::size_t>& order) const;
   StepShare share(std::size_t epoch, std::size_t step) const;
-  // All indices of the global batch (every rank's shares, in rank order).
+  // All indices of the global batch (every rank's shares, in rank order); without distribution
+  // only this rank's own samples are known, and those are returned.
   std::vector<std::size_t> global_indices(std::size_t epoch, std::size_t step) const;
 
  private:
