@@ -105,6 +105,39 @@ TEST(IdxSource, TruncatedGzipIsNamed) {
                     {files.images.string(), "truncated"});
 }
 
+// Every cut of a valid file, raw or gzip, is an error that names the file, never a crash.
+TEST(IdxSource, EveryTruncationIsAnError) {
+  TempDir dir;
+  for (bool gzip : {false, true}) {
+    const auto files = test::write_mnist_like(dir.path(), gzip ? "gz" : "raw", 4, 3, 2, false);
+    const auto whole = test::idx_bytes({4, 3, 2}, std::vector<std::uint8_t>(24, 7));
+    for (std::size_t length = 0; length < whole.size(); ++length) {
+      const auto cut_path = dir / "cut";
+      if (gzip) {
+        // A complete gzip stream of a cut file, then the cut gzip stream of the whole file.
+        test::write_bytes(cut_path, {whole.begin(), whole.begin() + static_cast<long>(length)},
+                          true);
+      } else {
+        test::write_bytes(cut_path, {whole.begin(), whole.begin() + static_cast<long>(length)});
+      }
+      SCOPED_TRACE(testing::Message() << "gzip=" << gzip << " length=" << length);
+      expect_data_error([&] { make_idx_source(cut_path, files.labels); }, {cut_path.string()});
+    }
+    if (gzip) {
+      test::write_bytes(dir / "whole.gz", whole, true);
+      const auto gz = std::filesystem::file_size(dir / "whole.gz");
+      for (std::uintmax_t length = 1; length < gz; ++length) {
+        std::filesystem::copy_file(dir / "whole.gz", dir / "cut.gz",
+                                   std::filesystem::copy_options::overwrite_existing);
+        std::filesystem::resize_file(dir / "cut.gz", length);
+        SCOPED_TRACE(testing::Message() << "gzip stream cut at " << length);
+        expect_data_error([&] { make_idx_source(dir / "cut.gz", files.labels); },
+                          {(dir / "cut.gz").string()});
+      }
+    }
+  }
+}
+
 TEST(IdxSource, TrailingBytesAreAnError) {
   TempDir dir;
   const auto files = test::write_mnist_like(dir.path(), "train", 3, 2, 2, false);
