@@ -112,6 +112,14 @@ std::size_t BatchPlan::local_offset(std::size_t step) const {
   return r * (span / w) + std::min(r, span % w);
 }
 
+std::uint64_t BatchPlan::fingerprint() const {
+  const auto& o = options_;
+  std::uint64_t h = detail::mix(0x746e742d64617461ULL, o.num_samples, stride_);
+  h = detail::mix(h, o.seed, (o.shuffle ? 1u : 0u) | (o.drop_remainder ? 2u : 0u) |
+                                 (o.distribute ? 4u : 0u));
+  return h;
+}
+
 StepShare BatchPlan::share(std::size_t epoch, std::size_t step,
                            const std::vector<std::size_t>& order) const {
   check_step(step);

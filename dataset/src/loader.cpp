@@ -158,6 +158,12 @@ Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options) {
   state_ = std::make_unique<State>(std::move(source), std::move(options));
   state_->check_position(state_->options.start);
   state_->next_position = state_->options.start;
+  const auto& plan = state_->plan;
+  spdlog::debug("tnt::data: loader rank {}/{}: global batch {}, {} steps/epoch, start {}:{}, "
+                "prefetch {} ({})",
+                plan.options().rank, plan.options().world_size, plan.global_batch(),
+                plan.steps_per_epoch(), state_->next_position.epoch, state_->next_position.step,
+                state_->options.prefetch, state_->source->describe());
   state_->start_worker();
 }
 

@@ -91,6 +91,18 @@ TEST(BatchPlan, SameSeedSameOrderOtherSeedOrEpochOtherOrder) {
   EXPECT_EQ(epoch_permutation(0, 1, 0).size(), 0u);
 }
 
+TEST(BatchPlan, FingerprintFollowsTheOrderNotTheRanks) {
+  const auto base = BatchPlan(options(100, 12, 0, 1, false)).fingerprint();
+  EXPECT_EQ(BatchPlan(options(100, 12, 2, 4, false)).fingerprint(), base);
+  EXPECT_NE(BatchPlan(options(101, 12, 0, 1, false)).fingerprint(), base);
+  EXPECT_NE(BatchPlan(options(100, 13, 0, 1, false)).fingerprint(), base);
+  EXPECT_NE(BatchPlan(options(100, 12, 0, 1, true)).fingerprint(), base);
+  EXPECT_NE(BatchPlan(options(100, 12, 0, 1, false, 12)).fingerprint(), base);
+  auto unshuffled = options(100, 12, 0, 1, false);
+  unshuffled.shuffle = false;
+  EXPECT_NE(BatchPlan(unshuffled).fingerprint(), base);
+}
+
 TEST(BatchPlan, ShuffleOffIsTheIdentity) {
   auto o = options(9, 4, 1, 2, false);
   o.shuffle = false;

@@ -82,14 +82,22 @@ TEST(Loader, PrefetchDoesNotChangeTheData) {
 // Augmentation follows the sample, not the rank: the ranks' micro-batches of a step, joined in
 // rank order, are the serial run's batch, pixel for pixel.
 TEST(Loader, RanksJoinToTheSerialBatchWithAugmentation) {
-  for (int w : {2, 3, 5}) {
-    for (std::size_t batch : {static_cast<std::size_t>(w), std::size_t{7}, std::size_t{3u * w + 2}}) {
-      Loader serial(small_source(), base_options(batch, 0, 1, 2));
+  for (int w = 1; w <= 5; ++w) {
+    for (std::size_t batch = static_cast<std::size_t>(w); batch <= 3u * w + 2; ++batch) {
+      SCOPED_TRACE(testing::Message() << "W=" << w << " B=" << batch);
+      auto options = [&](int rank, int world) {
+        auto o = base_options(batch, rank, world, 2);
+        o.end_epoch = 2;
+        return o;
+      };
+      Loader serial(small_source(), options(0, 1));
       std::vector<std::unique_ptr<Loader>> ranks;
       for (int r = 0; r < w; ++r) {
-        ranks.push_back(std::make_unique<Loader>(small_source(), base_options(batch, r, w, 2)));
+        ranks.push_back(std::make_unique<Loader>(small_source(), options(r, w)));
       }
+      std::size_t steps = 0;
       while (auto whole = serial.next()) {
+        ++steps;
         MicroBatch joined;
         for (auto& rank : ranks) {
           auto part = rank->next();
@@ -105,6 +113,7 @@ TEST(Loader, RanksJoinToTheSerialBatchWithAugmentation) {
         ASSERT_EQ(joined.labels, whole->labels);
         ASSERT_EQ(joined.data, whole->data);
       }
+      EXPECT_EQ(steps, 2 * ((37 + batch - 1) / batch));
       for (auto& rank : ranks) EXPECT_FALSE(rank->next().has_value());
     }
   }

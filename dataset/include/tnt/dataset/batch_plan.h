@@ -64,6 +64,11 @@ class BatchPlan {
   StepShare share(std::size_t epoch, std::size_t step,
                   const std::vector<std::size_t>& order) const;
   StepShare share(std::size_t epoch, std::size_t step) const;
+  // Identifies the data order: equal fingerprints give the same samples at every (epoch, step)
+  // of the global batch. Rank and world size are left out on purpose: with distribution the
+  // order does not depend on them, so a run may resume on another number of ranks. Store it in
+  // checkpoints next to the LoaderPosition and compare on resume.
+  std::uint64_t fingerprint() const;
   // All indices of the global batch (every rank's shares, in rank order); without distribution
   // only this rank's own samples are known, and those are returned.
   std::vector<std::size_t> global_indices(std::size_t epoch, std::size_t step) const;
