@@ -4,11 +4,35 @@
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <system_error>
 
 #include "tnt/dataset/error.h"
 
 namespace tnt::data::detail {
+namespace {
+
+// A size hint for the whole contents: the file size for plain files; for gzip the trailer's
+// ISIZE (the length mod 2^32), capped at 16 times the file size (image data compresses 2-5x) so
+// that the trailer of a cut or corrupt file cannot make us allocate gigabytes up front. The read
+// grows past the hint if it must.
+std::size_t expected_size(const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::uintmax_t on_disk = std::filesystem::file_size(path, ec);
+  if (ec) return std::size_t{1} << 20;
+  std::ifstream in(path, std::ios::binary);
+  unsigned char head[2] = {0, 0};
+  in.read(reinterpret_cast<char*>(head), 2);
+  if (!in || head[0] != 0x1f || head[1] != 0x8b || on_disk < 18) return on_disk;
+  unsigned char tail[4] = {0, 0, 0, 0};
+  in.seekg(-4, std::ios::end);
+  in.read(reinterpret_cast<char*>(tail), 4);
+  const std::uint64_t isize = std::uint64_t{tail[0]} | (std::uint64_t{tail[1]} << 8) |
+                              (std::uint64_t{tail[2]} << 16) | (std::uint64_t{tail[3]} << 24);
+  return static_cast<std::size_t>(std::min<std::uint64_t>(isize, on_disk * 16));
+}
+
+}  // namespace
 
 std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path) {
   std::error_code ec;
@@ -19,16 +43,14 @@ std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(status)) {
     throw DataError(path.string() + " is a directory, expected a data file");
   }
-  const auto on_disk = std::filesystem::file_size(path, ec);
+  const std::size_t initial = expected_size(path);
 
   gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) {
     throw DataError("cannot open " + path.string() + ": " + std::strerror(errno));
   }
   gzbuffer(file, 1 << 17);
-  std::vector<std::uint8_t> bytes;
-  // Plain files are read as they are; gzip files grow, so start at a multiple of their size.
-  bytes.resize(ec ? (1u << 20) : std::max<std::size_t>(on_disk * 4, 4096));
+  std::vector<std::uint8_t> bytes(initial + 1);  // one spare byte: EOF is seen without regrowing
   std::size_t filled = 0;
   for (;;) {
     if (filled == bytes.size()) bytes.resize(bytes.size() * 2);
@@ -51,7 +73,7 @@ std::vector<std::uint8_t> read_file_bytes(const std::filesystem::path& path) {
     throw DataError(path.string() + ": corrupt or truncated gzip data (" + message + ")");
   }
   bytes.resize(filled);
-  bytes.shrink_to_fit();
+  if (bytes.capacity() > filled + filled / 4) bytes.shrink_to_fit();
   return bytes;
 }
 
