@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 
 #include "expect_error.h"
 
@@ -210,6 +213,53 @@ TEST(Loader, DestructionWithAFullQueueReturns) {
       ASSERT_TRUE(loader.next().has_value());
     }
   }
+}
+
+// Counts reads and lets a test wait (with a deadline, never forever) for a number of them.
+class CountingSource final : public Source {
+ public:
+  std::size_t size() const override { return 1000; }
+  SampleShape shape() const override { return {1, 2, 2}; }
+  int num_classes() const override { return 2; }
+  std::int32_t read(std::size_t index, std::span<float> out) const override {
+    std::fill(out.begin(), out.end(), static_cast<float>(index));
+    std::lock_guard lock(mutex_);
+    ++reads_;
+    changed_.notify_all();
+    return 0;
+  }
+  std::string describe() const override { return "counting"; }
+  bool wait_for_reads(std::size_t n) const {
+    std::unique_lock lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(20), [&] { return reads_ >= n; });
+  }
+  std::size_t reads() const {
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  mutable std::size_t reads_ = 0;
+};
+
+// The worker loads ahead of the consumer, but never more than the queue bound allows: at most
+// `prefetch` batches queued plus the one it is loading.
+TEST(Loader, WorkerRunsAheadWithinTheQueueBound) {
+  const auto source = std::make_shared<CountingSource>();
+  constexpr std::size_t kBatch = 5, kPrefetch = 3;
+  auto options = base_options(kBatch, 0, 1, kPrefetch);
+  options.transform = {};
+  options.end_epoch = 0;
+  Loader loader(source, options);
+  // Without any call to next(), the queue fills: prefetch batches loaded ahead.
+  ASSERT_TRUE(source->wait_for_reads(kPrefetch * kBatch));
+  for (std::size_t taken = 1; taken <= 20; ++taken) {
+    ASSERT_TRUE(loader.next().has_value());
+    ASSERT_LE(source->reads(), (taken + kPrefetch + 1) * kBatch);
+  }
+  ASSERT_TRUE(source->wait_for_reads((20 + kPrefetch) * kBatch));
 }
 
 class FailingSource final : public Source {
