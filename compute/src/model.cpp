@@ -69,6 +69,7 @@ void Model::unbind_gradients() {
 size_t Model::state_count() const { return registry_->states.size(); }
 const StateInfo& Model::state(size_t i) const { return registry_->states.at(i)->info; }
 float* Model::state_data(size_t i) { return registry_->states.at(i)->value.data(); }
+const float* Model::state_data(size_t i) const { return registry_->states.at(i)->value.data(); }
 
 namespace {
 

@@ -74,6 +74,7 @@ public:
   size_t state_count() const;
   const StateInfo& state(size_t i) const;
   float* state_data(size_t i);
+  const float* state_data(size_t i) const;
 
   // Seeded initialisation (Glorot / He as each layer's spec says); the same
   // seed gives the same weights on every machine.
