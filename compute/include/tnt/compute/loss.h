@@ -1,0 +1,47 @@
+#pragma once
+// Losses. forward() returns SUMS over the samples it was given, never means,
+// so that partial results from micro-batches of different sizes add up
+// exactly; backward(scale) multiplies the gradient by the caller's scale.
+// Plain single-process training uses scale = 1 / N (the mean loss); a
+// data-parallel trainer uses 1 / global_batch_size on every rank, so that an
+// allreduce-SUM of the gradients is the global batch's mean gradient.
+#include <cstdint>
+#include <span>
+
+#include "tnt/compute/tensor.h"
+
+namespace tnt::compute {
+
+struct LossResult {
+  double sum = 0.0;     // sum of per-sample losses
+  int64_t correct = 0;  // samples whose arg-max matches the label (classification losses)
+  int64_t count = 0;    // samples
+};
+
+// Softmax over the last axis fused with sparse categorical cross-entropy on
+// logits {N, K}; computed with the log-sum-exp shift, so large logits do not
+// overflow.
+class SoftmaxCrossEntropy {
+public:
+  // labels: N class indices in [0, K); anything else throws.
+  LossResult forward(const Tensor& logits, std::span<const int32_t> labels);
+  // d loss / d logits = (softmax - one_hot) * scale.
+  const Tensor& backward(float scale);
+  const Tensor& probabilities() const { return probabilities_; }
+
+private:
+  Tensor probabilities_, gradient_;
+  std::span<const int32_t> labels_;
+};
+
+// Per-sample loss = mean over features of (prediction - target)^2, as Keras.
+class MeanSquaredError {
+public:
+  LossResult forward(const Tensor& prediction, const Tensor& target);
+  const Tensor& backward(float scale);
+
+private:
+  Tensor difference_, gradient_;
+};
+
+}  // namespace tnt::compute

@@ -1,0 +1,114 @@
+#pragma once
+// A model: a sequence of layers (residual blocks nest their branches), its
+// parameters in a fixed order, forward and backward passes.
+//
+// Note [Parameter order]: parameters are numbered 0..parameter_count()-1 in
+// layer order (inside a residual block: main branch, then shortcut), weight
+// before bias, BatchNorm scale before shift. The order, names and shapes
+// depend only on the ModelSpec, so every process that builds the same spec
+// gets the same list.
+//
+// Note [Gradient readiness]: backward() visits layers in reverse order. The
+// moment a layer has written its parameters' gradients they are final for this
+// step and on_gradient_ready(i) is called for each of them, in strictly
+// decreasing i. So the callback sees n-1, n-2, ..., 0, interleaved with the
+// remaining backward work; a trainer can start reducing gradient i at once.
+// The callback runs on the thread that called backward(); it must not touch
+// the model and should return quickly (hand the work to another thread).
+//
+// Note [Gradient memory]: gradient(i) is where backward() writes parameter
+// i's gradient. By default the model owns that memory; bind_gradient(i, p)
+// makes backward() write into the caller's p (e.g. a view into a flat
+// communication bucket) instead, so nothing is copied before an allreduce.
+// backward() overwrites (never accumulates), so no zeroing is needed.
+//
+// Threading: a Model is used by one thread at a time.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tnt/compute/spec.h"
+#include "tnt/compute/tensor.h"
+
+namespace tnt::compute {
+
+enum class Mode { training, inference };
+
+struct ParameterInfo {
+  std::string name;  // "conv2d_0.weight", "res3.main.batch_norm_1.scale", ...
+  Shape shape;       // weights: dense {out, in}; conv2d {out, in/groups, kh, kw}
+  int64_t size = 0;  // element count
+};
+
+// Non-trainable state that still belongs in a checkpoint (BatchNorm running
+// mean and variance).
+struct StateInfo {
+  std::string name;
+  int64_t size = 0;
+};
+
+class Layer;
+
+class Model {
+public:
+  explicit Model(ModelSpec spec);
+  ~Model();
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+
+  const ModelSpec& spec() const { return spec_; }
+  Shape output_shape() const;  // one sample, without the batch dimension
+
+  // Parameters (Note [Parameter order]).
+  size_t parameter_count() const;
+  const ParameterInfo& parameter(size_t i) const;
+  int64_t total_parameter_size() const;
+  float* weights(size_t i);  // the live weights, plain layout, parameter(i).size floats
+  const float* weights(size_t i) const;
+  float* gradient(size_t i);  // Note [Gradient memory]
+  void bind_gradient(size_t i, float* storage);  // storage must outlive its use; nullptr = own memory
+  void unbind_gradients();
+
+  size_t state_count() const;
+  const StateInfo& state(size_t i) const;
+  float* state_data(size_t i);
+  const float* state_data(size_t i) const;
+
+  // Seeded initialisation (Glorot / He as each layer's spec says); the same
+  // seed gives the same weights on every machine.
+  void initialize(uint64_t seed);
+
+  // x: {N, input...}. The result lives in the model until the next forward.
+  // In training mode the activations needed by backward() are kept.
+  const Tensor& forward(const Tensor& x, Mode mode);
+
+  // d_output: gradient of the loss w.r.t. the last forward's output (same
+  // shape). Writes every parameter gradient (Note [Gradient memory]) and calls
+  // on_gradient_ready as each becomes final (Note [Gradient readiness]).
+  // The gradient w.r.t. the model input is computed only when asked for
+  // (input_gradient = true; it is then returned, else nullptr).
+  using GradientReadyFn = std::function<void(size_t parameter_index)>;
+  const Tensor* backward(const Tensor& d_output, const GradientReadyFn& on_gradient_ready = {},
+                         bool input_gradient = false);
+
+  // Number of training-mode forward passes so far; Dropout masks derive from
+  // it, so it is saved in checkpoints to resume bitwise.
+  uint64_t training_passes() const { return training_passes_; }
+  void set_training_passes(uint64_t n) { training_passes_ = n; }
+
+  // Human-readable layer table (layer, output shape, parameters).
+  std::string summary() const;
+
+private:
+  ModelSpec spec_;
+  std::vector<std::shared_ptr<Layer>> layers_;
+  struct Registry;
+  std::unique_ptr<Registry> registry_;
+  Shape configured_input_;
+  const Tensor* last_output_ = nullptr;
+  uint64_t training_passes_ = 0;
+};
+
+}  // namespace tnt::compute

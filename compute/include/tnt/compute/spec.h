@@ -1,0 +1,63 @@
+#pragma once
+// Plain descriptions of layers and models. A ModelSpec is what a TOML model
+// file (conf/models/*.toml) parses into, what checkpoints store, and what the
+// C++ builders produce; Model is always built from one.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "tnt/compute/tensor.h"
+
+namespace tnt::compute {
+
+using SpecValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>>;
+
+struct LayerSpec {
+  std::string type;                          // "dense", "conv2d", ... (see README)
+  std::map<std::string, SpecValue> options;  // type-specific, checked when built
+  // Only "residual" uses these: branches[0] is the main branch, branches[1] the
+  // shortcut (empty = identity).
+  std::vector<std::vector<LayerSpec>> branches;
+};
+
+struct ModelSpec {
+  std::string name;
+  Shape input;  // one sample, without the batch dimension: {C, H, W} or {features}
+  std::vector<LayerSpec> layers;
+};
+
+// TOML text <-> ModelSpec. Errors name the file (or "<string>") and the key.
+ModelSpec parse_model_toml(const std::string& text, const std::string& origin = "<string>");
+ModelSpec load_model_toml(const std::string& path);
+std::string to_toml(const ModelSpec& spec);
+
+// C++ builders for the layer types (options as in the TOML files).
+namespace layers {
+struct Conv2DOptions {
+  int64_t filters = 0;
+  std::vector<int64_t> kernel{3, 3};
+  std::vector<int64_t> stride{1, 1};
+  std::vector<int64_t> padding{0, 0};
+  std::vector<int64_t> dilation{1, 1};
+  int64_t groups = 1;
+  bool bias = true;
+  std::string init = "glorot_uniform";  // or "he_normal", "he_uniform", "glorot_normal"
+};
+LayerSpec dense(int64_t units, bool bias = true, const std::string& init = "glorot_uniform");
+LayerSpec conv2d(const Conv2DOptions& options);
+LayerSpec max_pool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0);  // stride 0 = kernel
+LayerSpec avg_pool2d(int64_t kernel, int64_t stride = 0, int64_t padding = 0);
+LayerSpec global_avg_pool2d();
+// "relu", "leaky_relu" (alpha), "elu" (alpha), "tanh", "sigmoid", "gelu", "swish", "linear"
+LayerSpec activation(const std::string& function, double alpha = 0.0);
+LayerSpec batch_norm(double momentum = 0.99, double epsilon = 1e-3);
+LayerSpec dropout(double rate, int64_t seed = 0);
+LayerSpec flatten();
+// out = activation(main(x) + shortcut(x)); an empty shortcut is the identity.
+LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut = {},
+                   const std::string& activation = "relu");
+}  // namespace layers
+
+}  // namespace tnt::compute

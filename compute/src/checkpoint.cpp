@@ -1,0 +1,409 @@
+#include "tnt/compute/checkpoint.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <fcntl.h>
+#include <kj/exception.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+#include "checkpoint.capnp.h"
+
+namespace tnt::compute {
+
+static_assert(std::endian::native == std::endian::little, "checkpoints store little-endian floats");
+
+namespace {
+
+constexpr char kMagic[8] = {'T', 'N', 'T', 'C', 'K', 'P', 'T', '\0'};
+constexpr uint32_t kFormatVersion = 1;  // the 32-byte header
+constexpr uint32_t kSchemaVersion = 1;  // checkpoint.capnp's meaning
+constexpr size_t kHeaderBytes = 32;
+
+struct Header {
+  char magic[8];
+  uint32_t format_version;
+  uint32_t reserved;
+  uint64_t payload_bytes;
+  uint64_t payload_hash;
+};
+static_assert(sizeof(Header) == kHeaderBytes);
+
+uint64_t fnv1a(const uint8_t* data, size_t size) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < size; ++i) {
+    h = (h ^ data[i]) * 0x100000001b3ULL;
+  }
+  return h;
+}
+
+[[noreturn]] void io_error(const std::string& what, const std::string& path) {
+  throw std::runtime_error("checkpoint '" + path + "': " + what + ": " + std::strerror(errno));
+}
+
+[[noreturn]] void bad_file(const std::string& path, const std::string& what) {
+  throw std::runtime_error("checkpoint '" + path + "' is not valid: " + what);
+}
+
+void write_all(int fd, const void* data, size_t size, const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      io_error("write failed", path);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void put_array(schema::Array::Builder out, const NamedArray& a) {
+  out.setName(a.name);
+  auto shape = out.initShape(static_cast<unsigned>(a.shape.size()));
+  for (size_t i = 0; i < a.shape.size(); ++i) {
+    shape.set(static_cast<unsigned>(i), a.shape[i]);
+  }
+  auto bytes = out.initValues(static_cast<unsigned>(a.values.size() * sizeof(float)));
+  std::memcpy(bytes.begin(), a.values.data(), a.values.size() * sizeof(float));
+}
+
+NamedArray get_array(schema::Array::Reader in, const std::string& path) {
+  NamedArray a;
+  a.name = in.getName();
+  int64_t count = 1;
+  for (int64_t d : in.getShape()) {
+    if (d < 0 || d > (int64_t{1} << 40) || (d > 0 && count > (int64_t{1} << 40) / d)) {
+      bad_file(path, "array '" + a.name + "' has an impossible shape");
+    }
+    a.shape.push_back(d);
+    count *= d;
+  }
+  auto bytes = in.getValues();
+  if (bytes.size() != static_cast<size_t>(count) * sizeof(float)) {
+    bad_file(path, "array '" + a.name + "' of shape " + to_string(a.shape) + " holds " + std::to_string(bytes.size()) +
+                       " bytes, expected " + std::to_string(count * 4));
+  }
+  a.values.resize(static_cast<size_t>(count));
+  std::memcpy(a.values.data(), bytes.begin(), bytes.size());
+  return a;
+}
+
+NamedArray copy_out(const std::string& name, const Shape& shape, const float* data) {
+  return {name, shape, std::vector<float>(data, data + element_count(shape))};
+}
+
+}  // namespace
+
+const CheckpointEntry* Checkpoint::find(const std::string& key) const {
+  for (const auto& e : extra) {
+    if (e.key == key) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+Checkpoint capture(const Model& model, const Optimizer* optimizer, CheckpointKind kind) {
+  Checkpoint c;
+  c.kind = kind;
+  c.model = model.spec();
+  if (kind == CheckpointKind::architecture) {
+    return c;
+  }
+  for (size_t i = 0; i < model.parameter_count(); ++i) {
+    c.parameters.push_back(copy_out(model.parameter(i).name, model.parameter(i).shape, model.weights(i)));
+  }
+  for (size_t i = 0; i < model.state_count(); ++i) {
+    c.states.push_back(copy_out(model.state(i).name, {model.state(i).size}, model.state_data(i)));
+  }
+  c.training_passes = model.training_passes();
+  if (kind == CheckpointKind::full && optimizer != nullptr) {
+    c.optimizer_options = optimizer->options();
+    c.optimizer_state = optimizer->state();
+  }
+  return c;
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) {
+  capnp::MallocMessageBuilder message;
+  auto root = message.initRoot<schema::Checkpoint>();
+  root.setSchemaVersion(kSchemaVersion);
+  using Kind = schema::Checkpoint::Kind;
+  root.setKind(c.kind == CheckpointKind::full ? Kind::FULL
+               : c.kind == CheckpointKind::architecture ? Kind::ARCHITECTURE
+                                                        : Kind::WEIGHTS);
+  root.setModelToml(to_toml(c.model));
+  auto params = root.initParameters(static_cast<unsigned>(c.parameters.size()));
+  for (size_t i = 0; i < c.parameters.size(); ++i) {
+    put_array(params[static_cast<unsigned>(i)], c.parameters[i]);
+  }
+  auto states = root.initStates(static_cast<unsigned>(c.states.size()));
+  for (size_t i = 0; i < c.states.size(); ++i) {
+    put_array(states[static_cast<unsigned>(i)], c.states[i]);
+  }
+  root.setHasOptimizer(c.optimizer_options.has_value());
+  if (c.optimizer_options) {
+    const auto& o = *c.optimizer_options;
+    auto out = root.initOptimizerOptions();
+    out.setKind(o.kind);
+    out.setMomentum(o.momentum);
+    out.setNesterov(o.nesterov);
+    out.setWeightDecay(o.weight_decay);
+    out.setBeta1(o.beta1);
+    out.setBeta2(o.beta2);
+    out.setEpsilon(o.epsilon);
+    out.setRho(o.rho);
+    out.setInitialAccumulator(o.initial_accumulator);
+    root.setOptimizerSteps(c.optimizer_state.steps);
+    auto slots = root.initOptimizerSlots(static_cast<unsigned>(c.optimizer_state.slots.size()));
+    for (size_t i = 0; i < c.optimizer_state.slots.size(); ++i) {
+      const auto& s = c.optimizer_state.slots[i];
+      put_array(slots[static_cast<unsigned>(i)], {s.name, {static_cast<int64_t>(s.values.size())}, s.values});
+    }
+  }
+  root.setEpoch(c.epoch);
+  root.setStep(c.step);
+  root.setTrainingPasses(c.training_passes);
+  auto extra = root.initExtra(static_cast<unsigned>(c.extra.size()));
+  for (size_t i = 0; i < c.extra.size(); ++i) {
+    auto e = extra[static_cast<unsigned>(i)];
+    e.setKey(c.extra[i].key);
+    if (const auto* v = std::get_if<int64_t>(&c.extra[i].value)) {
+      e.setInteger(*v);
+    } else {
+      const auto& b = std::get<std::vector<uint8_t>>(c.extra[i].value);
+      e.setBytes(kj::arrayPtr(b.data(), b.size()));
+    }
+  }
+
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const kj::byte> payload = words.asBytes();
+  Header header{};
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.format_version = kFormatVersion;
+  header.payload_bytes = payload.size();
+  header.payload_hash = fnv1a(payload.begin(), payload.size());
+
+  // Atomic replace: write a sibling temporary, fsync it, rename over the
+  // target, fsync the folder so the rename itself is durable.
+  const std::filesystem::path target(path);
+  const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
+  const std::string temp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    io_error("cannot create " + temp, path);
+  }
+  try {
+    write_all(fd, &header, sizeof(header), path);
+    write_all(fd, payload.begin(), payload.size(), path);
+    if (::fsync(fd) != 0) {
+      io_error("fsync failed", path);
+    }
+  } catch (...) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    ::unlink(temp.c_str());
+    io_error("close failed", path);
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    ::unlink(temp.c_str());
+    io_error("rename failed", path);
+  }
+  int dir = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    io_error("cannot open", path);
+  }
+  Header header{};
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < 0 || ::lseek(fd, 0, SEEK_SET) != 0) {
+    ::close(fd);
+    io_error("cannot seek", path);
+  }
+  auto read_exact = [&](void* into, size_t n) {
+    auto* p = static_cast<uint8_t*>(into);
+    while (n > 0) {
+      ssize_t got = ::read(fd, p, n);
+      if (got < 0 && errno == EINTR) {
+        continue;
+      }
+      if (got <= 0) {
+        ::close(fd);
+        if (got == 0) {
+          bad_file(path, "file ends early");
+        }
+        io_error("read failed", path);
+      }
+      p += got;
+      n -= static_cast<size_t>(got);
+    }
+  };
+  if (static_cast<size_t>(size) < kHeaderBytes) {
+    ::close(fd);
+    bad_file(path, "only " + std::to_string(size) + " bytes, shorter than the header");
+  }
+  read_exact(&header, sizeof(header));
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
+    ::close(fd);
+    bad_file(path, "not a tnt checkpoint (bad magic)");
+  }
+  if (header.format_version != kFormatVersion) {
+    ::close(fd);
+    bad_file(path, "format version " + std::to_string(header.format_version) + ", this build reads " +
+                       std::to_string(kFormatVersion));
+  }
+  const uint64_t available = static_cast<uint64_t>(size) - kHeaderBytes;
+  if (header.payload_bytes != available || available % sizeof(capnp::word) != 0) {
+    ::close(fd);
+    bad_file(path, "header announces " + std::to_string(header.payload_bytes) + " payload bytes, file holds " +
+                       std::to_string(available) + " (truncated or extended?)");
+  }
+  auto words = kj::heapArray<capnp::word>(available / sizeof(capnp::word));
+  read_exact(words.begin(), available);
+  ::close(fd);
+  if (fnv1a(words.asBytes().begin(), available) != header.payload_hash) {
+    bad_file(path, "checksum mismatch (corrupted)");
+  }
+
+  Checkpoint c;
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words.size() + 1024;
+    options.nestingLimit = 16;
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    auto root = reader.getRoot<schema::Checkpoint>();
+    if (root.getSchemaVersion() != kSchemaVersion) {
+      bad_file(path, "schema version " + std::to_string(root.getSchemaVersion()) + ", this build reads " +
+                         std::to_string(kSchemaVersion));
+    }
+    switch (root.getKind()) {
+      case schema::Checkpoint::Kind::FULL:
+        c.kind = CheckpointKind::full;
+        break;
+      case schema::Checkpoint::Kind::ARCHITECTURE:
+        c.kind = CheckpointKind::architecture;
+        break;
+      case schema::Checkpoint::Kind::WEIGHTS:
+        c.kind = CheckpointKind::weights;
+        break;
+      default:
+        bad_file(path, "unknown checkpoint kind");
+    }
+    try {
+      c.model = parse_model_toml(root.getModelToml(), path + " (model)");
+    } catch (const std::invalid_argument& e) {
+      bad_file(path, e.what());
+    }
+    for (auto a : root.getParameters()) {
+      c.parameters.push_back(get_array(a, path));
+    }
+    for (auto a : root.getStates()) {
+      c.states.push_back(get_array(a, path));
+    }
+    if (root.getHasOptimizer()) {
+      auto o = root.getOptimizerOptions();
+      c.optimizer_options = OptimizerOptions{.kind = o.getKind(),
+                                             .momentum = o.getMomentum(),
+                                             .nesterov = o.getNesterov(),
+                                             .weight_decay = o.getWeightDecay(),
+                                             .beta1 = o.getBeta1(),
+                                             .beta2 = o.getBeta2(),
+                                             .epsilon = o.getEpsilon(),
+                                             .rho = o.getRho(),
+                                             .initial_accumulator = o.getInitialAccumulator()};
+      c.optimizer_state.kind = c.optimizer_options->kind;
+      c.optimizer_state.steps = root.getOptimizerSteps();
+      for (auto a : root.getOptimizerSlots()) {
+        NamedArray s = get_array(a, path);
+        c.optimizer_state.slots.push_back({s.name, std::move(s.values)});
+      }
+    }
+    c.epoch = root.getEpoch();
+    c.step = root.getStep();
+    c.training_passes = root.getTrainingPasses();
+    for (auto e : root.getExtra()) {
+      CheckpointEntry entry{e.getKey(), int64_t{0}};
+      if (e.isInteger()) {
+        entry.value = e.getInteger();
+      } else if (e.isBytes()) {
+        auto b = e.getBytes();
+        entry.value = std::vector<uint8_t>(b.begin(), b.end());
+      } else {
+        bad_file(path, "extra entry '" + entry.key + "' has an unknown value type");
+      }
+      c.extra.push_back(std::move(entry));
+    }
+  } catch (const kj::Exception& e) {
+    bad_file(path, std::string("malformed message: ") + e.getDescription().cStr());
+  }
+  return c;
+}
+
+void restore_weights(Model& model, const Checkpoint& c) {
+  if (c.kind == CheckpointKind::architecture) {
+    throw std::invalid_argument("checkpoint holds the architecture only, no weights");
+  }
+  if (c.parameters.size() != model.parameter_count() || c.states.size() != model.state_count()) {
+    throw std::invalid_argument("checkpoint has " + std::to_string(c.parameters.size()) + " parameters and " +
+                                std::to_string(c.states.size()) + " statistics, model '" + model.spec().name +
+                                "' has " + std::to_string(model.parameter_count()) + " and " +
+                                std::to_string(model.state_count()));
+  }
+  for (size_t i = 0; i < c.parameters.size(); ++i) {
+    const auto& p = model.parameter(i);
+    if (c.parameters[i].name != p.name || c.parameters[i].shape != p.shape) {
+      throw std::invalid_argument("checkpoint parameter " + std::to_string(i) + " is '" + c.parameters[i].name +
+                                  "' " + to_string(c.parameters[i].shape) + ", model has '" + p.name + "' " +
+                                  to_string(p.shape));
+    }
+  }
+  for (size_t i = 0; i < c.states.size(); ++i) {
+    if (c.states[i].name != model.state(i).name ||
+        static_cast<int64_t>(c.states[i].values.size()) != model.state(i).size) {
+      throw std::invalid_argument("checkpoint statistic '" + c.states[i].name + "' does not match model's '" +
+                                  model.state(i).name + "'");
+    }
+  }
+  for (size_t i = 0; i < c.parameters.size(); ++i) {
+    std::copy(c.parameters[i].values.begin(), c.parameters[i].values.end(), model.weights(i));
+  }
+  for (size_t i = 0; i < c.states.size(); ++i) {
+    std::copy(c.states[i].values.begin(), c.states[i].values.end(), model.state_data(i));
+  }
+  model.set_training_passes(c.training_passes);
+}
+
+Model model_from_checkpoint(const Checkpoint& c) {
+  Model model(c.model);
+  if (c.kind != CheckpointKind::architecture) {
+    restore_weights(model, c);
+  }
+  return model;
+}
+
+void restore_optimizer(Optimizer& optimizer, const Checkpoint& c) {
+  if (!c.optimizer_options) {
+    throw std::invalid_argument("checkpoint holds no optimizer state");
+  }
+  optimizer.load_state(c.optimizer_state);
+}
+
+}  // namespace tnt::compute

@@ -1,0 +1,123 @@
+#pragma once
+// Internal layer interface. Layers are built from LayerSpecs by make_layer()
+// and driven by Model; nothing here is public.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tnt/compute/model.h"
+#include "tnt/compute/spec.h"
+#include "tnt/compute/tensor.h"
+
+namespace tnt::compute {
+
+struct Parameter {
+  ParameterInfo info;
+  std::vector<float> value;
+  std::vector<float> own_grad;
+  float* grad = nullptr;  // own_grad.data() or caller memory (Note [Gradient memory])
+  size_t index = 0;       // position in the model's parameter list
+  // Initialisation: "glorot_uniform", "glorot_normal", "he_uniform", "he_normal", "zeros", "ones".
+  std::string init;
+  int64_t fan_in = 1;
+  int64_t fan_out = 1;
+};
+
+struct StateBuffer {
+  StateInfo info;
+  std::vector<float> value;
+  float initial = 0.0f;
+};
+
+struct ForwardContext {
+  Mode mode = Mode::training;
+  uint64_t pass = 0;  // training-mode pass counter (Dropout masks)
+};
+
+using ReadyFn = std::function<void(size_t)>;
+
+class Layer {
+public:
+  Layer(LayerSpec spec, std::string name) : spec_(std::move(spec)), name_(std::move(name)) {}
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const LayerSpec& spec() const { return spec_; }
+  const std::string& name() const { return name_; }
+
+  // Called once with the per-sample input shape: creates the parameters,
+  // returns the per-sample output shape. Throws on shapes the layer cannot take.
+  virtual Shape setup(const Shape& sample_input) = 0;
+  // Called when the full input shape (with batch) changes: (re)creates primitives.
+  virtual void prepare(const Shape& input) {}
+  // x must stay alive and unchanged until backward() (its output does, and the
+  // model's caller keeps the model input).
+  virtual const Tensor& forward(const Tensor& x, const ForwardContext& context) = 0;
+  // Writes parameter gradients, announces them via ready (highest index
+  // first), returns the input gradient when need_dx, else nullptr.
+  virtual const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) = 0;
+
+  virtual void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
+
+protected:
+  Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in,
+                           int64_t fan_out);
+  StateBuffer& add_state(const std::string& suffix, int64_t size, float initial);
+  // Announces this layer's own parameters, highest index first.
+  void announce(const ReadyFn& ready) const;
+
+  LayerSpec spec_;
+  std::string name_;
+  std::vector<std::unique_ptr<Parameter>> params_;
+  std::vector<std::unique_ptr<StateBuffer>> states_;
+};
+
+// A straight sequence of layers: the model's body and each residual branch.
+class Chain {
+public:
+  void add(std::shared_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
+  bool empty() const { return layers_.empty(); }
+  size_t size() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_[i]; }
+  const Shape& sample_output(size_t i) const { return sample_out_[i]; }
+
+  Shape setup(const Shape& sample_input);
+  void prepare(int64_t batch);
+  const Tensor& forward(const Tensor& x, const ForwardContext& context);
+  // need_dx: whether the chain's own input gradient is wanted.
+  const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
+  void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
+
+private:
+  std::vector<std::shared_ptr<Layer>> layers_;
+  Shape sample_in_;
+  std::vector<Shape> sample_out_;
+};
+
+// Builds a layer; name_prefix is prepended to the generated name
+// ("res3.main." ...). index is the layer's position in its container.
+std::shared_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& name_prefix, size_t index);
+
+// Option access with clear errors ("layer conv2d_0: option 'kernel' ...").
+class OptionReader {
+public:
+  OptionReader(const LayerSpec& spec, std::string layer_name);
+  int64_t integer(const std::string& key, int64_t fallback) const;
+  int64_t required_integer(const std::string& key) const;
+  double number(const std::string& key, double fallback) const;
+  bool boolean(const std::string& key, bool fallback) const;
+  std::string text(const std::string& key, const std::string& fallback) const;
+  // A pair (h, w); a single integer n means (n, n).
+  std::vector<int64_t> pair(const std::string& key, std::vector<int64_t> fallback) const;
+  // Throws if the spec has an option not in `known`.
+  void check_known(const std::vector<std::string>& known) const;
+
+private:
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const;
+  const LayerSpec& spec_;
+  std::string layer_;
+};
+
+}  // namespace tnt::compute

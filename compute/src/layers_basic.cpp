@@ -1,0 +1,330 @@
+// Layers without a oneDNN primitive (Flatten, Dropout, Residual), the Chain
+// that drives a sequence of layers, the layer factory and the C++ builders.
+#include <omp.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "layer.h"
+#include "layers_internal.h"
+
+namespace tnt::compute {
+namespace {
+
+Shape with_batch(int64_t batch, const Shape& sample) {
+  Shape s{batch};
+  s.insert(s.end(), sample.begin(), sample.end());
+  return s;
+}
+
+class Flatten final : public Layer {
+public:
+  using Layer::Layer;
+  Shape setup(const Shape& sample) override {
+    OptionReader(spec_, name_).check_known({});
+    return {element_count(sample)};
+  }
+  const Tensor& forward(const Tensor& x, const ForwardContext&) override {
+    x_ = &x;
+    y_.resize({x.dim(0), x.size() / std::max<int64_t>(x.dim(0), 1)});
+    std::copy(x.data(), x.data() + x.size(), y_.data());
+    return y_;
+  }
+  const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn&) override {
+    if (!need_dx) {
+      return nullptr;
+    }
+    dx_.resize(x_->shape());
+    std::copy(dy.data(), dy.data() + dy.size(), dx_.data());
+    return &dx_;
+  }
+
+private:
+  const Tensor* x_ = nullptr;
+  Tensor y_, dx_;
+};
+
+uint64_t mix64(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Inverted dropout. The mask of element i in training pass p is a pure
+// function of (seed, p, i), so it does not depend on threads or history and a
+// resumed run (which restores the pass counter) draws the same masks.
+class Dropout final : public Layer {
+public:
+  using Layer::Layer;
+  Shape setup(const Shape& sample) override {
+    OptionReader opt(spec_, name_);
+    opt.check_known({"rate", "seed"});
+    rate_ = opt.number("rate", 0.5);
+    seed_ = static_cast<uint64_t>(opt.integer("seed", 0));
+    if (!(rate_ >= 0.0 && rate_ < 1.0)) {
+      throw std::invalid_argument("layer " + name_ + ": rate must be in [0, 1), got " + std::to_string(rate_));
+    }
+    return sample;
+  }
+  const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
+    x_ = &x;
+    training_ = context.mode == Mode::training && rate_ > 0.0;
+    y_.resize(x.shape());
+    if (!training_) {
+      std::copy(x.data(), x.data() + x.size(), y_.data());
+      return y_;
+    }
+    mask_.resize(static_cast<size_t>(x.size()));
+    const auto threshold = static_cast<uint64_t>(rate_ * 18446744073709551616.0);
+    const float keep_scale = static_cast<float>(1.0 / (1.0 - rate_));
+    const uint64_t stream = mix64(seed_ ^ mix64(context.pass));
+    const int64_t n = x.size();
+    const float* in = x.data();
+    float* out = y_.data();
+    float* mask = mask_.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float m = mix64(stream + static_cast<uint64_t>(i)) >= threshold ? keep_scale : 0.0f;
+      mask[i] = m;
+      out[i] = in[i] * m;
+    }
+    return y_;
+  }
+  const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn&) override {
+    if (!need_dx) {
+      return nullptr;
+    }
+    dx_.resize(x_->shape());
+    if (!training_) {
+      std::copy(dy.data(), dy.data() + dy.size(), dx_.data());
+      return &dx_;
+    }
+    for (int64_t i = 0; i < dy.size(); ++i) {
+      dx_[i] = dy[i] * mask_[static_cast<size_t>(i)];
+    }
+    return &dx_;
+  }
+
+private:
+  double rate_ = 0.5;
+  uint64_t seed_ = 0;
+  bool training_ = false;
+  std::vector<float> mask_;
+  const Tensor* x_ = nullptr;
+  Tensor y_, dx_;
+};
+
+// out = act(main(x) + shortcut(x)); the Add of a residual network.
+class Residual final : public Layer {
+public:
+  Residual(const LayerSpec& spec, const std::string& name) : Layer(spec, name) {
+    if (spec.branches.empty() || spec.branches.size() > 2) {
+      throw std::invalid_argument("layer " + name + ": a residual block needs a main branch and an optional shortcut");
+    }
+    for (size_t b = 0; b < spec.branches.size(); ++b) {
+      Chain& chain = b == 0 ? main_ : shortcut_;
+      std::string prefix = name + (b == 0 ? ".main." : ".shortcut.");
+      for (size_t i = 0; i < spec.branches[b].size(); ++i) {
+        chain.add(make_layer(spec.branches[b][i], prefix, i));
+      }
+    }
+    if (main_.empty()) {
+      throw std::invalid_argument("layer " + name + ": the main branch is empty");
+    }
+  }
+
+  Shape setup(const Shape& sample) override {
+    OptionReader opt(spec_, name_);
+    opt.check_known({"activation"});
+    std::string act = opt.text("activation", "relu");
+    if (act != "relu" && act != "linear") {
+      throw std::invalid_argument("layer " + name_ + ": activation must be relu or linear, got '" + act + "'");
+    }
+    relu_ = act == "relu";
+    Shape a = main_.setup(sample);
+    Shape b = shortcut_.empty() ? sample : shortcut_.setup(sample);
+    if (a != b) {
+      throw std::invalid_argument("layer " + name_ + ": main branch gives " + to_string(a) + " but shortcut gives " +
+                                  to_string(b) + "; they must match to be added");
+    }
+    return a;
+  }
+
+  void prepare(const Shape& input) override {
+    main_.prepare(input[0]);
+    if (!shortcut_.empty()) {
+      shortcut_.prepare(input[0]);
+    }
+  }
+
+  const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
+    const Tensor& a = main_.forward(x, context);
+    const Tensor& b = shortcut_.empty() ? x : shortcut_.forward(x, context);
+    y_.resize(a.shape());
+    const int64_t n = a.size();
+    const float* pa = a.data();
+    const float* pb = b.data();
+    float* py = y_.data();
+    const bool relu = relu_;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) {
+      float s = pa[i] + pb[i];
+      py[i] = relu && s < 0.0f ? 0.0f : s;
+    }
+    return y_;
+  }
+
+  const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
+    dsum_.resize(dy.shape());
+    for (int64_t i = 0; i < dy.size(); ++i) {
+      dsum_[i] = relu_ && y_[i] <= 0.0f ? 0.0f : dy[i];
+    }
+    // Shortcut parameters come after the main branch's (Note [Parameter
+    // order]), so its gradients are finished and announced first.
+    const Tensor* ds = shortcut_.empty() ? &dsum_ : shortcut_.backward(dsum_, need_dx, ready);
+    const Tensor* dm = main_.backward(dsum_, need_dx, ready);
+    if (!need_dx) {
+      return nullptr;
+    }
+    dx_.resize(dm->shape());
+    for (int64_t i = 0; i < dx_.size(); ++i) {
+      dx_[i] = (*dm)[i] + (*ds)[i];
+    }
+    return &dx_;
+  }
+
+  void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states) override {
+    main_.collect(params, states);
+    shortcut_.collect(params, states);
+  }
+
+private:
+  Chain main_, shortcut_;
+  bool relu_ = true;
+  Tensor y_, dsum_, dx_;
+};
+
+}  // namespace
+
+Shape Chain::setup(const Shape& sample_input) {
+  sample_in_ = sample_input;
+  sample_out_.clear();
+  Shape s = sample_input;
+  for (auto& layer : layers_) {
+    s = layer->setup(s);
+    for (int64_t d : s) {
+      if (d < 1) {
+        throw std::invalid_argument("layer " + layer->name() + ": output shape " + to_string(s) + " is empty");
+      }
+    }
+    sample_out_.push_back(s);
+  }
+  return s;
+}
+
+void Chain::prepare(int64_t batch) {
+  Shape in = with_batch(batch, sample_in_);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->prepare(in);
+    in = with_batch(batch, sample_out_[i]);
+  }
+}
+
+const Tensor& Chain::forward(const Tensor& x, const ForwardContext& context) {
+  const Tensor* t = &x;
+  for (auto& layer : layers_) {
+    t = &layer->forward(*t, context);
+  }
+  return *t;
+}
+
+const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) {
+  const Tensor* g = &dy;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    g = layers_[i]->backward(*g, need_dx || i > 0, ready);
+  }
+  return g;
+}
+
+void Chain::collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states) {
+  for (auto& layer : layers_) {
+    layer->collect(params, states);
+  }
+}
+
+std::shared_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& name_prefix, size_t index) {
+  std::string name = name_prefix + spec.type + "_" + std::to_string(index);
+  if (auto layer = make_dnnl_layer(spec, name)) {
+    return layer;
+  }
+  if (spec.type == "flatten") {
+    return std::make_shared<Flatten>(spec, name);
+  }
+  if (spec.type == "dropout") {
+    return std::make_shared<Dropout>(spec, name);
+  }
+  if (spec.type == "residual") {
+    return std::make_shared<Residual>(spec, name);
+  }
+  throw std::invalid_argument("unknown layer type '" + spec.type +
+                              "' (dense, conv2d, max_pool2d, avg_pool2d, global_avg_pool2d, activation, "
+                              "batch_norm, dropout, flatten, residual)");
+}
+
+namespace layers {
+
+LayerSpec dense(int64_t units, bool bias, const std::string& init) {
+  return {"dense", {{"units", units}, {"bias", bias}, {"init", init}}, {}};
+}
+
+LayerSpec conv2d(const Conv2DOptions& o) {
+  return {"conv2d",
+          {{"filters", o.filters},
+           {"kernel", o.kernel},
+           {"stride", o.stride},
+           {"padding", o.padding},
+           {"dilation", o.dilation},
+           {"groups", o.groups},
+           {"bias", o.bias},
+           {"init", o.init}},
+          {}};
+}
+
+LayerSpec max_pool2d(int64_t kernel, int64_t stride, int64_t padding) {
+  return {"max_pool2d", {{"kernel", kernel}, {"stride", stride == 0 ? kernel : stride}, {"padding", padding}}, {}};
+}
+
+LayerSpec avg_pool2d(int64_t kernel, int64_t stride, int64_t padding) {
+  return {"avg_pool2d", {{"kernel", kernel}, {"stride", stride == 0 ? kernel : stride}, {"padding", padding}}, {}};
+}
+
+LayerSpec global_avg_pool2d() { return {"global_avg_pool2d", {}, {}}; }
+
+LayerSpec activation(const std::string& function, double alpha) {
+  LayerSpec s{"activation", {{"function", function}}, {}};
+  if (alpha != 0.0) {
+    s.options["alpha"] = alpha;
+  }
+  return s;
+}
+
+LayerSpec batch_norm(double momentum, double epsilon) {
+  return {"batch_norm", {{"momentum", momentum}, {"epsilon", epsilon}}, {}};
+}
+
+LayerSpec dropout(double rate, int64_t seed) { return {"dropout", {{"rate", rate}, {"seed", seed}}, {}}; }
+
+LayerSpec flatten() { return {"flatten", {}, {}}; }
+
+LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut, const std::string& activation) {
+  LayerSpec s{"residual", {{"activation", activation}}, {}};
+  s.branches.push_back(std::move(main));
+  if (!shortcut.empty()) {
+    s.branches.push_back(std::move(shortcut));
+  }
+  return s;
+}
+
+}  // namespace layers
+}  // namespace tnt::compute

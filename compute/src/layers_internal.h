@@ -1,0 +1,10 @@
+#pragma once
+#include <memory>
+#include <string>
+
+#include "layer.h"
+
+namespace tnt::compute {
+// nullptr when spec.type is not one of the oneDNN-backed layers.
+std::shared_ptr<Layer> make_dnnl_layer(const LayerSpec& spec, const std::string& name);
+}  // namespace tnt::compute

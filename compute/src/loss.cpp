@@ -1,0 +1,107 @@
+#include "tnt/compute/loss.h"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace tnt::compute {
+
+LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const int32_t> labels) {
+  if (logits.shape().size() != 2) {
+    throw std::invalid_argument("softmax cross-entropy: logits must be {N, K}, got " + to_string(logits.shape()));
+  }
+  const int64_t n = logits.dim(0);
+  const int64_t k = logits.dim(1);
+  if (static_cast<int64_t>(labels.size()) != n) {
+    throw std::invalid_argument("softmax cross-entropy: " + std::to_string(labels.size()) + " labels for " +
+                                std::to_string(n) + " samples");
+  }
+  probabilities_.resize(logits.shape());
+  labels_ = labels;
+  LossResult result;
+  result.count = n;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t label = labels[static_cast<size_t>(i)];
+    if (label < 0 || label >= k) {
+      throw std::invalid_argument("softmax cross-entropy: label " + std::to_string(label) + " of sample " +
+                                  std::to_string(i) + " is outside [0, " + std::to_string(k) + ")");
+    }
+    const float* z = logits.data() + i * k;
+    float* p = probabilities_.data() + i * k;
+    float max = z[0];
+    int64_t arg_max = 0;
+    for (int64_t j = 1; j < k; ++j) {
+      if (z[j] > max) {
+        max = z[j];
+        arg_max = j;
+      }
+    }
+    double total = 0.0;
+    for (int64_t j = 0; j < k; ++j) {
+      p[j] = std::exp(z[j] - max);
+      total += p[j];
+    }
+    const auto inv = static_cast<float>(1.0 / total);
+    for (int64_t j = 0; j < k; ++j) {
+      p[j] *= inv;
+    }
+    // -log softmax(z)_label = log(sum exp(z - max)) - (z_label - max)
+    result.sum += std::log(total) - static_cast<double>(z[label] - max);
+    result.correct += arg_max == label ? 1 : 0;
+  }
+  return result;
+}
+
+const Tensor& SoftmaxCrossEntropy::backward(float scale) {
+  if (probabilities_.size() == 0 && labels_.empty()) {
+    throw std::logic_error("softmax cross-entropy: backward() before forward()");
+  }
+  gradient_.resize(probabilities_.shape());
+  const int64_t n = probabilities_.dim(0);
+  const int64_t k = probabilities_.dim(1);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < k; ++j) {
+      gradient_[i * k + j] = probabilities_[i * k + j] * scale;
+    }
+    gradient_[i * k + labels_[static_cast<size_t>(i)]] -= scale;
+  }
+  return gradient_;
+}
+
+LossResult MeanSquaredError::forward(const Tensor& prediction, const Tensor& target) {
+  if (prediction.shape() != target.shape() || prediction.shape().empty()) {
+    throw std::invalid_argument("mean squared error: prediction " + to_string(prediction.shape()) +
+                                " and target " + to_string(target.shape()) + " differ");
+  }
+  difference_.resize(prediction.shape());
+  const int64_t n = prediction.dim(0);
+  const int64_t features = n > 0 ? prediction.size() / n : 0;
+  LossResult result;
+  result.count = n;
+  for (int64_t i = 0; i < n; ++i) {
+    double sample = 0.0;
+    for (int64_t j = 0; j < features; ++j) {
+      const int64_t e = i * features + j;
+      difference_[e] = prediction[e] - target[e];
+      sample += static_cast<double>(difference_[e]) * difference_[e];
+    }
+    result.sum += sample / static_cast<double>(features);
+  }
+  return result;
+}
+
+const Tensor& MeanSquaredError::backward(float scale) {
+  gradient_.resize(difference_.shape());
+  if (difference_.shape().empty()) {
+    throw std::logic_error("mean squared error: backward() before forward()");
+  }
+  const int64_t n = difference_.dim(0);
+  const int64_t features = n > 0 ? difference_.size() / n : 1;
+  const float k = 2.0f * scale / static_cast<float>(features);
+  for (int64_t e = 0; e < difference_.size(); ++e) {
+    gradient_[e] = difference_[e] * k;
+  }
+  return gradient_;
+}
+
+}  // namespace tnt::compute

@@ -1,0 +1,187 @@
+// ModelSpec <-> TOML (conf/models/*.toml). See compute/README.md for the format.
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <toml++/toml.h>
+
+#include "tnt/compute/spec.h"
+
+namespace tnt::compute {
+namespace {
+
+std::string where(const std::string& origin, const toml::node& node) {
+  const auto& begin = node.source().begin;
+  return origin + ":" + std::to_string(begin.line) + ":" + std::to_string(begin.column);
+}
+
+std::vector<int64_t> integer_list(const std::string& origin, const std::string& key, const toml::node& node) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr) {
+    throw std::invalid_argument(where(origin, node) + ": '" + key + "' must be a list of integers");
+  }
+  std::vector<int64_t> out;
+  for (const toml::node& item : *array) {
+    auto v = item.value<int64_t>();
+    if (!item.is_integer() || !v) {
+      throw std::invalid_argument(where(origin, item) + ": '" + key + "' must be a list of integers");
+    }
+    out.push_back(*v);
+  }
+  return out;
+}
+
+std::vector<LayerSpec> parse_layers(const std::string& origin, const std::string& key, const toml::node& node);
+
+LayerSpec parse_layer(const std::string& origin, const toml::node& node) {
+  const toml::table* table = node.as_table();
+  if (table == nullptr) {
+    throw std::invalid_argument(where(origin, node) + ": a layer must be a table");
+  }
+  LayerSpec spec;
+  auto type = (*table)["type"].value<std::string>();
+  if (!type) {
+    throw std::invalid_argument(where(origin, node) + ": layer has no string 'type'");
+  }
+  spec.type = *type;
+  for (const auto& [k, value] : *table) {
+    const std::string key(k.str());
+    if (key == "type") {
+      continue;
+    }
+    if (spec.type == "residual" && (key == "main" || key == "shortcut")) {
+      size_t slot = key == "main" ? 0 : 1;
+      if (spec.branches.size() <= slot) {
+        spec.branches.resize(slot + 1);
+      }
+      spec.branches[slot] = parse_layers(origin, key, value);
+      continue;
+    }
+    if (auto b = value.as_boolean()) {
+      spec.options[key] = b->get();
+    } else if (auto i = value.as_integer()) {
+      spec.options[key] = i->get();
+    } else if (auto f = value.as_floating_point()) {
+      spec.options[key] = f->get();
+    } else if (auto s = value.as_string()) {
+      spec.options[key] = s->get();
+    } else if (value.is_array()) {
+      spec.options[key] = integer_list(origin, key, value);
+    } else {
+      throw std::invalid_argument(where(origin, value) + ": option '" + key + "' of layer type '" + spec.type +
+                                  "' has an unsupported value type");
+    }
+  }
+  if (spec.type == "residual" && (spec.branches.empty() || spec.branches[0].empty())) {
+    throw std::invalid_argument(where(origin, node) + ": residual layer needs [[...main]] layers");
+  }
+  return spec;
+}
+
+std::vector<LayerSpec> parse_layers(const std::string& origin, const std::string& key, const toml::node& node) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr) {
+    throw std::invalid_argument(where(origin, node) + ": '" + key + "' must be an array of tables ([[" + key + "]])");
+  }
+  std::vector<LayerSpec> out;
+  for (const toml::node& item : *array) {
+    out.push_back(parse_layer(origin, item));
+  }
+  return out;
+}
+
+toml::table layer_table(const LayerSpec& spec);
+
+toml::array layers_array(const std::vector<LayerSpec>& layers) {
+  toml::array out;
+  for (const LayerSpec& l : layers) {
+    out.push_back(layer_table(l));
+  }
+  return out;
+}
+
+toml::table layer_table(const LayerSpec& spec) {
+  toml::table t;
+  t.insert("type", spec.type);
+  for (const auto& [key, value] : spec.options) {
+    std::visit(
+        [&, k = key](const auto& v) {
+          using V = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<V, std::vector<int64_t>>) {
+            toml::array a;
+            for (int64_t x : v) {
+              a.push_back(x);
+            }
+            t.insert(k, std::move(a));
+          } else {
+            t.insert(k, v);
+          }
+        },
+        value);
+  }
+  if (spec.type == "residual") {
+    if (!spec.branches.empty()) {
+      t.insert("main", layers_array(spec.branches[0]));
+    }
+    if (spec.branches.size() > 1 && !spec.branches[1].empty()) {
+      t.insert("shortcut", layers_array(spec.branches[1]));
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
+  toml::table root;
+  try {
+    root = toml::parse(text, origin);
+  } catch (const toml::parse_error& e) {
+    std::ostringstream msg;
+    msg << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
+    throw std::invalid_argument(msg.str());
+  }
+  ModelSpec spec;
+  spec.name = root["name"].value_or(std::string("model"));
+  const toml::node* input = root.get("input");
+  if (input == nullptr) {
+    throw std::invalid_argument(origin + ": missing 'input' (the per-sample shape, e.g. [1, 28, 28])");
+  }
+  spec.input = integer_list(origin, "input", *input);
+  const toml::node* layers = root.get("layers");
+  if (layers == nullptr) {
+    throw std::invalid_argument(origin + ": missing [[layers]]");
+  }
+  spec.layers = parse_layers(origin, "layers", *layers);
+  for (const auto& [k, value] : root) {
+    if (k.str() != "name" && k.str() != "input" && k.str() != "layers") {
+      throw std::invalid_argument(where(origin, value) + ": unknown key '" + std::string(k.str()) + "'");
+    }
+  }
+  return spec;
+}
+
+ModelSpec load_model_toml(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw std::invalid_argument("cannot open model file '" + path + "'");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_model_toml(text.str(), path);
+}
+
+std::string to_toml(const ModelSpec& spec) {
+  toml::table root;
+  root.insert("name", spec.name);
+  toml::array input;
+  for (int64_t d : spec.input) {
+    input.push_back(d);
+  }
+  root.insert("input", std::move(input));
+  root.insert("layers", layers_array(spec.layers));
+  std::ostringstream out;
+  out << root << '\n';
+  return out.str();
+}
+
+}  // namespace tnt::compute

@@ -1,0 +1,211 @@
+#include "tnt/compute/optimizer.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "tnt/compute/model.h"
+
+namespace tnt::compute {
+
+struct Optimizer::Impl {
+  OptimizerOptions options;
+  uint64_t steps = 0;
+  std::vector<std::string> slot_kinds;          // e.g. {"m", "v"}
+  std::vector<ParameterInfo> params;            // names and sizes, to check models and states
+  std::vector<std::vector<std::vector<float>>> slots;  // [slot kind][parameter][element]
+};
+
+namespace {
+
+[[noreturn]] void fail(const std::string& kind, const std::string& what) {
+  throw std::invalid_argument("optimizer '" + kind + "': " + what);
+}
+
+// Elementwise loops split statically over threads: every element's update is
+// independent, so the result does not depend on the thread count.
+template <typename F>
+void for_each_element(int64_t n, F&& f) {
+  if (n < 16384) {
+    for (int64_t j = 0; j < n; ++j) {
+      f(j);
+    }
+    return;
+  }
+#pragma omp parallel for schedule(static)
+  for (int64_t j = 0; j < n; ++j) {
+    f(j);
+  }
+}
+
+}  // namespace
+
+Optimizer::Optimizer(const OptimizerOptions& options, const Model& model) : impl_(std::make_unique<Impl>()) {
+  impl_->options = options;
+  const auto& o = options;
+  const std::string& k = o.kind;
+  if (o.weight_decay < 0.0 || o.momentum < 0.0 || o.momentum >= 1.0) {
+    fail(k, "need weight_decay >= 0 and 0 <= momentum < 1");
+  }
+  if (k == "sgd") {
+    if (o.nesterov && o.momentum == 0.0) {
+      fail(k, "nesterov needs momentum > 0");
+    }
+    if (o.momentum > 0.0) {
+      impl_->slot_kinds = {"velocity"};
+    }
+  } else if (k == "adam" || k == "adamw") {
+    if (!(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0 && o.epsilon > 0.0)) {
+      fail(k, "need 0 <= beta1, beta2 < 1 and epsilon > 0");
+    }
+    impl_->slot_kinds = {"m", "v"};
+  } else if (k == "rmsprop") {
+    if (!(o.rho >= 0.0 && o.rho < 1.0 && o.epsilon > 0.0)) {
+      fail(k, "need 0 <= rho < 1 and epsilon > 0");
+    }
+    impl_->slot_kinds = {"mean_square"};
+    if (o.momentum > 0.0) {
+      impl_->slot_kinds.emplace_back("momentum");
+    }
+  } else if (k == "adagrad") {
+    if (!(o.epsilon > 0.0 && o.initial_accumulator >= 0.0)) {
+      fail(k, "need epsilon > 0 and initial_accumulator >= 0");
+    }
+    impl_->slot_kinds = {"accumulator"};
+  } else {
+    fail(k, "unknown kind (sgd, adam, adamw, rmsprop, adagrad)");
+  }
+  for (size_t i = 0; i < model.parameter_count(); ++i) {
+    impl_->params.push_back(model.parameter(i));
+  }
+  const float initial = k == "adagrad" ? static_cast<float>(o.initial_accumulator) : 0.0f;
+  impl_->slots.resize(impl_->slot_kinds.size());
+  for (auto& per_param : impl_->slots) {
+    for (const auto& p : impl_->params) {
+      per_param.emplace_back(static_cast<size_t>(p.size), initial);
+    }
+  }
+}
+
+Optimizer::~Optimizer() = default;
+Optimizer::Optimizer(Optimizer&&) noexcept = default;
+Optimizer& Optimizer::operator=(Optimizer&&) noexcept = default;
+
+const OptimizerOptions& Optimizer::options() const { return impl_->options; }
+uint64_t Optimizer::steps() const { return impl_->steps; }
+
+void Optimizer::step(Model& model, float learning_rate) {
+  auto& s = *impl_;
+  const auto& o = s.options;
+  if (model.parameter_count() != s.params.size()) {
+    fail(o.kind, "model has " + std::to_string(model.parameter_count()) + " parameters, optimizer was built for " +
+                     std::to_string(s.params.size()));
+  }
+  ++s.steps;
+  const float lr = learning_rate;
+  const auto wd = static_cast<float>(o.weight_decay);
+  const auto mu = static_cast<float>(o.momentum);
+  const auto eps = static_cast<float>(o.epsilon);
+  const auto t = static_cast<double>(s.steps);
+  const auto b1 = static_cast<float>(o.beta1);
+  const auto b2 = static_cast<float>(o.beta2);
+  const auto bias1 = static_cast<float>(1.0 - std::pow(o.beta1, t));
+  const auto bias2 = static_cast<float>(1.0 - std::pow(o.beta2, t));
+  const auto rho = static_cast<float>(o.rho);
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    if (model.parameter(i).size != s.params[i].size) {
+      fail(o.kind, "parameter " + model.parameter(i).name + " changed size");
+    }
+    float* w = model.weights(i);
+    const float* g = model.gradient(i);
+    const int64_t n = s.params[i].size;
+    if (o.kind == "sgd") {
+      if (mu == 0.0f) {
+        for_each_element(n, [&](int64_t j) { w[j] -= lr * (g[j] + wd * w[j]); });
+      } else {
+        float* v = s.slots[0][i].data();
+        const bool nesterov = o.nesterov;
+        for_each_element(n, [&](int64_t j) {
+          float d = g[j] + wd * w[j];
+          v[j] = mu * v[j] + d;
+          w[j] -= lr * (nesterov ? d + mu * v[j] : v[j]);
+        });
+      }
+    } else if (o.kind == "adam" || o.kind == "adamw") {
+      float* m = s.slots[0][i].data();
+      float* v = s.slots[1][i].data();
+      const bool decoupled = o.kind == "adamw";
+      for_each_element(n, [&](int64_t j) {
+        float d = decoupled ? g[j] : g[j] + wd * w[j];
+        m[j] = b1 * m[j] + (1.0f - b1) * d;
+        v[j] = b2 * v[j] + (1.0f - b2) * d * d;
+        float update = (m[j] / bias1) / (std::sqrt(v[j] / bias2) + eps);
+        w[j] -= lr * (decoupled ? update + wd * w[j] : update);
+      });
+    } else if (o.kind == "rmsprop") {
+      float* ms = s.slots[0][i].data();
+      float* mom = s.slots.size() > 1 ? s.slots[1][i].data() : nullptr;
+      for_each_element(n, [&](int64_t j) {
+        float d = g[j] + wd * w[j];
+        ms[j] = rho * ms[j] + (1.0f - rho) * d * d;
+        float update = lr * d / (std::sqrt(ms[j]) + eps);
+        if (mom) {
+          mom[j] = mu * mom[j] + update;
+          update = mom[j];
+        }
+        w[j] -= update;
+      });
+    } else {  // adagrad
+      float* acc = s.slots[0][i].data();
+      for_each_element(n, [&](int64_t j) {
+        float d = g[j] + wd * w[j];
+        acc[j] += d * d;
+        w[j] -= lr * d / (std::sqrt(acc[j]) + eps);
+      });
+    }
+  }
+}
+
+OptimizerState Optimizer::state() const {
+  OptimizerState out;
+  out.kind = impl_->options.kind;
+  out.steps = impl_->steps;
+  for (size_t k = 0; k < impl_->slot_kinds.size(); ++k) {
+    for (size_t i = 0; i < impl_->params.size(); ++i) {
+      out.slots.push_back({impl_->slot_kinds[k] + "/" + impl_->params[i].name, impl_->slots[k][i]});
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state(const OptimizerState& state) {
+  auto& s = *impl_;
+  if (state.kind != s.options.kind) {
+    fail(s.options.kind, "cannot load the state of a '" + state.kind + "' optimizer");
+  }
+  const size_t expected = s.slot_kinds.size() * s.params.size();
+  if (state.slots.size() != expected) {
+    fail(s.options.kind, "state has " + std::to_string(state.slots.size()) + " slots, expected " +
+                             std::to_string(expected) + " (different options or model?)");
+  }
+  size_t at = 0;
+  for (size_t k = 0; k < s.slot_kinds.size(); ++k) {
+    for (size_t i = 0; i < s.params.size(); ++i, ++at) {
+      const auto& slot = state.slots[at];
+      const std::string name = s.slot_kinds[k] + "/" + s.params[i].name;
+      if (slot.name != name || static_cast<int64_t>(slot.values.size()) != s.params[i].size) {
+        fail(s.options.kind, "state slot " + std::to_string(at) + " is '" + slot.name + "' with " +
+                                 std::to_string(slot.values.size()) + " values, expected '" + name + "' with " +
+                                 std::to_string(s.params[i].size));
+      }
+    }
+  }
+  at = 0;
+  for (size_t k = 0; k < s.slot_kinds.size(); ++k) {
+    for (size_t i = 0; i < s.params.size(); ++i, ++at) {
+      s.slots[k][i] = state.slots[at].values;
+    }
+  }
+  s.steps = state.steps;
+}
+
+}  // namespace tnt::compute

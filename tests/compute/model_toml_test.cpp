@@ -1,0 +1,65 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "tnt/compute/model.h"
+#include "tnt/compute/zoo.h"
+
+namespace tnt::compute {
+namespace {
+
+const std::string kModels = std::string(TNT_SOURCE_DIR) + "/conf/models/";
+
+void expect_same_model(const ModelSpec& from_file, const ModelSpec& from_zoo) {
+  Model a(from_file), b(from_zoo);
+  ASSERT_EQ(a.parameter_count(), b.parameter_count());
+  for (size_t i = 0; i < a.parameter_count(); ++i) {
+    EXPECT_EQ(a.parameter(i).name, b.parameter(i).name);
+    EXPECT_EQ(a.parameter(i).shape, b.parameter(i).shape);
+    EXPECT_EQ(std::memcmp(a.weights(i), b.weights(i), static_cast<size_t>(a.parameter(i).size) * 4), 0)
+        << a.parameter(i).name << " initialised differently";
+  }
+  EXPECT_EQ(a.state_count(), b.state_count());
+}
+
+TEST(ModelToml, ConfFilesMatchTheZoo) {
+  expect_same_model(load_model_toml(kModels + "lenet5.toml"), zoo::lenet5());
+  expect_same_model(load_model_toml(kModels + "mlp.toml"), zoo::mlp());
+  expect_same_model(load_model_toml(kModels + "resnet20.toml"), zoo::resnet20());
+  // ResNet-50 is large to build in a unit test; its file must describe the same spec.
+  EXPECT_EQ(to_toml(load_model_toml(kModels + "resnet50.toml")), to_toml(zoo::resnet50()));
+}
+
+TEST(ModelToml, RoundTripKeepsEveryOption) {
+  for (const auto& name : {"lenet5", "resnet20"}) {
+    ModelSpec spec = zoo::by_name(name);
+    std::string text = to_toml(spec);
+    EXPECT_EQ(to_toml(parse_model_toml(text)), text);
+  }
+}
+
+void expect_error(const std::string& text, const std::string& fragment) {
+  try {
+    ModelSpec spec = parse_model_toml(text, "test.toml");
+    Model m(spec);
+    ADD_FAILURE() << "accepted: " << text;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelToml, BadFilesGiveClearErrors) {
+  expect_error("input = [4]\n[[layers]\ntype = 'dense'", "test.toml:2");
+  expect_error("[[layers]]\ntype = 'dense'\nunits = 3\n", "missing 'input'");
+  expect_error("input = [4]\n", "missing [[layers]]");
+  expect_error("input = [4]\nlayer = 1\n[[layers]]\ntype = 'dense'\nunits = 3\n", "unknown key 'layer'");
+  expect_error("input = [4]\n[[layers]]\nunits = 3\n", "no string 'type'");
+  expect_error("input = [4]\n[[layers]]\ntype = 'dense'\nunits = 'many'\n", "'units' must be an integer");
+  expect_error("input = [4]\n[[layers]]\ntype = 'dense'\nunits = 3\nkernel = [1.5]\n", "list of integers");
+  expect_error("input = [4]\n[[layers]]\ntype = 'dense'\nunits = 3\nsize = 3\n", "'size' is not known");
+  expect_error("input = [1, 4, 4]\n[[layers]]\ntype = 'residual'\n", "needs [[...main]]");
+  EXPECT_THROW(load_model_toml(kModels + "does_not_exist.toml"), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tnt::compute

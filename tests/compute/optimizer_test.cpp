@@ -1,0 +1,123 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "tnt/compute/metrics.h"
+#include "tnt/compute/model.h"
+#include "tnt/compute/optimizer.h"
+#include "tnt/compute/schedule.h"
+
+namespace tnt::compute {
+namespace {
+
+// A one-parameter model (dense 1->1 without bias) makes update rules easy to
+// check by hand.
+Model scalar_model(float w) {
+  Model m(ModelSpec{"scalar", {1}, {layers::dense(1, false)}});
+  m.weights(0)[0] = w;
+  return m;
+}
+
+TEST(Optimizer, SgdMomentumNesterovAndWeightDecay) {
+  Model m = scalar_model(1.0f);
+  Optimizer sgd({.kind = "sgd", .momentum = 0.5, .nesterov = true, .weight_decay = 0.1}, m);
+  m.gradient(0)[0] = 2.0f;
+  sgd.step(m, 0.1f);  // d = 2 + 0.1 = 2.1; v = 2.1; w -= 0.1 * (2.1 + 0.5 * 2.1)
+  EXPECT_FLOAT_EQ(m.weights(0)[0], 1.0f - 0.1f * (2.1f + 1.05f));
+}
+
+TEST(Optimizer, AdamFirstStepMovesByLearningRate) {
+  Model m = scalar_model(1.0f);
+  Optimizer adam({.kind = "adam"}, m);
+  m.gradient(0)[0] = 0.3f;
+  adam.step(m, 0.01f);  // bias-corrected m/sqrt(v) = sign(g)
+  EXPECT_NEAR(m.weights(0)[0], 0.99f, 1e-6f);
+}
+
+TEST(Optimizer, AllKindsStateRoundTripResumesBitwise) {
+  for (std::string kind : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) {
+    OptimizerOptions o{.kind = kind, .momentum = kind == "adam" || kind == "adamw" || kind == "adagrad" ? 0.0 : 0.9,
+                       .weight_decay = 0.01};
+    Model a = scalar_model(0.5f), b = scalar_model(0.5f);
+    Optimizer oa(o, a);
+    for (int s = 0; s < 3; ++s) {
+      a.gradient(0)[0] = 0.1f * static_cast<float>(s + 1);
+      oa.step(a, 0.05f);
+    }
+    b.weights(0)[0] = a.weights(0)[0];
+    Optimizer ob(o, b);
+    ob.load_state(oa.state());
+    EXPECT_EQ(ob.steps(), 3u);
+    a.gradient(0)[0] = b.gradient(0)[0] = -0.7f;
+    oa.step(a, 0.05f);
+    ob.step(b, 0.05f);
+    EXPECT_EQ(std::memcmp(a.weights(0), b.weights(0), sizeof(float)), 0) << kind;
+    EXPECT_NE(a.weights(0)[0], 0.5f) << kind;
+  }
+}
+
+TEST(Optimizer, RefusesMismatchedStateAndBadOptions) {
+  Model m = scalar_model(1.0f);
+  Optimizer adam({.kind = "adam"}, m);
+  Optimizer sgd({.kind = "sgd", .momentum = 0.9}, m);
+  EXPECT_THROW(sgd.load_state(adam.state()), std::invalid_argument);
+  OptimizerState broken = adam.state();
+  broken.slots[0].values.push_back(1.0f);
+  EXPECT_THROW(adam.load_state(broken), std::invalid_argument);
+  EXPECT_THROW(Optimizer({.kind = "lbfgs"}, m), std::invalid_argument);
+  EXPECT_THROW(Optimizer({.kind = "sgd", .nesterov = true}, m), std::invalid_argument);
+}
+
+ScheduleOptions schedule(const std::string& kind) {
+  ScheduleOptions o;
+  o.kind = kind;
+  return o;
+}
+
+TEST(Schedule, WarmupPiecewiseExponentialAndScaling) {
+  ScheduleOptions c = schedule("constant");
+  c.base_rate = 0.1;
+  c.warmup_steps = 4;
+  c.scale = 2.0;
+  LearningRateSchedule constant(c);
+  EXPECT_DOUBLE_EQ(constant.rate(0), 0.1 * 0.25 * 2.0);
+  EXPECT_DOUBLE_EQ(constant.rate(3), 0.2);
+  EXPECT_DOUBLE_EQ(constant.rate(100), 0.2);
+  ScheduleOptions p = schedule("piecewise");
+  p.boundaries = {10, 20};
+  p.values = {1.0, 0.1, 0.01};
+  LearningRateSchedule piecewise(p);
+  EXPECT_DOUBLE_EQ(piecewise.rate(9), 1.0);
+  EXPECT_DOUBLE_EQ(piecewise.rate(10), 0.1);
+  EXPECT_DOUBLE_EQ(piecewise.rate(25), 0.01);
+  ScheduleOptions e = schedule("exponential");
+  e.base_rate = 1.0;
+  e.decay_rate = 0.5;
+  e.decay_steps = 10;
+  e.staircase = true;
+  LearningRateSchedule decay(e);
+  EXPECT_DOUBLE_EQ(decay.rate(19), 0.5);
+  EXPECT_DOUBLE_EQ(decay.rate(20), 0.25);
+  p.values = {1.0};
+  EXPECT_THROW(LearningRateSchedule{p}, std::invalid_argument);
+  EXPECT_THROW(LearningRateSchedule{schedule("cosine")}, std::invalid_argument);
+}
+
+TEST(Metrics, TopKAndMeans) {
+  Tensor logits({3, 4}, {0.1f, 0.9f, 0.5f, 0.2f, 1.0f, 0.0f, 0.0f, 0.0f, 0.3f, 0.2f, 0.1f, 0.4f});
+  std::vector<int32_t> labels{2, 0, 2};
+  EXPECT_EQ(top_k_correct(logits, labels, 1), 1);
+  EXPECT_EQ(top_k_correct(logits, labels, 2), 2);
+  EXPECT_EQ(top_k_correct(logits, labels, 4), 3);
+  MeanMetric mean;
+  mean.add(3.0, 2);
+  mean.add(1.0, 2);
+  EXPECT_DOUBLE_EQ(mean.result(), 1.0);
+  AccuracyMetric acc;
+  acc.add(3, 4);
+  EXPECT_DOUBLE_EQ(acc.result(), 0.75);
+}
+
+}  // namespace
+}  // namespace tnt::compute
