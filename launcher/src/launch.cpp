@@ -312,7 +312,7 @@ class Job : public RemoteListener {
   void supervise() {
     while (!finished()) {
       std::optional<Clock::time_point> next;
-      for (const auto& t : {kill_at_, kill_ssh_at_}) {
+      for (const auto& t : {kill_at_, kill_ssh_at_, drain_until_}) {
         if (t && (!next || *t < *next)) next = t;
       }
       int timeout_ms = -1;
@@ -323,6 +323,26 @@ class Job : public RemoteListener {
       }
       loop_.poll_once(timeout_ms);
       const auto now = Clock::now();
+      if (local_ && local_->all_exited() && !local_->finished()) {
+        if (!drain_until_) {
+          // Whatever the ranks left behind (also outside their process groups) goes now, so
+          // that their pipes close; the rest of their output gets a moment to arrive.
+          std::vector<pid_t> keep;
+          for (const auto& r : remotes_) {
+            if (r->ssh_running()) keep.push_back(r->ssh_pid());
+          }
+          const int killed = kill_adopted_children(keep);
+          if (killed > 0) spdlog::debug("stopped {} process(es) left behind by ranks", killed);
+          drain_until_ = now + ms(1.0);
+        } else if (now >= *drain_until_) {
+          const int n = local_->abandon_output();
+          if (n > 0) {
+            spdlog::warn("{} output stream(s) of finished ranks still open (a process outside "
+                         "this job holds them): no longer read",
+                         n);
+          }
+        }
+      }
       if (kill_at_ && now >= *kill_at_) {
         kill_at_.reset();
         const int left = running_ranks();
@@ -460,6 +480,7 @@ class Job : public RemoteListener {
   int stop_signal_ = 0;
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> kill_ssh_at_;
+  std::optional<Clock::time_point> drain_until_;
   std::string registry_path_;
 };
 

@@ -180,6 +180,16 @@ TEST(LocalLaunch, LeftoverChildrenOfARankAreStopped) {
   expect_no_leftovers(m);
 }
 
+TEST(LocalLaunch, ProcessesEscapingTheRanksGroupAreStoppedToo) {
+  const std::string m = unique_marker();
+  // setsid leaves the rank's process group; the launcher adopts and stops it when the rank ends.
+  auto r = run({kLaunch, "-n", "2", "-x", "TNT_TEST_MARKER=" + m, "--", "/bin/sh", "-c",
+                "setsid sleep 30 & echo started"});
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_LT(r.seconds, 5);
+  expect_no_leftovers(m);
+}
+
 struct BadInvocation {
   std::string name;
   std::vector<std::string> args;

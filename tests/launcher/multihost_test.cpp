@@ -341,6 +341,25 @@ TEST(MultiHost, MissingProgramOnOneHostFailsBeforeAnythingStarts) {
   expect_no_leftovers(m);
 }
 
+TEST(MultiHost, LauncherMissingOnAHostIsNamed) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  // A copy of tnt-launch under bin/, which host 4 sees empty: the agent cannot start there.
+  const std::string launcher_copy = cluster().dir + "/bin/tnt-launch";
+  shell("cp " + kLaunch + " " + launcher_copy);
+  auto args = launch_args(hostfile_of({0, 3}), m);
+  args[0] = launcher_copy;
+  args.insert(args.end(), {"--", "/bin/true"});
+  auto r = run(args, 10);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_NE(r.err.find("tnt-launch not found at " + launcher_copy + " on host " +
+                       cluster().hosts[3].addr),
+            std::string::npos)
+      << r.err;
+  expect_no_leftovers(m);
+}
+
 TEST(MultiHost, DuplicateAndEmptyHostfilesAreRefused) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
