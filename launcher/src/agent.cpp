@@ -87,6 +87,7 @@ class AgentSink : public RankSink {
 };
 
 int run_ranks(HostLaunch spec, InputLines& input) {
+  set_log_level(spec.log_level);
   EventLoop loop;
   const int signal_fd = open_signal_fd();
   prctl(PR_SET_CHILD_SUBREAPER, 1);

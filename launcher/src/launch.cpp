@@ -544,6 +544,18 @@ void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSett
 
 }  // namespace
 
+void set_log_level(const std::string& level) {
+  if (level == "DEBUG") {
+    spdlog::set_level(spdlog::level::debug);
+  } else if (level == "WARNING") {
+    spdlog::set_level(spdlog::level::warn);
+  } else if (level == "ERROR") {
+    spdlog::set_level(spdlog::level::err);
+  } else {
+    spdlog::set_level(spdlog::level::info);
+  }
+}
+
 int run_launch(const LaunchOptions& opts) {
   JobPlan plan = make_plan(opts);
   require_one_local_host(plan);

@@ -171,9 +171,14 @@ void expect_no_leftovers(const std::string& marker) {
 TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
+  // Two NUMA nodes of one CPU each (the same CPU on a one-CPU machine).
+  const bool two_cpus = sysconf(_SC_NPROCESSORS_ONLN) >= 2;
   auto args = launch_args(hostfile_of({0, 1, 2}), m);
   for (const char* a : {"--n-per-node", "2", "--output-on-all-devices", "-x", "ALPHA=1", "-x",
-                        "BETA=b", "--", "PROBE", "--var", "ALPHA", "--var", "BETA"}) {
+                        "BETA=b", "--pin-memory-to-socket", "--numa-topology",
+                        two_cpus ? "0@0;1@0" : "0@0;0@0",
+                        "--log-level", "DEBUG", "--", "PROBE", "--var", "ALPHA", "--var",
+                        "BETA"}) {
     args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
   }
   auto r = run(args, 20);
@@ -197,6 +202,14 @@ TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
     EXPECT_EQ(field(l, "ALPHA"), "1") << l;
     EXPECT_EQ(field(l, "BETA"), "b") << l;
     EXPECT_EQ(l.rfind("[" + std::to_string(rank) + "] ", 0), 0u) << l;
+    // Pinned by the agent on its host, as the explicit two-node topology says.
+    EXPECT_EQ(field(l, "pin_socket"), std::to_string(rank % 2)) << l;
+    EXPECT_EQ(field(l, "cpus"), two_cpus ? std::to_string(rank % 2) : "0") << l;
+    EXPECT_EQ(field(l, "mempolicy"), "bind:0") << l;
+    EXPECT_NE(r.err.find("[" + h.addr + "] tnt-launch agent: debug: rank " + std::to_string(rank) +
+                         " on " + h.addr + ": pinned to NUMA node " + std::to_string(rank % 2)),
+              std::string::npos)
+        << r.err;
     job_ids.insert(field(l, "job_id"));
   }
   EXPECT_EQ(seen.size(), 6u);
@@ -237,7 +250,7 @@ TEST(MultiHost, CtrlCStopsEveryRankOnEveryHost) {
   }
   Launched l(args);
   ASSERT_TRUE(l.wait_for("ready rank=", 6, 20)) << l.err();
-  l.send(SIGINT);
+  l.send_to_group(SIGINT);  // as a terminal does on Ctrl+C
   auto r = l.finish(10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 128 + SIGINT);
@@ -357,6 +370,24 @@ TEST(MultiHost, LauncherMissingOnAHostIsNamed) {
                        cluster().hosts[3].addr),
             std::string::npos)
       << r.err;
+  expect_no_leftovers(m);
+}
+
+TEST(MultiHost, SlurmNodeListIsUsedWithoutAHostfile) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  const std::string nodes = cluster().hosts[0].addr + "," + cluster().hosts[1].addr;
+  auto r = run({kLaunch, "--ssh-command", cluster().ssh, "-x", "TNT_TEST_MARKER=" + m,
+                "--npernode", "2", "--output-on-all-devices", "--", cluster().probe},
+               20, {{"SLURM_JOB_NODELIST", nodes}});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  const auto lines = lines_with(r.out, "probe rank=");
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (const auto& l : lines) {
+    const int rank = std::stoi(field(l, "rank"));
+    EXPECT_EQ(field(l, "host"), cluster().hosts[static_cast<std::size_t>(rank / 2)].name) << l;
+    EXPECT_EQ(field(l, "size"), "4") << l;
+  }
   expect_no_leftovers(m);
 }
 
