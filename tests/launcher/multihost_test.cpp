@@ -296,6 +296,34 @@ TEST(MultiHost, RankExitingWithStatus3StopsTheJob) {
   expect_no_leftovers(m);
 }
 
+TEST(MultiHost, LosingAHostStopsTheJob) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  auto args = launch_args(hostfile_of({0, 1}), m);
+  for (const char* a : {"--n-per-node", "2", "--output-on-all-devices", "--", "PROBE", "--wait"}) {
+    args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
+  }
+  Launched l(args);
+  ASSERT_TRUE(l.wait_for("ready rank=", 4, 20)) << l.err();
+  // Kill the agent on host 2: as if the machine went away under the job.
+  int killed = 0;
+  std::istringstream pids(shell("ip netns pids " + cluster().hosts[1].name));
+  std::string p;
+  while (pids >> p) {
+    if (shell("tr '\\0' ' ' < /proc/" + p + "/cmdline").find("--agent") != std::string::npos) {
+      killed += kill(std::stoi(p), SIGKILL) == 0 ? 1 : 0;
+    }
+  }
+  ASSERT_EQ(killed, 1);
+  auto r = l.finish(10);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_NE(r.err.find("lost host " + cluster().hosts[1].addr + ": its ssh connection ended"),
+            std::string::npos)
+      << r.err;
+  expect_no_leftovers(m);
+}
+
 TEST(MultiHost, RanksStopWhenTheLauncherIsKilled) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
