@@ -497,8 +497,12 @@ void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSett
   }
   const std::string cwd = current_dir();
   for (const auto& h : plan.hosts) {
-    out << "host " << h.name << ": rank(s) " << h.first_rank << "-"
-        << (h.first_rank + h.n_ranks - 1);
+    out << "host " << h.name << ": ";
+    if (h.n_ranks == 1) {
+      out << "rank " << h.first_rank;
+    } else {
+      out << "ranks " << h.first_rank << "-" << (h.first_rank + h.n_ranks - 1);
+    }
     std::optional<NumaTopology> host_topo = topo;
     if (h.local) {
       out << ", started here by fork/exec\n";

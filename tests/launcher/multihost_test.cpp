@@ -451,7 +451,7 @@ TEST(MultiHost, DryRunPrintsEachHostsCommandsAndStartsNothing) {
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   for (std::size_t i = 0; i < 2; ++i) {
     const std::string& addr = cluster().hosts[i].addr;
-    EXPECT_NE(r.out.find("host " + addr + ": rank(s) " + std::to_string(2 * i) + "-" +
+    EXPECT_NE(r.out.find("host " + addr + ": ranks " + std::to_string(2 * i) + "-" +
                          std::to_string(2 * i + 1) + ", started through: ssh -o BatchMode=yes"),
               std::string::npos)
         << r.out;
