@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -255,6 +256,50 @@ TEST(MultiHost, CtrlCStopsEveryRankOnEveryHost) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 128 + SIGINT);
   EXPECT_NE(r.err.find("interrupted by SIGINT"), std::string::npos) << r.err;
+  expect_no_leftovers(m);
+}
+
+TEST(MultiHost, RanksIgnoringSigtermAreKilledWithinFiveSeconds) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  auto args = launch_args(hostfile_of({0, 1}), m);
+  for (const char* a : {"--output-on-all-devices", "--", "PROBE", "--wait", "--ignore-term"}) {
+    args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
+  }
+  Launched l(args);
+  ASSERT_TRUE(l.wait_for("ready rank=", 2, 20)) << l.err();
+  const auto start = std::chrono::steady_clock::now();
+  l.send(SIGTERM);
+  auto r = l.finish(10);
+  const double stop_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_LT(stop_s, 5.0);
+  EXPECT_EQ(r.exit_code(), 128 + SIGTERM);
+  expect_no_leftovers(m);
+}
+
+TEST(MultiHost, OutputRoutingAcrossHosts) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  const std::string script = "echo out-$TNT_RANK; echo err-$TNT_RANK >&2";
+  auto args = launch_args(hostfile_of({0, 1}), m);
+  args.insert(args.end(), {"--", "/bin/sh", "-c", script});
+  auto r = run(args, 20);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "out-0\n");  // only the master rank by default
+  EXPECT_NE(r.err.find("err-0\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("err-1"), std::string::npos) << r.err;
+
+  args = launch_args(hostfile_of({0, 1}), m);
+  args.insert(args.end(), {"--output-on-all-devices", "--", "/bin/sh", "-c", script});
+  r = run(args, 20);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  for (const char* rank : {"0", "1"}) {
+    const std::string p = std::string("[") + rank + "] ";
+    EXPECT_NE(r.out.find(p + "out-" + rank + "\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find(p + "err-" + rank + "\n"), std::string::npos) << r.err;
+  }
   expect_no_leftovers(m);
 }
 
