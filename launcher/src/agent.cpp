@@ -87,6 +87,7 @@ class AgentSink : public RankSink {
 };
 
 int run_ranks(HostLaunch spec, InputLines& input) {
+  set_log_level(spec.log_level);
   EventLoop loop;
   const int signal_fd = open_signal_fd();
   prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -168,8 +169,24 @@ int run_ranks(HostLaunch spec, InputLines& input) {
     }
   });
 
+  std::optional<Clock::time_point> drain_until;
   while (!ranks.finished()) {
+    if (ranks.all_exited()) {
+      kill_at.reset();  // nothing left to kill
+      if (!drain_until) {
+        kill_adopted_children({});
+        drain_until = Clock::now() + std::chrono::seconds(1);
+      } else if (Clock::now() >= *drain_until) {
+        ranks.abandon_output();
+        break;
+      }
+    }
     int timeout_ms = -1;
+    if (drain_until) {
+      timeout_ms = static_cast<int>(std::max<long long>(
+          0, std::chrono::duration_cast<std::chrono::milliseconds>(*drain_until - Clock::now())
+                 .count())) + 1;
+    }
     if (kill_at) {
       const auto left =
           std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at - Clock::now()).count();

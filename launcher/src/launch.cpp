@@ -1,3 +1,4 @@
+// Launching a job: checks on every host, then starting, supervising and stopping its ranks.
 #include "launch.h"
 
 #include <spdlog/spdlog.h>
@@ -17,6 +18,7 @@
 #include "event_loop.h"
 #include "host_checks.h"
 #include "host_launch.h"
+#include "launch_common.h"
 #include "local_ranks.h"
 #include "process.h"
 #include "registry.h"
@@ -30,62 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::string current_dir() {
-  char buf[4096];
-  return getcwd(buf, sizeof(buf)) ? std::string(buf) : std::string();
-}
-
-std::string own_executable() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) throw std::runtime_error("cannot find tnt-launch's own path (/proc/self/exe)");
-  return std::string(buf, static_cast<std::size_t>(n));
-}
-
-std::vector<std::string> split_words(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<std::string> words;
-  std::string w;
-  while (in >> w) words.push_back(w);
-  return words;
-}
-
-SshSettings ssh_settings(const LaunchOptions& opts) {
-  SshSettings ssh;
-  ssh.command = split_words(opts.ssh_command);
-  if (ssh.command.empty()) throw UsageError("--ssh-command is empty");
-  ssh.connect_timeout_s = opts.ssh_connect_timeout_s;
-  ssh.agent_path = own_executable();
-  return ssh;
-}
-
-std::string shell_word(const std::string& s) {
-  const bool plain = !s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
-                                                       "XYZ0123456789_-./:=@,+%") == std::string::npos;
-  if (plain) return s;
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-std::chrono::milliseconds ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
-}
-
-void require_one_local_host(const JobPlan& plan) {
-  const HostPlan* local = nullptr;
-  for (const auto& h : plan.hosts) {
-    if (!h.local) continue;
-    if (local) {
-      throw HostfileError("hosts '" + local->name + "' and '" + h.name +
-                          "' both name this machine: list it once");
-    }
-    local = &h;
-  }
-}
-
-// Routes rank output to the terminal and remembers each rank's last lines, so that the message
-// about a failed rank can show them even when its output was not shown.
 class OutputRouter {
  public:
   explicit OutputRouter(bool all) : all_(all) {}
@@ -127,24 +73,6 @@ class OutputRouter {
   bool all_;
   std::map<int, std::deque<std::string>> tails_;
 };
-
-HostLaunch make_host_launch(const LaunchOptions& opts, const JobPlan& plan, const HostPlan& host) {
-  HostLaunch h;
-  h.host = host.name;
-  h.job_id = plan.job_id;
-  h.program = opts.program;
-  h.cwd = current_dir();
-  h.job_env = job_environment(opts, plan);
-  h.exports = opts.exports;
-  h.first_rank = host.first_rank;
-  h.n_ranks = host.n_ranks;
-  h.pin = opts.pin_to_socket;
-  h.pin_memory = opts.pin_memory_to_socket;
-  h.numa_topology = opts.numa_topology;
-  h.log_level = opts.log_level;
-  h.stop_grace_s = opts.stop_grace_s;
-  return h;
-}
 
 class Job : public RemoteListener {
  public:
@@ -312,7 +240,7 @@ class Job : public RemoteListener {
   void supervise() {
     while (!finished()) {
       std::optional<Clock::time_point> next;
-      for (const auto& t : {kill_at_, kill_ssh_at_}) {
+      for (const auto& t : {kill_at_, kill_ssh_at_, drain_until_}) {
         if (t && (!next || *t < *next)) next = t;
       }
       int timeout_ms = -1;
@@ -323,6 +251,26 @@ class Job : public RemoteListener {
       }
       loop_.poll_once(timeout_ms);
       const auto now = Clock::now();
+      if (local_ && local_->all_exited() && !local_->finished()) {
+        if (!drain_until_) {
+          // Whatever the ranks left behind (also outside their process groups) goes now, so
+          // that their pipes close; the rest of their output gets a moment to arrive.
+          std::vector<pid_t> keep;
+          for (const auto& r : remotes_) {
+            if (r->ssh_running()) keep.push_back(r->ssh_pid());
+          }
+          const int killed = kill_adopted_children(keep);
+          if (killed > 0) spdlog::debug("stopped {} process(es) left behind by ranks", killed);
+          drain_until_ = now + ms(1.0);
+        } else if (now >= *drain_until_) {
+          const int n = local_->abandon_output();
+          if (n > 0) {
+            spdlog::warn("{} output stream(s) of finished ranks still open (a process outside "
+                         "this job holds them): no longer read",
+                         n);
+          }
+        }
+      }
       if (kill_at_ && now >= *kill_at_) {
         kill_at_.reset();
         const int left = running_ranks();
@@ -460,68 +408,23 @@ class Job : public RemoteListener {
   int stop_signal_ = 0;
   std::optional<Clock::time_point> kill_at_;
   std::optional<Clock::time_point> kill_ssh_at_;
+  std::optional<Clock::time_point> drain_until_;
   std::string registry_path_;
 };
 
-void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSettings& ssh) {
-  std::ostringstream out;
-  out << "# tnt-launch --dry-run: nothing is started\n";
-  out << "# job: " << plan.size << " rank(s) on " << plan.hosts.size() << " host(s), master "
-      << plan.master_addr << ":"
-      << (plan.master_port ? std::to_string(plan.master_port) : "<free port chosen at launch>")
-      << "\n";
-  std::optional<NumaTopology> topo;
-  if (opts.pin_to_socket && !opts.numa_topology.empty()) {
-    topo = parse_numa_topology(opts.numa_topology);
-  }
-  const std::string cwd = current_dir();
-  for (const auto& h : plan.hosts) {
-    out << "host " << h.name << ": rank(s) " << h.first_rank << "-"
-        << (h.first_rank + h.n_ranks - 1);
-    std::optional<NumaTopology> host_topo = topo;
-    if (h.local) {
-      out << ", started here by fork/exec\n";
-      if (opts.pin_to_socket && !host_topo) host_topo = detect_numa_topology();
-    } else {
-      out << ", started through:";
-      for (const auto& a : agent_command(ssh, h.name)) out << " " << shell_word(a);
-      out << "\n  (the agent receives the rank list and the job token on ssh's standard input)\n";
-    }
-    HostLaunch spec = make_host_launch(opts, plan, h);
-    spec.job_env.emplace_back("TNT_JOB_TOKEN", "<secret made at launch>");
-    for (int local = 0; local < h.n_ranks; ++local) {
-      int node = -1;
-      std::string node_text;
-      if (opts.pin_to_socket && host_topo) {
-        node = node_for_local_rank(local, *host_topo);
-        const auto& n = host_topo->nodes[static_cast<std::size_t>(node)];
-        node_text = " [cpus " + format_cpu_list(n.cpus) +
-                    (opts.pin_memory_to_socket ? ", memory node " + std::to_string(n.memory_node)
-                                               : "") +
-                    "]";
-      } else if (opts.pin_to_socket) {
-        node_text = " [NUMA node: local rank mod the host's node count]";
-      }
-      Environment env = rank_environment(spec.job_env, spec.exports, h.first_rank + local, local,
-                                         h.n_ranks, node, opts.pin_memory_to_socket);
-      out << "  rank " << (h.first_rank + local) << node_text << ": cd " << shell_word(cwd)
-          << " && env";
-      for (const auto& [k, v] : env) {
-        std::string value = v;
-        if (k == "TNT_MASTER_PORT" && plan.master_port == 0) value = "<chosen at launch>";
-        if (k == "TNT_JOB_ID") value = "<made at launch>";
-        if (k == "TNT_PIN_SOCKET" && opts.pin_to_socket && !host_topo) value = "<node>";
-        out << " " << k << "=" << (value.front() == '<' ? value : shell_word(value));
-      }
-      for (const auto& a : opts.program) out << " " << shell_word(a);
-      out << "\n";
-    }
-  }
-  const std::string text = out.str();
-  write_all(STDOUT_FILENO, text);
-}
-
 }  // namespace
+
+void set_log_level(const std::string& level) {
+  if (level == "DEBUG") {
+    spdlog::set_level(spdlog::level::debug);
+  } else if (level == "WARNING") {
+    spdlog::set_level(spdlog::level::warn);
+  } else if (level == "ERROR") {
+    spdlog::set_level(spdlog::level::err);
+  } else {
+    spdlog::set_level(spdlog::level::info);
+  }
+}
 
 int run_launch(const LaunchOptions& opts) {
   JobPlan plan = make_plan(opts);
@@ -534,80 +437,6 @@ int run_launch(const LaunchOptions& opts) {
   }
   Job job(opts, std::move(plan), std::move(ssh));
   return job.run();
-}
-
-int run_cleanup(const LaunchOptions& opts) {
-  JobPlan plan = make_plan(opts);
-  require_one_local_host(plan);
-  SshSettings ssh = ssh_settings(opts);
-  // Longer than a live supervisor's own SIGTERM -> SIGKILL escalation, so it gets to finish it.
-  const double grace = opts.stop_grace_s + 1.0;
-  bool ok = true;
-  // Remote hosts first, all at once; each answers with "info" lines and "cleanup ok|fail".
-  struct Session {
-    std::string host;
-    Child child;
-    std::string out;
-    std::string err;
-    bool done = false;
-  };
-  std::vector<Session> sessions;
-  for (const auto& h : plan.hosts) {
-    if (h.local) continue;
-    SpawnRequest req;
-    req.label = "ssh to " + h.name;
-    req.argv = agent_command(ssh, h.name);
-    req.pipe_stdin = true;
-    Session s;
-    s.host = h.name;
-    s.child = spawn(req);
-    write_all(s.child.stdin_fd,
-              "tnt-agent 1\ncleanup\nprogram " + escape_field(opts.program[0]) + "\nforce " +
-                  (opts.force ? "1" : "0") + "\ngrace_ms " +
-                  std::to_string(static_cast<int>(grace * 1000)) + "\nend\n");
-    sessions.push_back(std::move(s));
-  }
-  for (const auto& h : plan.hosts) {
-    if (!h.local) continue;
-    const CleanupResult r = cleanup_host(h.name, opts.program[0], opts.force, grace);
-    for (const auto& m : r.messages) std::printf("%s\n", m.c_str());
-    ok = ok && r.ok;
-  }
-  const auto deadline = Clock::now() + ms(ssh.connect_timeout_s + grace + 5);
-  for (auto& s : sessions) {
-    // Blocking reads are fine here: every session is bounded by the deadline below.
-    while (Clock::now() < deadline) {
-      pollfd fds[2] = {{s.child.stdout_fd, POLLIN, 0}, {s.child.stderr_fd, POLLIN, 0}};
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (poll(fds, 2, static_cast<int>(std::max<long long>(1, left))) <= 0) continue;
-      const bool out_open = read_available(s.child.stdout_fd, s.out);
-      read_available(s.child.stderr_fd, s.err);
-      if (!out_open) break;
-    }
-    kill(s.child.pid, SIGKILL);
-    int status = 0;
-    waitpid(s.child.pid, &status, 0);
-    std::istringstream lines(s.out);
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (line.rfind("info ", 0) == 0) std::printf("%s\n", unescape_field(line.substr(5)).c_str());
-      if (line == "cleanup ok" || line == "cleanup fail") s.done = line == "cleanup ok";
-      if (line.rfind("cleanup", 0) == 0 && line != "cleanup ok") s.done = false;
-    }
-    if (s.out.find("\ncleanup ") == std::string::npos && s.out.rfind("cleanup ", 0) != 0) {
-      std::string why = s.err;
-      while (!why.empty() && why.back() == '\n') why.pop_back();
-      spdlog::error("host {}: cleanup did not complete{}", s.host,
-                    why.empty() ? "" : " (" + why + ")");
-    }
-    ok = ok && s.done;
-    close_fd(s.child.stdin_fd);
-    close_fd(s.child.stdout_fd);
-    close_fd(s.child.stderr_fd);
-  }
-  std::fflush(stdout);
-  return ok ? 0 : 1;
 }
 
 }  // namespace tnt::launcher::detail

@@ -130,6 +130,25 @@ bool LocalRanks::finished() const {
   return true;
 }
 
+int LocalRanks::abandon_output() {
+  int n = 0;
+  for (auto& r : ranks_) {
+    for (int stream : {1, 2}) {
+      int& fd = stream == 1 ? r.out_fd : r.err_fd;
+      if (fd < 0) continue;
+      on_readable(r, stream);  // what is there already
+      if (fd < 0) continue;
+      (stream == 1 ? r.out_lines : r.err_lines).flush([&](std::string_view line) {
+        sink_.on_output(r.rank, stream, line);
+      });
+      loop_.unwatch(fd);
+      close_fd(fd);
+      ++n;
+    }
+  }
+  return n;
+}
+
 int LocalRanks::running() const {
   int n = 0;
   for (const auto& r : ranks_) n += r.exited ? 0 : 1;

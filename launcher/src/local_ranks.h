@@ -42,6 +42,9 @@ class LocalRanks {
   // All exited and all their output read.
   bool finished() const;
   int running() const;
+  // Closes output pipes still open after every rank exited (held by a process that escaped);
+  // returns how many.
+  int abandon_output();
   std::vector<pid_t> pids() const;
   const HostLaunch& spec() const { return spec_; }
 

@@ -15,17 +15,6 @@
 #define TNT_VERSION "unknown"
 #endif
 
-namespace {
-
-spdlog::level::level_enum spdlog_level(const std::string& level) {
-  if (level == "DEBUG") return spdlog::level::debug;
-  if (level == "WARNING") return spdlog::level::warn;
-  if (level == "ERROR") return spdlog::level::err;
-  return spdlog::level::info;
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
   auto logger = spdlog::stderr_logger_st("tnt-launch");
   logger->set_pattern("tnt-launch: %l: %v");
@@ -39,7 +28,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tnt-launch: error: %s\n", e.what());
     return 2;
   }
-  spdlog::set_level(spdlog_level(opts.log_level));
+  detail::set_log_level(opts.log_level);
   try {
     switch (opts.mode) {
       case Mode::help:

@@ -8,7 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
+#include <algorithm>
 #include <cerrno>
+#include <fstream>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -285,6 +289,43 @@ bool write_all(int fd, std::string_view data) {
     data.remove_prefix(static_cast<std::size_t>(w));
   }
   return true;
+}
+
+namespace {
+
+std::vector<pid_t> own_children() {
+  std::vector<pid_t> kids;
+  const std::string task_dir = "/proc/self/task";
+  DIR* d = opendir(task_dir.c_str());
+  if (!d) return kids;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(task_dir + "/" + e->d_name + "/children");
+    pid_t p = 0;
+    while (in >> p) kids.push_back(p);
+  }
+  closedir(d);
+  return kids;
+}
+
+}  // namespace
+
+int kill_adopted_children(const std::vector<pid_t>& keep) {
+  int killed = 0;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<pid_t> victims;
+    for (pid_t p : own_children()) {
+      if (std::find(keep.begin(), keep.end(), p) == keep.end()) victims.push_back(p);
+    }
+    if (victims.empty()) break;
+    for (pid_t p : victims) kill(p, SIGKILL);
+    for (pid_t p : victims) {
+      int status = 0;
+      waitpid(p, &status, 0);
+      ++killed;
+    }
+  }
+  return killed;
 }
 
 std::string signal_name(int sig) {

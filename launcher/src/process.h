@@ -66,6 +66,11 @@ bool read_available(int fd, std::string& out);
 // Writes everything (blocking fd), ignoring EPIPE. Returns false on error.
 bool write_all(int fd, std::string_view data);
 
+// tnt-launch and its agent are child subreapers: descendants of a finished rank (also ones that
+// left its process group with setsid) become their children. This SIGKILLs and reaps every child
+// not in `keep`, repeatedly, as killing one may hand over its own children. Returns how many.
+int kill_adopted_children(const std::vector<pid_t>& keep);
+
 std::string describe_wait_status(int status);
 std::string signal_name(int sig);
 

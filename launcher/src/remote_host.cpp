@@ -219,7 +219,10 @@ bool RemoteHost::on_child_exit(pid_t pid, int status) {
   if (state_ == State::checking) {
     fail(ssh_failure_text(status));
   } else if (state_ == State::running) {
-    fail("lost host " + host_ + ": " + ssh_failure_text(status));
+    std::string detail;
+    for (const auto& l : stderr_tail_) detail += (detail.empty() ? "" : " / ") + l;
+    fail("lost host " + host_ + ": its ssh connection ended (" + describe_wait_status(status) +
+         ") while its ranks were running" + (detail.empty() ? "" : ": " + detail));
   }
   return true;
 }

@@ -52,6 +52,7 @@ class RemoteHost {
   // ssh has exited and all its output is read.
   bool finished() const { return ssh_exited_ && out_fd_ < 0 && err_fd_ < 0; }
   bool ssh_running() const { return pid_ > 0 && !ssh_exited_; }
+  pid_t ssh_pid() const { return pid_; }
 
   const std::string& name() const { return host_; }
   State state() const { return state_; }

@@ -54,6 +54,7 @@ Launched::Launched(const std::vector<std::string>& argv,
   start_ = now_s();
   pid_ = fork();
   if (pid_ == 0) {
+    setpgid(0, 0);
     dup2(out[1], 1);
     dup2(err[1], 2);
     const int devnull = open("/dev/null", O_RDONLY);
@@ -61,6 +62,7 @@ Launched::Launched(const std::vector<std::string>& argv,
     execve(cargv[0], cargv.data(), envp.data());
     _exit(127);
   }
+  setpgid(pid_, pid_);
   close(out[1]);
   close(err[1]);
   out_fd_ = out[0];
@@ -111,6 +113,8 @@ bool Launched::wait_for(const std::string& needle, int count, double timeout_s) 
 }
 
 void Launched::send(int sig) { kill(pid_, sig); }
+
+void Launched::send_to_group(int sig) { kill(-pid_, sig); }
 
 RunResult Launched::finish(double timeout_s) {
   const double end = now_s() + timeout_s;

@@ -31,6 +31,9 @@ class Launched {
   // Reads output until stdout holds `needle` `count` times; false on timeout or exit.
   bool wait_for(const std::string& needle, int count, double timeout_s);
   void send(int sig);
+  // What a terminal does on Ctrl+C: the signal goes to the whole foreground process group (the
+  // process runs in its own group for this).
+  void send_to_group(int sig);
   pid_t pid() const { return pid_; }
   const std::string& out() const { return result_.out; }
   const std::string& err() const { return result_.err; }

@@ -133,7 +133,12 @@ TEST_P(LocalSignal, StopsEveryRankAndExitsWith128PlusSignal) {
   Launched l({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--",
               kProbe, "--wait"});
   ASSERT_TRUE(l.wait_for("ready rank=", 2, 10)) << l.err();
-  l.send(sig);
+  // SIGINT as a terminal sends it on Ctrl+C: to the whole foreground process group.
+  if (sig == SIGINT) {
+    l.send_to_group(sig);
+  } else {
+    l.send(sig);
+  }
   auto r = l.finish(10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_LT(r.seconds, 10);
@@ -180,6 +185,16 @@ TEST(LocalLaunch, LeftoverChildrenOfARankAreStopped) {
   expect_no_leftovers(m);
 }
 
+TEST(LocalLaunch, ProcessesEscapingTheRanksGroupAreStoppedToo) {
+  const std::string m = unique_marker();
+  // setsid leaves the rank's process group; the launcher adopts and stops it when the rank ends.
+  auto r = run({kLaunch, "-n", "2", "-x", "TNT_TEST_MARKER=" + m, "--", "/bin/sh", "-c",
+                "setsid sleep 30 & echo started"});
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_LT(r.seconds, 5);
+  expect_no_leftovers(m);
+}
+
 struct BadInvocation {
   std::string name;
   std::vector<std::string> args;
@@ -190,9 +205,11 @@ void PrintTo(const BadInvocation& b, std::ostream* os) { *os << b.name; }
 class LocalBadInvocation : public ::testing::TestWithParam<BadInvocation> {};
 
 TEST_P(LocalBadInvocation, FailsFastWithAClearMessage) {
-  std::vector<std::string> argv{kLaunch};
+  const std::string m = unique_marker();
+  std::vector<std::string> argv{kLaunch, "-x", "TNT_TEST_MARKER=" + m};
   for (const auto& a : GetParam().args) argv.push_back(a);
   auto r = run(argv);
+  expect_no_leftovers(m);
   EXPECT_FALSE(r.timed_out);
   EXPECT_LT(r.seconds, 10);
   EXPECT_NE(r.exit_code(), 0);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <set>
@@ -171,9 +172,14 @@ void expect_no_leftovers(const std::string& marker) {
 TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
+  // Two NUMA nodes of one CPU each (the same CPU on a one-CPU machine).
+  const bool two_cpus = sysconf(_SC_NPROCESSORS_ONLN) >= 2;
   auto args = launch_args(hostfile_of({0, 1, 2}), m);
   for (const char* a : {"--n-per-node", "2", "--output-on-all-devices", "-x", "ALPHA=1", "-x",
-                        "BETA=b", "--", "PROBE", "--var", "ALPHA", "--var", "BETA"}) {
+                        "BETA=b", "--pin-memory-to-socket", "--numa-topology",
+                        two_cpus ? "0@0;1@0" : "0@0;0@0",
+                        "--log-level", "DEBUG", "--", "PROBE", "--var", "ALPHA", "--var",
+                        "BETA"}) {
     args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
   }
   auto r = run(args, 20);
@@ -197,6 +203,14 @@ TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
     EXPECT_EQ(field(l, "ALPHA"), "1") << l;
     EXPECT_EQ(field(l, "BETA"), "b") << l;
     EXPECT_EQ(l.rfind("[" + std::to_string(rank) + "] ", 0), 0u) << l;
+    // Pinned by the agent on its host, as the explicit two-node topology says.
+    EXPECT_EQ(field(l, "pin_socket"), std::to_string(rank % 2)) << l;
+    EXPECT_EQ(field(l, "cpus"), two_cpus ? std::to_string(rank % 2) : "0") << l;
+    EXPECT_EQ(field(l, "mempolicy"), "bind:0") << l;
+    EXPECT_NE(r.err.find("[" + h.addr + "] tnt-launch agent: debug: rank " + std::to_string(rank) +
+                         " on " + h.addr + ": pinned to NUMA node " + std::to_string(rank % 2)),
+              std::string::npos)
+        << r.err;
     job_ids.insert(field(l, "job_id"));
   }
   EXPECT_EQ(seen.size(), 6u);
@@ -237,11 +251,55 @@ TEST(MultiHost, CtrlCStopsEveryRankOnEveryHost) {
   }
   Launched l(args);
   ASSERT_TRUE(l.wait_for("ready rank=", 6, 20)) << l.err();
-  l.send(SIGINT);
+  l.send_to_group(SIGINT);  // as a terminal does on Ctrl+C
   auto r = l.finish(10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 128 + SIGINT);
   EXPECT_NE(r.err.find("interrupted by SIGINT"), std::string::npos) << r.err;
+  expect_no_leftovers(m);
+}
+
+TEST(MultiHost, RanksIgnoringSigtermAreKilledWithinFiveSeconds) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  auto args = launch_args(hostfile_of({0, 1}), m);
+  for (const char* a : {"--output-on-all-devices", "--", "PROBE", "--wait", "--ignore-term"}) {
+    args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
+  }
+  Launched l(args);
+  ASSERT_TRUE(l.wait_for("ready rank=", 2, 20)) << l.err();
+  const auto start = std::chrono::steady_clock::now();
+  l.send(SIGTERM);
+  auto r = l.finish(10);
+  const double stop_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_LT(stop_s, 5.0);
+  EXPECT_EQ(r.exit_code(), 128 + SIGTERM);
+  expect_no_leftovers(m);
+}
+
+TEST(MultiHost, OutputRoutingAcrossHosts) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  const std::string script = "echo out-$TNT_RANK; echo err-$TNT_RANK >&2";
+  auto args = launch_args(hostfile_of({0, 1}), m);
+  args.insert(args.end(), {"--", "/bin/sh", "-c", script});
+  auto r = run(args, 20);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "out-0\n");  // only the master rank by default
+  EXPECT_NE(r.err.find("err-0\n"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("err-1"), std::string::npos) << r.err;
+
+  args = launch_args(hostfile_of({0, 1}), m);
+  args.insert(args.end(), {"--output-on-all-devices", "--", "/bin/sh", "-c", script});
+  r = run(args, 20);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  for (const char* rank : {"0", "1"}) {
+    const std::string p = std::string("[") + rank + "] ";
+    EXPECT_NE(r.out.find(p + "out-" + rank + "\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find(p + "err-" + rank + "\n"), std::string::npos) << r.err;
+  }
   expect_no_leftovers(m);
 }
 
@@ -278,6 +336,34 @@ TEST(MultiHost, RankExitingWithStatus3StopsTheJob) {
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 3);
   EXPECT_NE(r.err.find("rank 4 on host " + cluster().hosts[2].addr + " exited with status 3"),
+            std::string::npos)
+      << r.err;
+  expect_no_leftovers(m);
+}
+
+TEST(MultiHost, LosingAHostStopsTheJob) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  auto args = launch_args(hostfile_of({0, 1}), m);
+  for (const char* a : {"--n-per-node", "2", "--output-on-all-devices", "--", "PROBE", "--wait"}) {
+    args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
+  }
+  Launched l(args);
+  ASSERT_TRUE(l.wait_for("ready rank=", 4, 20)) << l.err();
+  // Kill the agent on host 2: as if the machine went away under the job.
+  int killed = 0;
+  std::istringstream pids(shell("ip netns pids " + cluster().hosts[1].name));
+  std::string p;
+  while (pids >> p) {
+    if (shell("tr '\\0' ' ' < /proc/" + p + "/cmdline").find("--agent") != std::string::npos) {
+      killed += kill(std::stoi(p), SIGKILL) == 0 ? 1 : 0;
+    }
+  }
+  ASSERT_EQ(killed, 1);
+  auto r = l.finish(10);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_NE(r.err.find("lost host " + cluster().hosts[1].addr + ": its ssh connection ended"),
             std::string::npos)
       << r.err;
   expect_no_leftovers(m);
@@ -341,6 +427,43 @@ TEST(MultiHost, MissingProgramOnOneHostFailsBeforeAnythingStarts) {
   expect_no_leftovers(m);
 }
 
+TEST(MultiHost, LauncherMissingOnAHostIsNamed) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  // A copy of tnt-launch under bin/, which host 4 sees empty: the agent cannot start there.
+  const std::string launcher_copy = cluster().dir + "/bin/tnt-launch";
+  shell("cp " + kLaunch + " " + launcher_copy);
+  auto args = launch_args(hostfile_of({0, 3}), m);
+  args[0] = launcher_copy;
+  args.insert(args.end(), {"--", "/bin/true"});
+  auto r = run(args, 10);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_NE(r.err.find("tnt-launch not found at " + launcher_copy + " on host " +
+                       cluster().hosts[3].addr),
+            std::string::npos)
+      << r.err;
+  expect_no_leftovers(m);
+}
+
+TEST(MultiHost, SlurmNodeListIsUsedWithoutAHostfile) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  const std::string nodes = cluster().hosts[0].addr + "," + cluster().hosts[1].addr;
+  auto r = run({kLaunch, "--ssh-command", cluster().ssh, "-x", "TNT_TEST_MARKER=" + m,
+                "--npernode", "2", "--output-on-all-devices", "--", cluster().probe},
+               20, {{"SLURM_JOB_NODELIST", nodes}});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  const auto lines = lines_with(r.out, "probe rank=");
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  for (const auto& l : lines) {
+    const int rank = std::stoi(field(l, "rank"));
+    EXPECT_EQ(field(l, "host"), cluster().hosts[static_cast<std::size_t>(rank / 2)].name) << l;
+    EXPECT_EQ(field(l, "size"), "4") << l;
+  }
+  expect_no_leftovers(m);
+}
+
 TEST(MultiHost, DuplicateAndEmptyHostfilesAreRefused) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
@@ -373,7 +496,7 @@ TEST(MultiHost, DryRunPrintsEachHostsCommandsAndStartsNothing) {
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   for (std::size_t i = 0; i < 2; ++i) {
     const std::string& addr = cluster().hosts[i].addr;
-    EXPECT_NE(r.out.find("host " + addr + ": rank(s) " + std::to_string(2 * i) + "-" +
+    EXPECT_NE(r.out.find("host " + addr + ": ranks " + std::to_string(2 * i) + "-" +
                          std::to_string(2 * i + 1) + ", started through: ssh -o BatchMode=yes"),
               std::string::npos)
         << r.out;

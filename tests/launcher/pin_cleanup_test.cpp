@@ -83,7 +83,7 @@ TEST(DryRun, LocalJobPrintsEveryRankAndRunsNothing) {
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_NE(r.out.find("# job: 2 rank(s) on 1 host(s), master 127.0.0.1:29500"), std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("host localhost: rank(s) 0-1, started here by fork/exec"), std::string::npos);
+  EXPECT_NE(r.out.find("host localhost: ranks 0-1, started here by fork/exec"), std::string::npos);
   EXPECT_NE(r.out.find("  rank 1 [cpus 1]: cd "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" TNT_MASTER_PORT=29500 "), std::string::npos);
   EXPECT_NE(r.out.find(" TNT_PIN_SOCKET=1 "), std::string::npos);
