@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -125,7 +124,10 @@ class TcpPair final : public Pair {
   bool failed_ = false;
   bool closing_ = false;
 
-  std::deque<Outgoing> queue_;
+  // Sends not yet handed to the kernel: queue_[queue_head_..]. A vector that is cleared, never
+  // shrunk, once drained, so a steady stream of segments allocates nothing.
+  std::vector<Outgoing> queue_;
+  std::size_t queue_head_ = 0;
   std::vector<Outgoing> writing_;  // the messages of the writev in flight
   std::vector<asio::const_buffer> buffers_;
 
@@ -315,15 +317,18 @@ class TcpTransport final : public Transport {
 };
 
 void TcpPair::write_more() {
-  if (queue_.empty() || failed_) return;
+  if (queue_head_ == queue_.size() || failed_) return;
   writing_.clear();
   buffers_.clear();
-  while (!queue_.empty() && writing_.size() < kMaxGather) {
-    writing_.push_back(queue_.front());
-    queue_.pop_front();
+  while (queue_head_ < queue_.size() && writing_.size() < kMaxGather) {
+    writing_.push_back(queue_[queue_head_++]);
     const Outgoing& message = writing_.back();
     buffers_.emplace_back(&message.header, sizeof(Header));
     if (message.header.bytes) buffers_.emplace_back(message.data, message.header.bytes);
+  }
+  if (queue_head_ == queue_.size() || (queue_head_ > 1024 && 2 * queue_head_ > queue_.size())) {
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(queue_head_));  // keeps capacity
+    queue_head_ = 0;
   }
   owner_.begin_io();
   asio::async_write(socket_, buffers_, [this](const boost::system::error_code& ec, std::size_t) {
