@@ -35,32 +35,30 @@ EventLoop::~EventLoop() {
 }
 
 void EventLoop::wake() {
-  {
-    std::lock_guard lock(wake_mutex_);
-    ++wake_count_;
-  }
-  wake_cv_.notify_all();
+  // A waiter may be asleep inside run_one_for() with nothing left to run: give it a handler.
+  if (waiters_.load() > 0) boost::asio::post(*io_, [] {});
 }
 
+// Note [Waiting helps]: a blocked caller does not sleep on a condition variable while the
+// progress thread does the work; it runs the io_context too (Asio allows any number of threads
+// to; tnt's strand keeps its handlers serial). Then the thread that is already awake handles
+// the completion, and a blocking collective costs no thread hand-off: measured here with 2
+// ranks on a loaded 2-core machine, a 4 KiB allreduce took 124-134 us with a condition
+// variable and 66-69 us like this. It never spins: run_one_for sleeps in the kernel.
 bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<std::chrono::steady_clock::time_point> deadline) {
-  auto expired = [&] { return deadline && std::chrono::steady_clock::now() >= *deadline; };
-  if (in_loop_thread()) {
-    throw Error("a blocking tnt call was made from tnt's own progress thread (from a completion callback?): "
+  if (in_loop_thread() || strand_.running_in_this_thread()) {
+    throw Error("a blocking tnt call was made from inside tnt's event loop (from a completion callback?): "
                 "it would wait forever; use the asynchronous form there");
   }
-  if (owns_thread()) {
-    std::unique_lock lock(wake_mutex_);
-    while (!ready()) {
-      if (expired()) return false;
-      // The slice only guards against a lost wake-up; wake() normally ends the wait at once.
-      auto seen = wake_count_;
-      wake_cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return wake_count_ != seen; });
-    }
-    return true;
-  }
+  ++waiters_;
+  struct Leave {
+    std::atomic<int>& count;
+    ~Leave() { --count; }
+  } leave{waiters_};
   while (!ready()) {
-    if (expired()) return false;
-    io_->run_one_for(std::chrono::milliseconds(50));
+    if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
+    // The slice bounds how late a waiter notices a condition whose wake() it missed.
+    io_->run_one_for(std::chrono::milliseconds(2));
   }
   return true;
 }
