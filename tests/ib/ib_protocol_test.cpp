@@ -243,6 +243,8 @@ struct TrafficCase {
   std::size_t cache_bytes;
 };
 
+void PrintTo(const TrafficCase& traffic, std::ostream* out) { *out << traffic.name; }
+
 ChannelConfig tight() {
   ChannelConfig c;
   c.recv_slots = 4;
