@@ -54,7 +54,10 @@ struct Settings {
   int gid_index = -1;               // TNT_IB_GID_INDEX: default chosen from the data-plane address
   std::size_t eager_limit = 16 * 1024;  // TNT_IB_EAGER_KB: larger messages use the rendezvous
   std::uint32_t recv_slots = 32;    // TNT_IB_BUFFERS: bounce buffers per peer and direction
-  std::size_t cache_bytes = std::size_t{1} << 30;  // TNT_IB_REG_CACHE_MB; 0 turns the cache off
+  // TNT_IB_REG_CACHE_MB. Off by default: see Note [Stale registrations] (registration_cache.h);
+  // tnt's own callers free and reallocate buffers (the collectives' tests allocate a fresh
+  // vector per call), which a cache would turn into silent corruption.
+  std::size_t cache_bytes = 0;
 
   static Settings from_env();
 };
@@ -76,10 +79,10 @@ Settings Settings::from_env() {
   Settings s;
   if (const char* device = std::getenv("TNT_IB_DEVICE")) s.device = device;
   s.port = static_cast<int>(env_integer("TNT_IB_PORT", 0, 0, 255));
-  s.gid_index = static_cast<int>(env_integer("TNT_IB_GID_INDEX", -1, -1, 1 << 16));
+  s.gid_index = static_cast<int>(env_integer("TNT_IB_GID_INDEX", -1, -1, 255));
   s.eager_limit = static_cast<std::size_t>(env_integer("TNT_IB_EAGER_KB", 16, 0, 1024)) * 1024;
   s.recv_slots = static_cast<std::uint32_t>(env_integer("TNT_IB_BUFFERS", 32, 4, 4096));
-  s.cache_bytes = static_cast<std::size_t>(env_integer("TNT_IB_REG_CACHE_MB", 1024, 0, 1 << 24)) << 20;
+  s.cache_bytes = static_cast<std::size_t>(env_integer("TNT_IB_REG_CACHE_MB", 0, 0, 1 << 24)) << 20;
   return s;
 }
 

@@ -1,16 +1,18 @@
 #pragma once
 // Registered memory for user buffers. Registering memory pins its pages and costs tens of
-// microseconds per call, so the rendezvous path keeps registrations of buffers it has seen (a
-// training loop hands the same gradient buckets to every allreduce) and reuses them when a
-// later buffer lies inside one.
+// microseconds per call; with the cache on, the rendezvous path keeps registrations of buffers
+// it has seen (a training loop hands the same gradient buckets to every allreduce) and reuses one
+// when a later buffer lies inside it.
 //
 // Note [Stale registrations]: a registration pins the physical pages that backed the range when
-// it was made. If the program frees such a buffer and the allocator returns the range to the
-// kernel (munmap) and later maps new pages at the same address, a cached registration would
-// still point at the old pages. Callers that free and reallocate communication buffers at the
-// same addresses must turn the cache off (TNT_IB_REG_CACHE_MB=0): every rendezvous then
-// registers its buffer and deregisters it when the message completes. Registrations that are in
-// use (a message in flight) are never evicted.
+// it was made. If the program frees such a buffer, the allocator returns the range to the kernel
+// (glibc munmaps large blocks) and a later allocation gets new pages mapped at the same address,
+// a cached registration still points at the old pages: the peer's RDMA write lands there and the
+// buffer silently keeps stale data. Nothing tells a user-space library about the munmap (only
+// on-demand paging, which not every HCA has, follows the mapping). So the cache is off by
+// default (TNT_IB_REG_CACHE_MB=0): every rendezvous registers its buffer and deregisters it when
+// the message completes. Turn it on only for programs whose communication buffers stay mapped
+// for the life of the job. Registrations that are in use (a message in flight) are never evicted.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
