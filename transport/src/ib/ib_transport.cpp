@@ -3,8 +3,9 @@
 // IMMEDIATE into registered user memory).
 //
 // Compiled and reviewed, but never run on InfiniBand hardware: the machines this was written on
-// have no RDMA device. The protocol layer is tested over a fake wire (tests/ib); the verbs calls
-// here are not. See transport/src/ib/README.md.
+// have no RDMA device. The protocol layer is tested over a fake wire, and this file's code runs in
+// tests only against tests/ib/fake_verbs.cpp, an in-process stand-in for libibverbs; how it fares
+// with real drivers and HCAs is unknown. See transport/src/ib/README.md.
 //
 // Note [IB connection setup]: queue pairs are connected through the same authenticated TCP side
 // channel as the TCP back end (the higher rank connects to the lower, authenticate_as_client /
