@@ -77,6 +77,18 @@ TEST(IbJob, NoDeviceFailsWithClearError) {
   }
 }
 
+// Runs everywhere: a bad InfiniBand setting is refused by name on every rank.
+TEST(IbJob, BadSettingIsRejectedByName) {
+  Job job(2);
+  job.start_all({kWorker, "barrier"}, {{"TNT_TRANSPORT", "ib"}, {"TNT_IB_BUFFERS", "2"}});
+  auto outcomes = job.wait(30s);
+  for (const auto& outcome : outcomes) {
+    EXPECT_FALSE(outcome.timed_out) << describe(outcomes);
+    EXPECT_TRUE(outcome.exited && outcome.exit_code != 0) << describe(outcomes);
+    EXPECT_NE(outcome.output.find("TNT_IB_BUFFERS='2' is not an integer in [4, 4096]"), std::string::npos) << describe(outcomes);
+  }
+}
+
 struct DataPathCase {
   const char* name;
   Job::Env env;
