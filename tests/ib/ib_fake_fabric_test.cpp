@@ -11,8 +11,14 @@
 #include <thread>
 #include <vector>
 
+#include <atomic>
+#include <future>
+#include <mutex>
+
 #include "job.h"
 #include "tnt/collectives/communicator.h"
+#include "tnt/transport/event_loop.h"
+#include "tnt/transport/transport.h"
 
 extern "C" void fake_verbs_fail_send_after(long count);  // fake_verbs.cpp
 
@@ -157,6 +163,63 @@ TEST(IbFakeFabricFailure, FailedWorkRequestFailsBothRanks) {
   }
   // Which report reaches the master first (the failed work request on rank 0, or rank 1 seeing
   // rank 0 close the channel) is a race, so the wording of the verdict is not checked here.
+}
+
+// The Transport interface directly: a message each way through the pairs, then one side goes
+// away. The other must report exactly one error, naming the lost rank, and nothing after close().
+TEST(IbFakeFabricTransport, LostPeerIsReportedOnceByName) {
+  for (const char* name : {"TNT_IB_EAGER_KB", "TNT_IB_BUFFERS", "TNT_IB_REG_CACHE_MB"}) ::unsetenv(name);
+  transport::EventLoop loop0;
+  transport::EventLoop loop1;
+  auto t0 = transport::make_transport(loop0, rank_env(0, 1));
+  auto t1 = transport::make_transport(loop1, rank_env(1, 1));
+  const std::vector<transport::PeerAddress> book = {{0, "host0", t0->listen("127.0.0.1")}, {1, "host1", t1->listen("127.0.0.1")}};
+  std::thread connect1([&] { t1->connect(book, {0}); });
+  t0->connect(book, {1});
+  connect1.join();
+
+  struct Sink final : transport::CompletionSink {
+    std::atomic<int> sent{0};
+    std::atomic<int> received{0};
+    std::atomic<std::size_t> bytes{0};
+    void on_send_complete(std::uint64_t) override { ++sent; }
+    void on_recv_complete(std::uint64_t, std::size_t n) override {
+      bytes = n;
+      ++received;
+    }
+  } sink0, sink1;
+  std::vector<std::uint8_t> small_out(100, 7), small_in(100), large_out(1 << 20), large_in(1 << 20);
+  for (std::size_t i = 0; i < large_out.size(); ++i) large_out[i] = static_cast<std::uint8_t>(i * 13);
+  boost::asio::post(t0->executor(), [&] {
+    t0->pair(1).send(1, small_out.data(), small_out.size(), sink0, 0);
+    t0->pair(1).recv(2, large_in.data(), large_in.size(), sink0, 0);
+  });
+  boost::asio::post(t1->executor(), [&] {
+    t1->pair(0).recv(1, small_in.data(), small_in.size(), sink1, 0);
+    t1->pair(0).send(2, large_out.data(), large_out.size(), sink1, 0);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while ((sink0.sent + sink0.received + sink1.sent + sink1.received < 4) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(sink0.sent + sink0.received + sink1.sent + sink1.received, 4);
+  EXPECT_EQ(small_in, small_out);
+  EXPECT_EQ(large_in, large_out);
+
+  std::mutex mutex;
+  std::vector<std::string> reports;
+  std::promise<void> first;
+  t0->set_error_handler([&](int peer, const std::string& message) {
+    std::lock_guard lock(mutex);
+    reports.push_back(std::to_string(peer) + ": " + message);
+    if (reports.size() == 1) first.set_value();
+  });
+  t1.reset();  // closes its side of every channel
+  ASSERT_EQ(first.get_future().wait_for(5s), std::future_status::ready);
+  t0.reset();  // close() and wait for every handler: any later report would have come by now
+  std::lock_guard lock(mutex);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].rfind("1: the connection to rank 1 (host1, 127.0.0.1:", 0), 0u) << reports[0];
 }
 
 }  // namespace
