@@ -10,9 +10,8 @@
 //
 // It exercises ib_transport.cpp's glue (set-up, state transitions, work requests, completion
 // events); it says nothing about how real drivers and HCAs behave.
-#include <infiniband/verbs.h>
-
 #include <fcntl.h>
+#include <infiniband/verbs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -92,7 +91,8 @@ void to_error(ibv_qp* qp) {
   if (qp->state == IBV_QPS_ERR) return;
   qp->state = IBV_QPS_ERR;
   QpState& state = qp_states.at(qp);
-  for (const auto& receive : state.receives) push_completion(qp->recv_cq, completion(receive.wr_id, qp, IBV_WC_RECV, IBV_WC_WR_FLUSH_ERR));
+  for (const auto& receive : state.receives)
+    push_completion(qp->recv_cq, completion(receive.wr_id, qp, IBV_WC_RECV, IBV_WC_WR_FLUSH_ERR));
   state.receives.clear();
   state.sges.clear();
 }
@@ -181,7 +181,8 @@ void execute(ibv_qp* qp, const ibv_send_wr& wr) {
     }
     ibv_recv_wr receive{};
     ibv_sge target{};
-    if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM && !take_receive(peer, receive, target)) return fail(IBV_WC_RNR_RETRY_EXC_ERR);
+    if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM && !take_receive(peer, receive, target))
+      return fail(IBV_WC_RNR_RETRY_EXC_ERR);
     std::memcpy(reinterpret_cast<void*>(wr.wr.rdma.remote_addr), reinterpret_cast<void*>(sge.addr), sge.length);
     if (wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM) {
       ibv_wc arrived = completion(receive.wr_id, peer, IBV_WC_RECV_RDMA_WITH_IMM);
@@ -197,7 +198,8 @@ void execute(ibv_qp* qp, const ibv_send_wr& wr) {
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
   std::lock_guard lock(fabric_mutex);
   for (; wr; wr = wr->next) {
-    const bool known = wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
+    const bool known =
+        wr->opcode == IBV_WR_SEND || wr->opcode == IBV_WR_RDMA_WRITE || wr->opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
     if (qp->state != IBV_QPS_RTS || wr->num_sge != 1 || !known) {
       *bad = wr;
       return EINVAL;
@@ -271,8 +273,8 @@ int ibv_query_gid(ibv_context*, std::uint8_t, int index, ibv_gid* gid) {
   return 0;
 }
 
-int _ibv_query_gid_ex(ibv_context* context, std::uint32_t port, std::uint32_t index, ibv_gid_entry* entry, std::uint32_t,
-                      std::size_t) {
+int _ibv_query_gid_ex(ibv_context* context, std::uint32_t port, std::uint32_t index, ibv_gid_entry* entry,
+                      std::uint32_t, std::size_t) {
   *entry = ibv_gid_entry{};
   entry->gid_index = index;
   entry->port_num = port;
@@ -367,7 +369,7 @@ int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) 
   char byte = 0;
   while (true) {
     if (::read(channel->fd, &byte, 1) != 1) return -1;  // errno EAGAIN: nothing pending
-    if (state.events.empty()) continue;  // the event of a destroyed CQ
+    if (state.events.empty()) continue;                 // the event of a destroyed CQ
     *cq = state.events.front();
     state.events.pop_front();
     *cq_context = (*cq)->cq_context;
@@ -400,7 +402,8 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attributes, int mask) {
   std::lock_guard lock(fabric_mutex);
   if (!(mask & IBV_QP_STATE)) return EINVAL;
   const ibv_qp_state next = attributes->qp_state;
-  const int rtr_needs = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+  const int rtr_needs =
+      IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
   const int rts_needs = IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC;
   if (next == IBV_QPS_ERR) {
     to_error(qp);
@@ -432,13 +435,20 @@ int ibv_destroy_qp(ibv_qp* qp) {
 
 const char* ibv_wc_status_str(ibv_wc_status status) {
   switch (status) {
-    case IBV_WC_SUCCESS: return "success";
-    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
-    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
-    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
-    case IBV_WC_LOC_PROT_ERR: return "local protection error";
-    case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
-    default: return "other error";
+    case IBV_WC_SUCCESS:
+      return "success";
+    case IBV_WC_RETRY_EXC_ERR:
+      return "transport retry counter exceeded";
+    case IBV_WC_RNR_RETRY_EXC_ERR:
+      return "RNR retry counter exceeded";
+    case IBV_WC_REM_ACCESS_ERR:
+      return "remote access error";
+    case IBV_WC_LOC_PROT_ERR:
+      return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR:
+      return "Work Request Flushed Error";
+    default:
+      return "other error";
   }
 }
 

@@ -6,14 +6,13 @@
 // fake does; that needs tnt-ib-job-test on a machine with a device.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <atomic>
-#include <future>
-#include <mutex>
 
 #include "job.h"
 #include "tnt/collectives/communicator.h"
@@ -45,22 +44,24 @@ class IbFakeFabric : public ::testing::TestWithParam<FabricCase> {
 };
 
 // Integer-valued floats: sums are exact, so results compare bitwise.
-float value(int rank, std::size_t i) { return static_cast<float>(static_cast<int>((i * 7919 + rank * 104729) % 2001) - 1000); }
+float value(int rank, std::size_t i) {
+  return static_cast<float>(static_cast<int>((i * 7919 + rank * 104729) % 2001) - 1000);
+}
 
 JobEnvironment rank_env(int rank, int port) {
-    JobEnvironment env;
-    env.rank = rank;
-    env.size = 2;
-    env.local_rank = rank;
-    env.local_size = 2;
-    env.master_addr = "127.0.0.1";
-    env.master_port = static_cast<std::uint16_t>(port);
-    env.job_id = "fake-fabric";
-    env.job_token = "fake-fabric-token-0123456789abcdef";
-    env.transport = "ib";
-    env.connect_timeout = 20s;
-    env.peer_timeout = 10s;
-    return env;
+  JobEnvironment env;
+  env.rank = rank;
+  env.size = 2;
+  env.local_rank = rank;
+  env.local_size = 2;
+  env.master_addr = "127.0.0.1";
+  env.master_port = static_cast<std::uint16_t>(port);
+  env.job_id = "fake-fabric";
+  env.job_token = "fake-fabric-token-0123456789abcdef";
+  env.transport = "ib";
+  env.connect_timeout = 20s;
+  env.peer_timeout = 10s;
+  return env;
 }
 
 void run_rank(int rank, int port, const FabricCase& setting, std::string& error, long& checks) {
@@ -78,7 +79,8 @@ void run_rank(int rank, int port, const FabricCase& setting, std::string& error,
       for (std::size_t i = 0; i < count; ++i) data[i] = value(rank, i);
       comm.allreduce(data.data(), count, DataType::float32, ReduceOp::sum);
       for (std::size_t i = 0; i < count; ++i, ++checks) {
-        if (data[i] != value(0, i) + value(1, i)) throw Error("allreduce of " + std::to_string(count) + " floats wrong at " + std::to_string(i));
+        if (data[i] != value(0, i) + value(1, i))
+          throw Error("allreduce of " + std::to_string(count) + " floats wrong at " + std::to_string(i));
       }
     }
     // Several operations in flight at once.
@@ -92,11 +94,13 @@ void run_rank(int rank, int port, const FabricCase& setting, std::string& error,
     for (auto& request : requests) request.wait();
     for (std::size_t k = 0; k < buffers.size(); ++k) {
       for (std::size_t i = 0; i < buffers[k].size(); ++i, ++checks) {
-        if (buffers[k][i] != static_cast<std::int64_t>(i * 2 + k)) throw Error("async allreduce " + std::to_string(k) + " wrong at " + std::to_string(i));
+        if (buffers[k][i] != static_cast<std::int64_t>(i * 2 + k))
+          throw Error("async allreduce " + std::to_string(k) + " wrong at " + std::to_string(i));
       }
     }
     std::vector<std::uint8_t> broadcast((3 << 20) + 5);
-    for (std::size_t i = 0; i < broadcast.size(); ++i) broadcast[i] = static_cast<std::uint8_t>(rank == 1 ? i * 31 : 0xEE);
+    for (std::size_t i = 0; i < broadcast.size(); ++i)
+      broadcast[i] = static_cast<std::uint8_t>(rank == 1 ? i * 31 : 0xEE);
     comm.broadcast(broadcast.data(), broadcast.size(), 1);
     for (std::size_t i = 0; i < broadcast.size(); ++i, ++checks) {
       if (broadcast[i] != static_cast<std::uint8_t>(i * 31)) throw Error("broadcast wrong at " + std::to_string(i));
@@ -122,10 +126,10 @@ TEST_P(IbFakeFabric, TwoRankCollectivesOverTheVerbsBackEnd) {
 
 INSTANTIATE_TEST_SUITE_P(
     Settings, IbFakeFabric,
-    ::testing::Values(FabricCase{"defaults", {}, 0, std::size_t(-1)},
-                      FabricCase{"eager_only", {}, 1024, 0},
-                      FabricCase{"rendezvous_only", {{"TNT_IB_EAGER_KB", "0"}, {"TNT_IB_BUFFERS", "4"}}, 64 * 1024, 0},
-                      FabricCase{"rendezvous_cached", {{"TNT_IB_EAGER_KB", "1"}, {"TNT_IB_REG_CACHE_MB", "64"}}, 256 * 1024, 0}),
+    ::testing::Values(
+        FabricCase{"defaults", {}, 0, std::size_t(-1)}, FabricCase{"eager_only", {}, 1024, 0},
+        FabricCase{"rendezvous_only", {{"TNT_IB_EAGER_KB", "0"}, {"TNT_IB_BUFFERS", "4"}}, 64 * 1024, 0},
+        FabricCase{"rendezvous_cached", {{"TNT_IB_EAGER_KB", "1"}, {"TNT_IB_REG_CACHE_MB", "64"}}, 256 * 1024, 0}),
     [](const auto& test_info) { return std::string(test_info.param.name); });
 
 // A work request fails in the middle of the job, as when a link or a peer dies: both ranks must
@@ -173,7 +177,8 @@ TEST(IbFakeFabricTransport, LostPeerIsReportedOnceByName) {
   transport::EventLoop loop1;
   auto t0 = transport::make_transport(loop0, rank_env(0, 1));
   auto t1 = transport::make_transport(loop1, rank_env(1, 1));
-  const std::vector<transport::PeerAddress> book = {{0, "host0", t0->listen("127.0.0.1")}, {1, "host1", t1->listen("127.0.0.1")}};
+  const std::vector<transport::PeerAddress> book = {{0, "host0", t0->listen("127.0.0.1")},
+                                                    {1, "host1", t1->listen("127.0.0.1")}};
   std::thread connect1([&] { t1->connect(book, {0}); });
   t0->connect(book, {1});
   connect1.join();
@@ -199,7 +204,8 @@ TEST(IbFakeFabricTransport, LostPeerIsReportedOnceByName) {
     t1->pair(0).send(2, large_out.data(), large_out.size(), sink1, 0);
   });
   const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while ((sink0.sent + sink0.received + sink1.sent + sink1.received < 4) && std::chrono::steady_clock::now() < deadline) {
+  while ((sink0.sent + sink0.received + sink1.sent + sink1.received < 4) &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(1ms);
   }
   ASSERT_EQ(sink0.sent + sink0.received + sink1.sent + sink1.received, 4);

@@ -50,7 +50,8 @@ std::string describe(const std::vector<Outcome>& outcomes) {
   std::string text;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     text += "--- rank " + std::to_string(i) + ": exit " + std::to_string(outcomes[i].exit_code) + " signal " +
-            std::to_string(outcomes[i].signal) + (outcomes[i].timed_out ? " TIMED OUT" : "") + "\n" + outcomes[i].output;
+            std::to_string(outcomes[i].signal) + (outcomes[i].timed_out ? " TIMED OUT" : "") + "\n" +
+            outcomes[i].output;
   }
   return text;
 }
@@ -69,9 +70,10 @@ TEST(IbJob, NoDeviceFailsWithClearError) {
     EXPECT_FALSE(outcome.timed_out) << describe(outcomes);
     EXPECT_TRUE(outcome.exited) << "killed by signal " << outcome.signal << "\n" << describe(outcomes);
     EXPECT_NE(outcome.exit_code, 0) << describe(outcomes);
-    EXPECT_NE(outcome.output.find("--transport=ib: no InfiniBand device found (ibv_get_device_list returned 0 devices); "
-                                  "use --transport=tcp"),
-              std::string::npos)
+    EXPECT_NE(
+        outcome.output.find("--transport=ib: no InfiniBand device found (ibv_get_device_list returned 0 devices); "
+                            "use --transport=tcp"),
+        std::string::npos)
         << describe(outcomes);
     EXPECT_LT(outcome.seconds, 10.0) << describe(outcomes);
   }
@@ -85,7 +87,8 @@ TEST(IbJob, BadSettingIsRejectedByName) {
   for (const auto& outcome : outcomes) {
     EXPECT_FALSE(outcome.timed_out) << describe(outcomes);
     EXPECT_TRUE(outcome.exited && outcome.exit_code != 0) << describe(outcomes);
-    EXPECT_NE(outcome.output.find("TNT_IB_BUFFERS='2' is not an integer in [4, 4096]"), std::string::npos) << describe(outcomes);
+    EXPECT_NE(outcome.output.find("TNT_IB_BUFFERS='2' is not an integer in [4, 4096]"), std::string::npos)
+        << describe(outcomes);
   }
 }
 
@@ -116,14 +119,18 @@ TEST_P(IbDataPath, TwoRankCollectivesMatchReference) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Settings, IbDataPath,
-    ::testing::Values(DataPathCase{"defaults", {}},
-                      DataPathCase{"eager_only", {{"TNT_SMALL_ALLREDUCE_KB", "0"}, {"TNT_SEGMENT_KB", "1"}, {"TNT_PIPELINE_DEPTH", "3"}}},
-                      DataPathCase{"rendezvous_only",
-                                   {{"TNT_SMALL_ALLREDUCE_KB", "0"}, {"TNT_SEGMENT_KB", "64"}, {"TNT_IB_EAGER_KB", "0"},
-                                    {"TNT_IB_BUFFERS", "4"}}}),
-    [](const auto& test_info) { return std::string(test_info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Settings, IbDataPath,
+                         ::testing::Values(DataPathCase{"defaults", {}},
+                                           DataPathCase{"eager_only",
+                                                        {{"TNT_SMALL_ALLREDUCE_KB", "0"},
+                                                         {"TNT_SEGMENT_KB", "1"},
+                                                         {"TNT_PIPELINE_DEPTH", "3"}}},
+                                           DataPathCase{"rendezvous_only",
+                                                        {{"TNT_SMALL_ALLREDUCE_KB", "0"},
+                                                         {"TNT_SEGMENT_KB", "64"},
+                                                         {"TNT_IB_EAGER_KB", "0"},
+                                                         {"TNT_IB_BUFFERS", "4"}}}),
+                         [](const auto& test_info) { return std::string(test_info.param.name); });
 
 // A rank killed in the middle of an allreduce: the survivor fails within 5 s, naming it.
 TEST(IbJob, KilledPeerFailsTheSurvivorNamingIt) {

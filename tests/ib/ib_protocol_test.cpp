@@ -55,8 +55,12 @@ class Fabric;
 class FakeWire final : public Wire {
  public:
   FakeWire(Fabric& fabric, int side, const ChannelConfig& config)
-      : fabric_(fabric), side_(side), config_(config), slot_(slot_bytes(config.eager_limit)),
-        recv_(config.recv_slots * slot_), send_(config.send_slots * slot_) {}
+      : fabric_(fabric),
+        side_(side),
+        config_(config),
+        slot_(slot_bytes(config.eager_limit)),
+        recv_(config.recv_slots * slot_),
+        send_(config.send_slots * slot_) {}
 
   std::byte* recv_buffer(std::uint32_t slot) override { return recv_.data() + slot * slot_; }
   std::byte* send_buffer(std::uint32_t slot) override { return send_.data() + slot * slot_; }
@@ -86,7 +90,8 @@ struct Endpoint {
 
 class Fabric {
  public:
-  Fabric(const ChannelConfig& a, const ChannelConfig& b, std::uint32_t seed, std::size_t cache_bytes = 1 << 20) : random_(seed) {
+  Fabric(const ChannelConfig& a, const ChannelConfig& b, std::uint32_t seed, std::size_t cache_bytes = 1 << 20)
+      : random_(seed) {
     const ChannelConfig configs[2] = {a, b};
     for (int side = 0; side < 2; ++side) {
       Endpoint& e = ends_[side];
@@ -115,8 +120,8 @@ class Fabric {
   // One random step; false when nothing is left to do.
   bool step() {
     std::vector<std::deque<std::function<void()>>*> ready;
-    for (auto* queue : {&in_flight_[0], &in_flight_[1], &ends_[0].completions, &ends_[1].completions, &ends_[0].deferred,
-                        &ends_[1].deferred}) {
+    for (auto* queue : {&in_flight_[0], &in_flight_[1], &ends_[0].completions, &ends_[1].completions,
+                        &ends_[0].deferred, &ends_[1].deferred}) {
       if (!queue->empty()) ready.push_back(queue);
     }
     if (ready.empty()) return false;
@@ -189,9 +194,8 @@ void FakeWire::post_write(const WriteRequest& request) {
       }
       const std::uint32_t target = peer.wire->posted.front();
       peer.wire->posted.pop_front();
-      peer.completions.push_back([&peer, target, immediate = request.immediate] {
-        peer.channel->on_recv_immediate(target, immediate);
-      });
+      peer.completions.push_back(
+          [&peer, target, immediate = request.immediate] { peer.channel->on_recv_immediate(target, immediate); });
     }
     self.completions.push_back([this, &self, wr_id = request.wr_id] {
       --send_queue_used;
@@ -276,8 +280,9 @@ TEST_P(ProtocolTraffic, EveryMessageArrivesIntactAndOnce) {
   Fabric fabric(config, config, seed, traffic.cache_bytes);
   std::mt19937 random(seed * 7 + 1);
   const std::size_t eager = config.eager_limit;
-  const std::vector<std::size_t> sizes = {0, 1, eager - 1, eager, eager + 1, 2 * eager + 3, config.max_write_bytes,
-                                          3 * config.max_write_bytes + 17, 20 * eager};
+  const std::vector<std::size_t> sizes = {
+      0,         1, eager - 1, eager, eager + 1, 2 * eager + 3, config.max_write_bytes, 3 * config.max_write_bytes + 17,
+      20 * eager};
   std::vector<Message> messages;
   for (int i = 0; i < 240; ++i) {
     Message m;
@@ -302,15 +307,19 @@ TEST_P(ProtocolTraffic, EveryMessageArrivesIntactAndOnce) {
     if (next >= operations.size()) return;
     const auto [is_send, index] = operations[next++];
     Message& m = messages[index];
-    if (is_send) fabric.channel(m.from).send(m.tag, m.payload.data(), m.payload.size(), *recorder, index);
-    else fabric.channel(1 - m.from).recv(m.tag, m.destination.data(), m.destination.size(), *recorder, index);
+    if (is_send)
+      fabric.channel(m.from).send(m.tag, m.payload.data(), m.payload.size(), *recorder, index);
+    else
+      fabric.channel(1 - m.from).recv(m.tag, m.destination.data(), m.destination.size(), *recorder, index);
   };
   recorder = std::make_unique<Recorder>(messages, [&] {
     if (random() % 3 == 0) post_one();  // from inside a completion, as the ring posts its next step
   });
   while (next < operations.size()) {
-    if (random() % 2 == 0) post_one();
-    else fabric.step();
+    if (random() % 2 == 0)
+      post_one();
+    else
+      fabric.step();
   }
   fabric.run();
 
@@ -326,7 +335,8 @@ TEST_P(ProtocolTraffic, EveryMessageArrivesIntactAndOnce) {
     ASSERT_EQ(m.sends_completed, 1) << "message " << i << " of " << m.payload.size() << " bytes";
     ASSERT_EQ(m.recvs_completed, 1) << "message " << i << " of " << m.payload.size() << " bytes";
     ASSERT_EQ(m.received_bytes, m.payload.size()) << "message " << i;
-    ASSERT_TRUE(std::equal(m.payload.begin(), m.payload.end(), m.destination.begin())) << "message " << i << " corrupted";
+    ASSERT_TRUE(std::equal(m.payload.begin(), m.payload.end(), m.destination.begin()))
+        << "message " << i << " corrupted";
     // Bytes past the message stay untouched.
     ASSERT_TRUE(std::all_of(m.destination.begin() + static_cast<std::ptrdiff_t>(m.payload.size()), m.destination.end(),
                             [](std::byte b) { return b == std::byte{0xEE}; }))
@@ -336,12 +346,15 @@ TEST_P(ProtocolTraffic, EveryMessageArrivesIntactAndOnce) {
   for (int side = 0; side < 2; ++side) EXPECT_EQ(fabric.end(side).cache->in_use(), 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Seeds, ProtocolTraffic,
-    ::testing::Combine(::testing::Values(TrafficCase{"tight", tight(), 1 << 20}, TrafficCase{"roomy", roomy(), 1 << 20},
-                                         TrafficCase{"tight_nocache", tight(), 0}),
-                       ::testing::Values(1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u)),
-    [](const auto& test_info) { return std::string(std::get<0>(test_info.param).name) + "_seed" + std::to_string(std::get<1>(test_info.param)); });
+INSTANTIATE_TEST_SUITE_P(Seeds, ProtocolTraffic,
+                         ::testing::Combine(::testing::Values(TrafficCase{"tight", tight(), 1 << 20},
+                                                              TrafficCase{"roomy", roomy(), 1 << 20},
+                                                              TrafficCase{"tight_nocache", tight(), 0}),
+                                            ::testing::Values(1u, 2u, 3u, 4u, 5u, 6u, 7u, 8u)),
+                         [](const auto& test_info) {
+                           return std::string(std::get<0>(test_info.param).name) + "_seed" +
+                                  std::to_string(std::get<1>(test_info.param));
+                         });
 
 // A one-way flood: the receiver never sends anything of its own, so every credit must come back
 // in CREDIT messages. With four buffers and a thousand messages a lost credit shows as a stall.
@@ -400,7 +413,8 @@ TEST_P(ProtocolMismatch, MessageLargerThanReceiveFailsClearly) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, ProtocolMismatch,
-                         ::testing::Values(MismatchCase{"eager_posted", 50, true}, MismatchCase{"eager_staged", 50, false},
+                         ::testing::Values(MismatchCase{"eager_posted", 50, true},
+                                           MismatchCase{"eager_staged", 50, false},
                                            MismatchCase{"rendezvous_posted", 5000, true},
                                            MismatchCase{"rendezvous_staged", 5000, false}),
                          [](const auto& test_info) { return std::string(test_info.param.name); });
@@ -422,7 +436,8 @@ TEST(Protocol, ShortMessageIsAProtocolViolation) {
   Fabric fabric(tight(), tight(), 3);
   fabric.channel(1).on_recv(0, 3);
   ASSERT_EQ(fabric.end(1).failures.size(), 1u);
-  EXPECT_NE(fabric.end(1).failures[0].find("sent a message of 3 bytes"), std::string::npos) << fabric.end(1).failures[0];
+  EXPECT_NE(fabric.end(1).failures[0].find("sent a message of 3 bytes"), std::string::npos)
+      << fabric.end(1).failures[0];
 }
 
 TEST(Protocol, UnknownRendezvousHandleIsAProtocolViolation) {
@@ -495,7 +510,13 @@ TEST(RegistrationCache, EvictsLeastRecentlyUsedButNeverWhatIsInUse) {
   const std::size_t page = 4096;
   RegistrationCache cache([&](void* start, std::size_t bytes) { return fake.add(start, bytes); }, 3 * page, 64);
   std::vector<std::byte> memory(16 * page);
-  auto at = [&](int i) { return memory.data() + (reinterpret_cast<std::uintptr_t>(memory.data()) % page ? page - reinterpret_cast<std::uintptr_t>(memory.data()) % page : 0) + static_cast<std::size_t>(i) * 2 * page; };
+  auto at = [&](int i) {
+    return memory.data() +
+           (reinterpret_cast<std::uintptr_t>(memory.data()) % page
+                ? page - reinterpret_cast<std::uintptr_t>(memory.data()) % page
+                : 0) +
+           static_cast<std::size_t>(i) * 2 * page;
+  };
   auto a = cache.acquire(at(0), 10);
   auto b = cache.acquire(at(1), 10);
   cache.release(a.id);

@@ -24,6 +24,7 @@
 #include "ib_transport.h"
 
 #include <arpa/inet.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -32,8 +33,6 @@
 #include <cstring>
 #include <random>
 #include <set>
-
-#include <spdlog/spdlog.h>
 
 #include "../auth.h"
 #include "protocol.h"
@@ -50,11 +49,11 @@ namespace {
 
 // Tunables, read once from the environment (README.md lists them).
 struct Settings {
-  std::string device;               // TNT_IB_DEVICE: default the first device with an active port
-  int port = 0;                     // TNT_IB_PORT: default the device's first active port
-  int gid_index = -1;               // TNT_IB_GID_INDEX: default chosen from the data-plane address
+  std::string device;                   // TNT_IB_DEVICE: default the first device with an active port
+  int port = 0;                         // TNT_IB_PORT: default the device's first active port
+  int gid_index = -1;                   // TNT_IB_GID_INDEX: default chosen from the data-plane address
   std::size_t eager_limit = 16 * 1024;  // TNT_IB_EAGER_KB: larger messages use the rendezvous
-  std::uint32_t recv_slots = 32;    // TNT_IB_BUFFERS: bounce buffers per peer and direction
+  std::uint32_t recv_slots = 32;        // TNT_IB_BUFFERS: bounce buffers per peer and direction
   // TNT_IB_REG_CACHE_MB. Off by default: see Note [Stale registrations] (registration_cache.h);
   // tnt's own callers free and reallocate buffers (the collectives' tests allocate a fresh
   // vector per call), which a cache would turn into silent corruption.
@@ -115,9 +114,11 @@ std::string error_text(const boost::system::error_code& ec) {
 }
 
 std::string completion_error(const ibv_wc& wc) {
-  std::string text = std::string(ibv_wc_status_str(wc.status)) + " (status " + std::to_string(static_cast<int>(wc.status)) +
-                     ", vendor error " + std::to_string(wc.vendor_err) + ")";
-  if (wc.status == IBV_WC_RETRY_EXC_ERR) text += ": the peer stopped acknowledging (process ended, node down or link lost?)";
+  std::string text = std::string(ibv_wc_status_str(wc.status)) + " (status " +
+                     std::to_string(static_cast<int>(wc.status)) + ", vendor error " + std::to_string(wc.vendor_err) +
+                     ")";
+  if (wc.status == IBV_WC_RETRY_EXC_ERR)
+    text += ": the peer stopped acknowledging (process ended, node down or link lost?)";
   if (wc.status == IBV_WC_REM_ACCESS_ERR) text += ": the peer refused the RDMA write (its buffer was deregistered?)";
   return text;
 }
@@ -146,7 +147,8 @@ class IbPair final : public Pair, private Wire {
   void on_completion_event();      // the completion channel said our CQ has work
   void close();
 
-  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override {
+  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
+            std::uint64_t cookie) override {
     channel_->send(tag, data, bytes, sink, cookie);
   }
   void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override {
@@ -321,7 +323,8 @@ class IbTransport final : public Transport {
       Context context = open_device_or_note(devices[i], seen);
       if (!context) continue;
       ibv_device_attr device{};
-      if (int error = ibv_query_device(context.get(), &device)) throw_verbs_error("ibv_query_device", error, "for device " + name);
+      if (int error = ibv_query_device(context.get(), &device))
+        throw_verbs_error("ibv_query_device", error, "for device " + name);
       std::string states;
       for (int number = 1; number <= device.phys_port_cnt; ++number) {
         if (settings_.port && number != settings_.port) continue;
@@ -342,11 +345,13 @@ class IbTransport final : public Transport {
     if (!settings_.device.empty() && seen.empty()) {
       std::string names;
       for (const auto& n : devices.names()) names += (names.empty() ? "" : ", ") + n;
-      throw ConfigError("--transport=ib: TNT_IB_DEVICE='" + settings_.device + "' is not among the devices found: " + names);
+      throw ConfigError("--transport=ib: TNT_IB_DEVICE='" + settings_.device +
+                        "' is not among the devices found: " + names);
     }
-    throw ConfigError("--transport=ib: no active InfiniBand port" +
-                      (settings_.port ? " numbered " + std::to_string(settings_.port) + " (TNT_IB_PORT)" : std::string()) +
-                      " on the devices found: " + seen + "; use --transport=tcp");
+    throw ConfigError(
+        "--transport=ib: no active InfiniBand port" +
+        (settings_.port ? " numbered " + std::to_string(settings_.port) + " (TNT_IB_PORT)" : std::string()) +
+        " on the devices found: " + seen + "; use --transport=tcp");
   }
 
   static Context open_device_or_note(ibv_device* device, std::string& seen) {
@@ -387,7 +392,8 @@ class IbTransport final : public Transport {
       int first_valid = -1;
       for (int index = 0; index < port_.attributes.gid_tbl_len; ++index) {
         ibv_gid_entry entry{};
-        if (ibv_query_gid_ex(context_.get(), static_cast<std::uint32_t>(port_.number), static_cast<std::uint32_t>(index), &entry, 0)) {
+        if (ibv_query_gid_ex(context_.get(), static_cast<std::uint32_t>(port_.number),
+                             static_cast<std::uint32_t>(index), &entry, 0)) {
           continue;  // an empty entry (ENODATA)
         }
         if (first_valid < 0) first_valid = index;
@@ -399,7 +405,8 @@ class IbTransport final : public Transport {
         }
       }
       gid_index_ = first_v2 >= 0 ? first_v2 : first_valid;
-      if (gid_index_ < 0) throw ConfigError("--transport=ib: the RoCE port has no valid GID " + where + "; use --transport=tcp");
+      if (gid_index_ < 0)
+        throw ConfigError("--transport=ib: the RoCE port has no valid GID " + where + "; use --transport=tcp");
     }
     if (use_grh_) {
       if (int error = ibv_query_gid(context_.get(), static_cast<std::uint8_t>(port_.number), gid_index_, &gid_)) {
@@ -421,8 +428,10 @@ class IbTransport final : public Transport {
     int to_connect = 0;
     for (int peer : peers) {
       if (peer == env_.rank || pairs_[peer]) continue;
-      if (peer < env_.rank) ++to_connect;
-      else to_accept.insert(peer);
+      if (peer < env_.rank)
+        ++to_connect;
+      else
+        to_accept.insert(peer);
     }
     std::string error;
     int pending = to_connect + static_cast<int>(to_accept.empty() ? 0 : 1);
@@ -433,7 +442,9 @@ class IbTransport final : public Transport {
     asio::steady_timer deadline(loop_.strand(), env_.connect_timeout);
     deadline.async_wait([&](const boost::system::error_code& ec) {
       if (ec) return;
-      if (error.empty()) error = "timed out after " + std::to_string(env_.connect_timeout.count() / 1000) + " s connecting the InfiniBand data plane";
+      if (error.empty())
+        error = "timed out after " + std::to_string(env_.connect_timeout.count() / 1000) +
+                " s connecting the InfiniBand data plane";
       boost::system::error_code ignored;
       acceptor_.close(ignored);
     });
@@ -472,7 +483,8 @@ class IbTransport final : public Transport {
     if (colon == std::string::npos) throw JobError("bad data address '" + address + "'");
     std::string host = address.substr(0, colon);
     if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    tcp::endpoint endpoint(asio::ip::make_address(host), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+    tcp::endpoint endpoint(asio::ip::make_address(host),
+                           static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
     tcp::socket socket(loop_.strand());
     SocketDeadline deadline(socket, env_.connect_timeout);
     co_await socket.async_connect(endpoint, asio::use_awaitable);
@@ -496,7 +508,8 @@ class IbTransport final : public Transport {
         continue;
       }
       if (identity.kind != ChannelKind::data || !expected.count(identity.rank)) {
-        spdlog::warn("InfiniBand data plane: ignored connection from {} (rank {} was not expected)", from, identity.rank);
+        spdlog::warn("InfiniBand data plane: ignored connection from {} (rank {} was not expected)", from,
+                     identity.rank);
         continue;
       }
       // An authenticated peer that fails to set up its queue pair is an error of the job.
@@ -589,10 +602,13 @@ IbPair::IbPair(IbTransport& owner, int peer, std::string peer_name)
       side_(owner.executor()) {
   const std::size_t total = (static_cast<std::size_t>(recv_slots_) * 2 * slot_bytes_ + 4095) / 4096 * 4096;
   buffer_memory_.reset(static_cast<std::byte*>(std::aligned_alloc(4096, total)));
-  if (!buffer_memory_) throw JobError("cannot allocate " + std::to_string(total) + " bytes of bounce buffers " + where_);
+  if (!buffer_memory_)
+    throw JobError("cannot allocate " + std::to_string(total) + " bytes of bounce buffers " + where_);
   buffers_ = buffer_memory_.get();
-  buffers_region_ = register_memory(owner.pd(), buffers_, total, IBV_ACCESS_LOCAL_WRITE, "for the bounce buffers " + where_);
-  cq_ = create_cq(owner.context(), static_cast<int>(send_queue_depth_ + recv_slots_), this, owner.completion_channel(), where_);
+  buffers_region_ =
+      register_memory(owner.pd(), buffers_, total, IBV_ACCESS_LOCAL_WRITE, "for the bounce buffers " + where_);
+  cq_ = create_cq(owner.context(), static_cast<int>(send_queue_depth_ + recv_slots_), this, owner.completion_channel(),
+                  where_);
   qp_ = create_rc_qp(owner.pd(), cq_.get(), send_queue_depth_, recv_slots_, where_);
   ibv_qp_attr init{};
   init.qp_state = IBV_QPS_INIT;
@@ -625,14 +641,16 @@ SetupInfo IbPair::local_info() const {
 
 void IbPair::connect(const SetupInfo& remote) {
   if (remote.magic != kSetupMagic || remote.version != kSetupVersion) {
-    throw JobError("protocol violation: " + peer_name_ + " sent no valid InfiniBand set-up record (another tnt version?)");
+    throw JobError("protocol violation: " + peer_name_ +
+                   " sent no valid InfiniBand set-up record (another tnt version?)");
   }
   if (remote.recv_slots < 4 || remote.recv_slots > 4096 || remote.eager_limit > 1024 * 1024 ||
       remote.mtu < IBV_MTU_256 || remote.mtu > IBV_MTU_4096) {
     throw JobError("protocol violation: " + peer_name_ + " sent an InfiniBand set-up record with bad sizes");
   }
   if (remote.link_layer != owner_.port().attributes.link_layer) {
-    throw JobError(peer_name_ + " uses a different link layer (InfiniBand vs RoCE): these ranks cannot connect by verbs");
+    throw JobError(peer_name_ +
+                   " uses a different link layer (InfiniBand vs RoCE): these ranks cannot connect by verbs");
   }
   ChannelConfig config;
   config.recv_slots = recv_slots_;
@@ -642,7 +660,8 @@ void IbPair::connect(const SetupInfo& remote) {
   config.peer_recv_slots = remote.recv_slots;
   config.peer_eager_limit = remote.eager_limit;
   // Writes are split at the port's largest message (a device reporting 0 gets 1 GiB).
-  const std::size_t max_message = owner_.port().attributes.max_msg_sz ? owner_.port().attributes.max_msg_sz : std::size_t{1} << 30;
+  const std::size_t max_message =
+      owner_.port().attributes.max_msg_sz ? owner_.port().attributes.max_msg_sz : std::size_t{1} << 30;
   config.max_write_bytes = std::max<std::size_t>(4096, std::min<std::size_t>(std::size_t{1} << 30, max_message));
   channel_ = std::make_unique<Channel>(
       peer_, peer_name_, config, static_cast<Wire&>(*this), owner_.memory(),
@@ -667,17 +686,20 @@ void IbPair::connect(const SetupInfo& remote) {
     rtr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(owner_.gid_index());
     rtr.ah_attr.grh.hop_limit = 64;
   }
-  modify(rtr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
-                  IBV_QP_MIN_RNR_TIMER, "to RTR (ready to receive)");
+  modify(rtr,
+         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC |
+             IBV_QP_MIN_RNR_TIMER,
+         "to RTR (ready to receive)");
 
   ibv_qp_attr rts{};
   rts.qp_state = IBV_QPS_RTS;
-  rts.timeout = 14;    // 4.096 us * 2^14 = 67 ms per try
-  rts.retry_cnt = 7;   // a dead peer shows as IBV_WC_RETRY_EXC_ERR after about half a second
-  rts.rnr_retry = 6;   // finite: a credit bug must end in an error, never in a hang
+  rts.timeout = 14;   // 4.096 us * 2^14 = 67 ms per try
+  rts.retry_cnt = 7;  // a dead peer shows as IBV_WC_RETRY_EXC_ERR after about half a second
+  rts.rnr_retry = 6;  // finite: a credit bug must end in an error, never in a hang
   rts.sq_psn = psn_;
   rts.max_rd_atomic = 1;
-  modify(rts, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
+  modify(rts,
+         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC,
          "to RTS (ready to send)");
 }
 
@@ -693,8 +715,10 @@ void IbPair::watch(tcp::socket socket) {
   asio::async_read(side_, asio::buffer(&side_byte_, 1), [this](const boost::system::error_code& ec, std::size_t) {
     owner_.end_io();
     if (closing_ || owner_.closed()) return;
-    if (ec) channel_->fail("the connection to " + peer_name_ + " was lost: " + error_text(ec));
-    else channel_->fail("protocol violation: " + peer_name_ + " sent data on the InfiniBand set-up connection");
+    if (ec)
+      channel_->fail("the connection to " + peer_name_ + " was lost: " + error_text(ec));
+    else
+      channel_->fail("protocol violation: " + peer_name_ + " sent data on the InfiniBand set-up connection");
   });
 }
 
@@ -722,8 +746,10 @@ void IbPair::on_completion_event() {
       }
       if (wc.wr_id & kRecvBit) {
         const auto slot = static_cast<std::uint32_t>(wc.wr_id);
-        if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) channel_->on_recv_immediate(slot, ntohl(wc.imm_data));
-        else channel_->on_recv(slot, wc.byte_len);
+        if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+          channel_->on_recv_immediate(slot, ntohl(wc.imm_data));
+        else
+          channel_->on_recv(slot, wc.byte_len);
       } else {
         channel_->on_send_done(wc.wr_id);
       }
@@ -768,7 +794,8 @@ void IbPair::post_write(const WriteRequest& write) {
   request.wr.rdma.remote_addr = write.remote;
   request.wr.rdma.rkey = write.rkey;
   ibv_send_wr* bad = nullptr;
-  if (int error = ibv_post_send(qp_.get(), &request, &bad)) throw_verbs_error("ibv_post_send (RDMA WRITE)", error, where_);
+  if (int error = ibv_post_send(qp_.get(), &request, &bad))
+    throw_verbs_error("ibv_post_send (RDMA WRITE)", error, where_);
 }
 
 void IbPair::on_failure(const std::string& message) {

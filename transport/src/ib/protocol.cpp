@@ -117,14 +117,25 @@ bool Channel::post_item(Item& item) {
     // All parts but the last are plain writes that need no credit, only send-queue room.
     while (item.bytes - item.written > config_.max_write_bytes) {
       if (send_queue_used_ + 1 >= config_.send_queue_depth) return false;  // leave room for the last
-      WriteRequest part{item.data + item.written, config_.max_write_bytes, rendezvous_sends_[item.handle].memory.lkey,
-                        item.address + item.written, item.rkey, false, 0, work_id(WorkKind::write_part, item.handle)};
+      WriteRequest part{item.data + item.written,
+                        config_.max_write_bytes,
+                        rendezvous_sends_[item.handle].memory.lkey,
+                        item.address + item.written,
+                        item.rkey,
+                        false,
+                        0,
+                        work_id(WorkKind::write_part, item.handle)};
       wire_.post_write(part);
       ++send_queue_used_;
       item.written += config_.max_write_bytes;
     }
-    WriteRequest last{item.data + item.written, item.bytes - item.written, rendezvous_sends_[item.handle].memory.lkey,
-                      item.address + item.written, item.rkey, true, item.peer_handle,
+    WriteRequest last{item.data + item.written,
+                      item.bytes - item.written,
+                      rendezvous_sends_[item.handle].memory.lkey,
+                      item.address + item.written,
+                      item.rkey,
+                      true,
+                      item.peer_handle,
                       work_id(WorkKind::write_last, item.handle)};
     wire_.post_write(last);
     ++send_queue_used_;
@@ -184,7 +195,8 @@ void Channel::maybe_return_credits() {
   const bool due = owed_for_messages_ >= std::max<std::uint32_t>(1, config_.recv_slots / 4) ||
                    credits_owed_ + 2 > config_.recv_slots;
   if (!due) return;
-  if (credits_ < 1 || free_send_slots_.empty() || send_queue_used_ >= config_.send_queue_depth) return;  // retried on the next completion
+  if (credits_ < 1 || free_send_slots_.empty() || send_queue_used_ >= config_.send_queue_depth)
+    return;  // retried on the next completion
   const std::uint32_t slot = free_send_slots_.back();
   free_send_slots_.pop_back();
   send_slot_use_[slot] = SendSlotUse{};
@@ -298,8 +310,8 @@ void Channel::on_recv(std::uint32_t slot, std::size_t bytes) {
   const std::byte* buffer = wire_.recv_buffer(slot);
   std::memcpy(&header, buffer, sizeof(WireHeader));
   if (header.credits > config_.peer_recv_slots - credits_) {
-    fail("protocol violation: " + peer_name_ + " returned " + std::to_string(header.credits) +
-         " credits but only " + std::to_string(config_.peer_recv_slots - credits_) + " were outstanding");
+    fail("protocol violation: " + peer_name_ + " returned " + std::to_string(header.credits) + " credits but only " +
+         std::to_string(config_.peer_recv_slots - credits_) + " were outstanding");
     return;
   }
   credits_ += header.credits;
@@ -315,7 +327,8 @@ void Channel::on_recv(std::uint32_t slot, std::size_t bytes) {
           return;
         }
         const std::byte* payload = buffer + sizeof(WireHeader);
-        auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& r) { return r.tag == header.tag; });
+        auto posted =
+            std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& r) { return r.tag == header.tag; });
         if (posted != posted_.end()) {
           const PostedRecv target = *posted;
           *posted = posted_.back();
@@ -344,17 +357,19 @@ void Channel::on_recv(std::uint32_t slot, std::size_t bytes) {
       }
       case MessageKind::rts: {
         if (header.bytes <= std::min(config_.eager_limit, config_.peer_eager_limit)) {
-          fail("protocol violation: " + peer_name_ + " asked for a rendezvous of only " + std::to_string(header.bytes) + " bytes");
+          fail("protocol violation: " + peer_name_ + " asked for a rendezvous of only " + std::to_string(header.bytes) +
+               " bytes");
           return;
         }
         repost(slot, true);
-        auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& r) { return r.tag == header.tag; });
+        auto posted =
+            std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& r) { return r.tag == header.tag; });
         if (posted != posted_.end()) {
           const PostedRecv target = *posted;
           *posted = posted_.back();
           posted_.pop_back();
-          start_rendezvous_recv(header.tag, target.data, target.capacity, header.bytes, header.send_handle, *target.sink,
-                                target.cookie);
+          start_rendezvous_recv(header.tag, target.data, target.capacity, header.bytes, header.send_handle,
+                                *target.sink, target.cookie);
         } else {
           staged_rts_.push_back(StagedRts{header.tag, header.bytes, header.send_handle});
         }
@@ -362,8 +377,10 @@ void Channel::on_recv(std::uint32_t slot, std::size_t bytes) {
       }
       case MessageKind::cts: {
         const std::uint32_t handle = header.send_handle;
-        if (handle >= rendezvous_sends_.size() || !rendezvous_sends_[handle].active || rendezvous_sends_[handle].cts_seen) {
-          fail("protocol violation: " + peer_name_ + " sent a clear-to-send for unknown rendezvous " + std::to_string(handle));
+        if (handle >= rendezvous_sends_.size() || !rendezvous_sends_[handle].active ||
+            rendezvous_sends_[handle].cts_seen) {
+          fail("protocol violation: " + peer_name_ + " sent a clear-to-send for unknown rendezvous " +
+               std::to_string(handle));
           return;
         }
         RendezvousSend& entry = rendezvous_sends_[handle];
@@ -396,7 +413,8 @@ void Channel::on_recv(std::uint32_t slot, std::size_t bytes) {
 void Channel::on_recv_immediate(std::uint32_t slot, std::uint32_t immediate) {
   if (failed_) return;
   if (slot >= config_.recv_slots || immediate >= rendezvous_recvs_.size() || !rendezvous_recvs_[immediate].active) {
-    fail("protocol violation: " + peer_name_ + " completed a write for unknown rendezvous " + std::to_string(immediate));
+    fail("protocol violation: " + peer_name_ + " completed a write for unknown rendezvous " +
+         std::to_string(immediate));
     return;
   }
   RendezvousRecv done = rendezvous_recvs_[immediate];

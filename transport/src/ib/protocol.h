@@ -104,7 +104,8 @@ class Channel final : public Pair {
   Channel& operator=(const Channel&) = delete;
 
   // Pair
-  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override;
+  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
+            std::uint64_t cookie) override;
   void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
   int peer_rank() const override { return peer_; }
 
@@ -116,7 +117,7 @@ class Channel final : public Pair {
   void on_send_done(std::uint64_t wr_id);
 
   void fail(const std::string& what);  // reports once (unless closed) and completes nothing more
-  void close();                         // ends quietly: nothing more completes or is reported
+  void close();                        // ends quietly: nothing more completes or is reported
   bool failed() const { return failed_; }
   const std::string& peer_name() const { return peer_name_; }
 
@@ -133,7 +134,7 @@ class Channel final : public Pair {
     std::size_t bytes = 0;
     CompletionSink* sink = nullptr;
     std::uint64_t cookie = 0;
-    std::uint32_t handle = 0;  // rts, write: our send handle; cts: the peer's send handle
+    std::uint32_t handle = 0;   // rts, write: our send handle; cts: the peer's send handle
     std::uint64_t address = 0;  // cts: our destination; write: the peer's destination
     std::uint32_t rkey = 0;
     std::uint32_t peer_handle = 0;  // cts: our receive handle; write: the peer's
@@ -205,8 +206,8 @@ class Channel final : public Pair {
   std::vector<std::uint32_t> free_send_slots_;
   std::vector<SendSlotUse> send_slot_use_;
   std::uint32_t send_queue_used_ = 0;
-  std::uint32_t credits_ = 0;         // receive buffers of the peer we may still consume
-  std::uint32_t credits_owed_ = 0;    // our reposted buffers the peer has not heard of yet
+  std::uint32_t credits_ = 0;            // receive buffers of the peer we may still consume
+  std::uint32_t credits_owed_ = 0;       // our reposted buffers the peer has not heard of yet
   std::uint32_t owed_for_messages_ = 0;  // of those, the ones used by messages other than CREDIT
   std::vector<RendezvousSend> rendezvous_sends_;
   std::vector<std::uint32_t> free_send_handles_;

@@ -41,7 +41,8 @@ MemoryRegistry::Handle RegistrationCache::acquire(const void* data, std::size_t 
 }
 
 std::size_t RegistrationCache::in_use() const {
-  return static_cast<std::size_t>(std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.uses > 0; }));
+  return static_cast<std::size_t>(
+      std::count_if(entries_.begin(), entries_.end(), [](const Entry& e) { return e.uses > 0; }));
 }
 
 void RegistrationCache::release(std::uint64_t id) {
@@ -64,7 +65,8 @@ void RegistrationCache::evict(std::size_t incoming_bytes) {
     return total;
   };
   while (true) {
-    const bool over = cached_bytes() + incoming_bytes > max_cached_bytes_ || entries_.size() + (incoming_bytes ? 1 : 0) > max_entries_;
+    const bool over = cached_bytes() + incoming_bytes > max_cached_bytes_ ||
+                      entries_.size() + (incoming_bytes ? 1 : 0) > max_entries_;
     if (!over) return;
     // The least recently used registration that no message is using.
     auto victim = entries_.end();

@@ -10,7 +10,8 @@
 namespace tnt::transport::ib {
 
 void throw_verbs_error(const char* call, int error, const std::string& where) {
-  throw JobError(std::string(call) + " failed " + where + ": " + std::strerror(error) + " (errno " + std::to_string(error) + ")");
+  throw JobError(std::string(call) + " failed " + where + ": " + std::strerror(error) + " (errno " +
+                 std::to_string(error) + ")");
 }
 
 namespace {
@@ -40,14 +41,16 @@ std::vector<std::string> DeviceList::names() const {
 Context open_device(ibv_device* device) {
   errno = 0;
   ibv_context* context = ibv_open_device(device);
-  if (!context) throw_verbs_error("ibv_open_device", last_errno(), std::string("for device ") + ibv_get_device_name(device));
+  if (!context)
+    throw_verbs_error("ibv_open_device", last_errno(), std::string("for device ") + ibv_get_device_name(device));
   return Context(context);
 }
 
 ProtectionDomain allocate_pd(ibv_context* context) {
   errno = 0;
   ibv_pd* pd = ibv_alloc_pd(context);
-  if (!pd) throw_verbs_error("ibv_alloc_pd", last_errno(), std::string("on device ") + ibv_get_device_name(context->device));
+  if (!pd)
+    throw_verbs_error("ibv_alloc_pd", last_errno(), std::string("on device ") + ibv_get_device_name(context->device));
   return ProtectionDomain(pd);
 }
 
@@ -95,20 +98,27 @@ MemoryRegion register_memory(ibv_pd* pd, void* data, std::size_t bytes, int acce
   errno = 0;
   ibv_mr* mr = ibv_reg_mr(pd, data, bytes, access);
   if (!mr) {
-    throw_verbs_error("ibv_reg_mr", last_errno(),
-                      where + " (" + std::to_string(bytes) + " bytes; is the locked-memory limit, ulimit -l, high enough?)");
+    throw_verbs_error(
+        "ibv_reg_mr", last_errno(),
+        where + " (" + std::to_string(bytes) + " bytes; is the locked-memory limit, ulimit -l, high enough?)");
   }
   return MemoryRegion(mr);
 }
 
 const char* port_state_name(ibv_port_state state) {
   switch (state) {
-    case IBV_PORT_NOP: return "NOP";
-    case IBV_PORT_DOWN: return "DOWN";
-    case IBV_PORT_INIT: return "INIT";
-    case IBV_PORT_ARMED: return "ARMED";
-    case IBV_PORT_ACTIVE: return "ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
+    case IBV_PORT_NOP:
+      return "NOP";
+    case IBV_PORT_DOWN:
+      return "DOWN";
+    case IBV_PORT_INIT:
+      return "INIT";
+    case IBV_PORT_ARMED:
+      return "ARMED";
+    case IBV_PORT_ACTIVE:
+      return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER:
+      return "ACTIVE_DEFER";
   }
   return "UNKNOWN";
 }
