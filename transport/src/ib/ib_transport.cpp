@@ -145,6 +145,7 @@ class IbPair final : public Pair, private Wire {
   void connect(const SetupInfo& remote);
   void watch(tcp::socket socket);  // keeps the side channel and reports its end as a failure
   void on_completion_event();      // the completion channel said our CQ has work
+  void fail(const std::string& message) { channel_->fail(message); }
   void close();
 
   void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
@@ -553,8 +554,8 @@ class IbTransport final : public Transport {
         if (ibv_get_cq_event(completion_channel_.get(), &cq, &cq_context) != 0) {
           if (errno == EAGAIN || errno == EWOULDBLOCK) break;
           const std::string message = std::string("ibv_get_cq_event failed: ") + std::strerror(errno);
-          for (std::size_t rank = 0; rank < pairs_.size(); ++rank) {
-            if (pairs_[rank]) report(static_cast<int>(rank), message);
+          for (auto& pair : pairs_) {
+            if (pair) pair->fail(message);  // no completion can be seen any more
           }
           return;
         }
@@ -726,7 +727,7 @@ void IbPair::on_completion_event() {
   if (closing_) return;
   // Re-arm before polling: a completion that lands after the poll raises a new event.
   if (int error = ibv_req_notify_cq(cq_.get(), 0)) {
-    channel_->fail("ibv_req_notify_cq failed " + where_ + ": " + std::strerror(error));
+    channel_->fail("ibv_req_notify_cq failed " + where_ + ": " + std::strerror(verbs_errno(error)));
     return;
   }
   ibv_wc completions[32];
@@ -812,7 +813,7 @@ void IbPair::stop_remote_access() {
   ibv_qp_attr error{};
   error.qp_state = IBV_QPS_ERR;
   if (int code = ibv_modify_qp(qp_.get(), &error, IBV_QP_STATE)) {
-    spdlog::warn("ibv_modify_qp to ERR failed {}: {}", where_, std::strerror(code));
+    spdlog::warn("ibv_modify_qp to ERR failed {}: {}", where_, std::strerror(verbs_errno(code)));
   }
 }
 

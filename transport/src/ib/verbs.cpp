@@ -9,7 +9,13 @@
 
 namespace tnt::transport::ib {
 
-void throw_verbs_error(const char* call, int error, const std::string& where) {
+int verbs_errno(int result) {
+  if (result == -1) return errno ? errno : EIO;
+  return result < 0 ? -result : result;
+}
+
+void throw_verbs_error(const char* call, int result, const std::string& where) {
+  const int error = verbs_errno(result);
   throw JobError(std::string(call) + " failed " + where + ": " + std::strerror(error) + " (errno " +
                  std::to_string(error) + ")");
 }

@@ -12,7 +12,12 @@
 
 namespace tnt::transport::ib {
 
-// "ibv_create_qp failed for the channel to rank 3 (node07): Cannot allocate memory (errno 12)"
+// Most verbs return an errno value, some (ibv_query_gid) -1 with errno set, and some providers
+// a negated errno: this gives the errno value in every case. Call it right after the call.
+int verbs_errno(int result);
+
+// "ibv_create_qp failed for the channel to rank 3 (node07): Cannot allocate memory (errno 12)".
+// `error` is a verbs return value or an errno value (see verbs_errno).
 [[noreturn]] void throw_verbs_error(const char* call, int error, const std::string& where);
 
 template <class T, int (*Destroy)(T*)>
