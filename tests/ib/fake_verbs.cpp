@@ -6,7 +6,9 @@
 // completions land in CQs and raise events on completion channels (a pipe, so that the event
 // loop can wait on its fd). It is strict where a real HCA is: a SEND or WRITE WITH IMMEDIATE that
 // finds no receive posted fails with IBV_WC_RNR_RETRY_EXC_ERR, a bad lkey or rkey with a
-// protection or remote-access error, posting to a queue pair that is not ready fails.
+// protection or remote-access error, posting to a queue pair that is not ready fails, and
+// moving a queue pair to RTR with an address that does not fit the port (a LID on InfiniBand; a
+// GRH with the right GID on RoCE, selected with TNT_FAKE_VERBS_ROCE=1) is refused.
 //
 // It exercises ib_transport.cpp's glue (set-up, state transitions, work requests, completion
 // events); it says nothing about how real drivers and HCAs behave.
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -59,6 +62,29 @@ std::map<std::uint32_t, MrState> mrs;  // by key (lkey == rkey)
 std::uint32_t next_qp_num = 0x100;
 long sends_until_failure = -1;  // fake_verbs_fail_send_after(): < 0 never
 std::uint32_t next_key = 0x1000;
+
+// TNT_FAKE_VERBS_ROCE=1: the port is RoCE (Ethernet link layer, no LID, a GID table).
+bool roce() {
+  const char* value = std::getenv("TNT_FAKE_VERBS_ROCE");
+  return value && std::strcmp(value, "1") == 0;
+}
+
+ibv_gid link_local_gid() {
+  ibv_gid gid{};
+  gid.raw[0] = 0xfe;
+  gid.raw[1] = 0x80;
+  gid.raw[15] = 0x01;
+  return gid;
+}
+
+ibv_gid loopback_v4_gid() {  // ::ffff:127.0.0.1
+  ibv_gid gid{};
+  gid.raw[10] = 0xff;
+  gid.raw[11] = 0xff;
+  gid.raw[12] = 127;
+  gid.raw[15] = 1;
+  return gid;
+}
 
 void push_completion(ibv_cq* cq, const ibv_wc& wc) {
   CqState& state = cqs.at(cq);
@@ -257,29 +283,49 @@ int ibv_query_port(ibv_context*, std::uint8_t port, _compat_ibv_port_attr* compa
   auto* attributes = reinterpret_cast<ibv_port_attr*>(compat);
   attributes->state = IBV_PORT_ACTIVE;
   attributes->max_mtu = IBV_MTU_4096;
-  attributes->active_mtu = IBV_MTU_4096;
-  attributes->gid_tbl_len = 1;
+  attributes->active_mtu = roce() ? IBV_MTU_1024 : IBV_MTU_4096;
+  attributes->gid_tbl_len = roce() ? 4 : 1;
   attributes->max_msg_sz = 1u << 31;
-  attributes->lid = 7;
-  attributes->link_layer = IBV_LINK_LAYER_INFINIBAND;
+  attributes->lid = roce() ? 0 : 7;
+  attributes->link_layer = roce() ? IBV_LINK_LAYER_ETHERNET : IBV_LINK_LAYER_INFINIBAND;
   return 0;
 }
 
-int ibv_query_gid(ibv_context*, std::uint8_t, int index, ibv_gid* gid) {
-  if (index != 0) return EINVAL;
-  *gid = ibv_gid{};
-  gid->raw[0] = 0xfe;
-  gid->raw[1] = 0x80;
-  return 0;
-}
-
-int _ibv_query_gid_ex(ibv_context* context, std::uint32_t port, std::uint32_t index, ibv_gid_entry* entry,
-                      std::uint32_t, std::size_t) {
+int _ibv_query_gid_ex(ibv_context*, std::uint32_t port, std::uint32_t index, ibv_gid_entry* entry, std::uint32_t,
+                      std::size_t) {
   *entry = ibv_gid_entry{};
   entry->gid_index = index;
   entry->port_num = port;
-  entry->gid_type = IBV_GID_TYPE_IB;
-  return ibv_query_gid(context, static_cast<std::uint8_t>(port), static_cast<int>(index), &entry->gid);
+  if (!roce()) {
+    if (index != 0) return ENODATA;
+    entry->gid_type = IBV_GID_TYPE_IB;
+    entry->gid = link_local_gid();
+    return 0;
+  }
+  // RoCE: v1 and v2 link-local entries, an empty slot, then the v2 entry of the IPv4 address.
+  switch (index) {
+    case 0:
+    case 1:
+      entry->gid_type = index == 0 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
+      entry->gid = link_local_gid();
+      return 0;
+    case 3:
+      entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+      entry->gid = loopback_v4_gid();
+      return 0;
+    default:
+      return ENODATA;
+  }
+}
+
+int ibv_query_gid(ibv_context* context, std::uint8_t port, int index, ibv_gid* gid) {
+  ibv_gid_entry entry{};
+  if (_ibv_query_gid_ex(context, port, static_cast<std::uint32_t>(index), &entry, 0, sizeof entry) != 0) {
+    errno = EINVAL;
+    return -1;  // as the real call: -1 and errno
+  }
+  *gid = entry.gid;
+  return 0;
 }
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
@@ -414,6 +460,14 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attributes, int mask) {
     return 0;
   }
   if (next == IBV_QPS_RTR && qp->state == IBV_QPS_INIT && (mask & rtr_needs) == rtr_needs) {
+    // RoCE has no LIDs: the address must carry a GRH with the GID of the data-plane address.
+    const ibv_ah_attr& ah = attributes->ah_attr;
+    const ibv_gid expected = loopback_v4_gid();
+    if (roce() && (!ah.is_global || ah.grh.sgid_index != 3 || std::memcmp(ah.grh.dgid.raw, expected.raw, 16) != 0 ||
+                   attributes->path_mtu != IBV_MTU_1024)) {
+      return EINVAL;
+    }
+    if (!roce() && (ah.is_global || ah.dlid != 7)) return EINVAL;
     qp_states.at(qp).dest_qp_num = attributes->dest_qp_num;
     qp->state = next;
     return 0;

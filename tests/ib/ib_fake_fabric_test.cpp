@@ -35,10 +35,19 @@ struct FabricCase {
 
 void PrintTo(const FabricCase& c, std::ostream* out) { *out << c.name; }
 
+// Settings from the environment the test runs in must not leak into it.
+void clear_ib_settings() {
+  for (const char* name : {"TNT_IB_DEVICE", "TNT_IB_PORT", "TNT_IB_GID_INDEX", "TNT_IB_EAGER_KB", "TNT_IB_BUFFERS",
+                           "TNT_IB_REG_CACHE_MB", "TNT_FAKE_VERBS_ROCE"}) {
+    ::unsetenv(name);
+  }
+}
+
 class IbFakeFabric : public ::testing::TestWithParam<FabricCase> {
  protected:
+  void TearDown() override { clear_ib_settings(); }
   void SetUp() override {
-    for (const char* name : {"TNT_IB_EAGER_KB", "TNT_IB_BUFFERS", "TNT_IB_REG_CACHE_MB"}) ::unsetenv(name);
+    clear_ib_settings();
     for (const auto& [name, value] : GetParam().env) ::setenv(name.c_str(), value.c_str(), 1);
   }
 };
@@ -129,13 +138,14 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         FabricCase{"defaults", {}, 0, std::size_t(-1)}, FabricCase{"eager_only", {}, 1024, 0},
         FabricCase{"rendezvous_only", {{"TNT_IB_EAGER_KB", "0"}, {"TNT_IB_BUFFERS", "4"}}, 64 * 1024, 0},
+        FabricCase{"roce", {{"TNT_FAKE_VERBS_ROCE", "1"}}, 0, std::size_t(-1)},
         FabricCase{"rendezvous_cached", {{"TNT_IB_EAGER_KB", "1"}, {"TNT_IB_REG_CACHE_MB", "64"}}, 256 * 1024, 0}),
     [](const auto& test_info) { return std::string(test_info.param.name); });
 
 // A work request fails in the middle of the job, as when a link or a peer dies: both ranks must
 // fail promptly with an error that names the other rank, never hang.
 TEST(IbFakeFabricFailure, FailedWorkRequestFailsBothRanks) {
-  for (const char* name : {"TNT_IB_EAGER_KB", "TNT_IB_BUFFERS", "TNT_IB_REG_CACHE_MB"}) ::unsetenv(name);
+  clear_ib_settings();
   const int port = free_port();
   std::string errors[2];
   auto rank_main = [&](int rank) {
@@ -172,7 +182,7 @@ TEST(IbFakeFabricFailure, FailedWorkRequestFailsBothRanks) {
 // The Transport interface directly: a message each way through the pairs, then one side goes
 // away. The other must report exactly one error, naming the lost rank, and nothing after close().
 TEST(IbFakeFabricTransport, LostPeerIsReportedOnceByName) {
-  for (const char* name : {"TNT_IB_EAGER_KB", "TNT_IB_BUFFERS", "TNT_IB_REG_CACHE_MB"}) ::unsetenv(name);
+  clear_ib_settings();
   transport::EventLoop loop0;
   transport::EventLoop loop1;
   auto t0 = transport::make_transport(loop0, rank_env(0, 1));
