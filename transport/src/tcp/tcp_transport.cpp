@@ -188,8 +188,7 @@ class TcpTransport final : public Transport {
       done = true;
       loop_.wake();
     });
-    if (loop_.in_loop_thread()) return;
-    loop_.wait_until([&] { return done; });
+    loop_.wait_until([&] { return done; });  // at once when called on the strand: dispatch ran inline
   }
 
   // Bookkeeping for handlers that still refer to this object (the destructor waits for 0).
