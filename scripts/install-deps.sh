@@ -8,7 +8,7 @@ packages=(
   libboost-dev libboost-system-dev
   capnproto libcapnp-dev
   libssl-dev
-  libibverbs-dev librdmacm-dev rdma-core
+  libibverbs-dev rdma-core
   libnuma-dev numactl
   libdnnl-dev ocl-icd-opencl-dev opencl-c-headers  # Debian's oneDNN CMake package requires OpenCL
   libspdlog-dev libfmt-dev
