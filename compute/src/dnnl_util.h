@@ -13,6 +13,8 @@ dnnl::stream& cpu_stream();
 dnnl::memory::desc plain_desc(const Shape& dims);
 
 bool is_plain(const dnnl::memory::desc& desc);
+// "nchw", "nhwc", "nChw8c" or "other", for logs.
+const char* layout_name(const dnnl::memory::desc& desc);
 int64_t storage_floats(const dnnl::memory::desc& desc);
 
 // A reorder between two descriptors of the same dims, or nothing when they

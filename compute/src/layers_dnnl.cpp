@@ -17,6 +17,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include <spdlog/spdlog.h>
+
 #include "dnnl_util.h"
 #include "layer.h"
 #include "layers_internal.h"
@@ -229,6 +231,14 @@ public:
         } catch (const dnnl::error&) {
           continue;
         }
+        // oneDNN 2.6's strided 1x1 kernels on NHWC input (jit_1x1 with its
+        // "reduce to unit stride" buffer) write past an internal buffer in
+        // backward-weights (seen under valgrind, corrupting the heap): never
+        // pick that combination.
+        const bool strided_1x1 = kernel_[0] == 1 && kernel_[1] == 1 && (stride_[0] > 1 || stride_[1] > 1);
+        if (strided_1x1 && std::string(detail::layout_name(candidate)) == "nhwc") {
+          continue;
+        }
         int cost = (candidate == input ? 0 : 1) + implementation_cost(p.fwd_impl) +
                    implementation_cost(p.bwd_weights_impl) +
                    (input_gradient ? implementation_cost(p.bwd_data_impl) : 0);
@@ -242,6 +252,9 @@ public:
     if (best < 0) {
       throw std::invalid_argument("layer " + name_ + ": oneDNN has no convolution for this configuration");
     }
+    spdlog::debug("{}: input {} as {}, kernels fwd {}, bwd-weights {}, bwd-data {}", name_,
+                  detail::layout_name(input), detail::layout_name(src_), prims_.fwd_impl, prims_.bwd_weights_impl,
+                  prims_.bwd_data_impl);
     prims_.fwd = dnnl::convolution_forward(prims_.fwd_pd);
     prims_.bwd_weights = dnnl::convolution_backward_weights(prims_.bwd_weights_pd);
     prims_.bwd_data = {};

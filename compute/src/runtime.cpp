@@ -97,6 +97,20 @@ dnnl::stream& cpu_stream() {
 
 bool is_plain(const dnnl::memory::desc& desc) { return desc == plain_desc(desc.dims()); }
 
+const char* layout_name(const dnnl::memory::desc& desc) {
+  using tag = dnnl::memory::format_tag;
+  const auto dims = desc.dims();
+  if (dims.size() != 4) {
+    return is_plain(desc) ? "plain" : "other";
+  }
+  for (auto [t, name] : {std::pair{tag::nchw, "nchw"}, {tag::nhwc, "nhwc"}, {tag::nChw8c, "nChw8c"}}) {
+    if (desc == dnnl::memory::desc(dims, dnnl::memory::data_type::f32, t)) {
+      return name;
+    }
+  }
+  return "other";
+}
+
 int64_t storage_floats(const dnnl::memory::desc& desc) {
   return static_cast<int64_t>(desc.get_size() / sizeof(float));
 }

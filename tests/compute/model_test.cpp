@@ -10,6 +10,7 @@
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
+#include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 
 namespace tnt::compute {
@@ -155,10 +156,15 @@ TEST(Model, TrainingIsBitwiseDeterministic) {
     }
     return all;
   };
-  auto a = run();
-  auto b = run();
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_TRUE(same_bits(a.data(), b.data(), static_cast<int64_t>(a.size())));
+  const int saved = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    auto a = run();
+    auto b = run();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_TRUE(same_bits(a.data(), b.data(), static_cast<int64_t>(a.size()))) << threads << " threads";
+  }
+  set_num_threads(saved);
 }
 
 TEST(Model, BatchSizeMayChangeBetweenSteps) {
