@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "dnnl_util.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/spec.h"
 #include "tnt/compute/tensor.h"
@@ -50,10 +51,18 @@ public:
   // Called once with the per-sample input shape: creates the parameters,
   // returns the per-sample output shape. Throws on shapes the layer cannot take.
   virtual Shape setup(const Shape& sample_input) = 0;
-  // Called when the full input shape (with batch) changes: (re)creates primitives.
-  virtual void prepare(const Shape& input) {}
+  // Called when the input (batch size or layout) changes: (re)creates the
+  // primitives for input data in layout `input` and returns the layout of the
+  // output. Layers that do not accept_blocked() get plain input.
+  // input_gradient: whether backward() will be asked for dx (layers may
+  // choose their algorithms accordingly; asking anyway stays correct).
+  virtual dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool input_gradient) = 0;
+  // Whether the layer takes its input in any oneDNN layout (see
+  // Note [Layouts] in layers_dnnl.cpp); otherwise the Chain reorders to plain.
+  virtual bool accepts_blocked() const { return false; }
   // x must stay alive and unchanged until backward() (its output does, and the
-  // model's caller keeps the model input).
+  // model's caller keeps the model input). x and dy are in the layouts given
+  // to / returned by prepare(); the returned dx is in x's layout.
   virtual const Tensor& forward(const Tensor& x, const ForwardContext& context) = 0;
   // Writes parameter gradients, announces them via ready (highest index
   // first), returns the input gradient when need_dx, else nullptr.
@@ -84,14 +93,21 @@ public:
   const Shape& sample_output(size_t i) const { return sample_out_[i]; }
 
   Shape setup(const Shape& sample_input);
-  void prepare(int64_t batch);
+  // Returns the layout of the chain's output.
+  dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool input_gradient);
   const Tensor& forward(const Tensor& x, const ForwardContext& context);
   // need_dx: whether the chain's own input gradient is wanted.
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
 
 private:
+  struct ToPlain {  // before a layer that wants plain input
+    detail::Reorder forward, backward;
+    Tensor x, dx;
+    int64_t dx_floats = 0;  // storage size of the layer input in its own layout
+  };
   std::vector<std::shared_ptr<Layer>> layers_;
+  std::vector<ToPlain> to_plain_;
   Shape sample_in_;
   std::vector<Shape> sample_out_;
 };

@@ -11,18 +11,16 @@
 namespace tnt::compute {
 namespace {
 
-Shape with_batch(int64_t batch, const Shape& sample) {
-  Shape s{batch};
-  s.insert(s.end(), sample.begin(), sample.end());
-  return s;
-}
-
 class Flatten final : public Layer {
 public:
   using Layer::Layer;
   Shape setup(const Shape& sample) override {
     OptionReader(spec_, name_).check_known({});
-    return {element_count(sample)};
+    features_ = element_count(sample);
+    return {features_};
+  }
+  dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool) override {
+    return detail::plain_desc({input.dims()[0], features_});
   }
   const Tensor& forward(const Tensor& x, const ForwardContext&) override {
     x_ = &x;
@@ -40,6 +38,7 @@ public:
   }
 
 private:
+  int64_t features_ = 0;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
 };
@@ -57,6 +56,8 @@ uint64_t mix64(uint64_t z) {
 class Dropout final : public Layer {
 public:
   using Layer::Layer;
+  bool accepts_blocked() const override { return true; }
+  dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool) override { return input; }
   Shape setup(const Shape& sample) override {
     OptionReader opt(spec_, name_);
     opt.check_known({"rate", "seed"});
@@ -70,7 +71,7 @@ public:
   const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
     x_ = &x;
     training_ = context.mode == Mode::training && rate_ > 0.0;
-    y_.resize(x.shape());
+    y_.resize_storage(x.shape(), x.size());
     if (!training_) {
       std::copy(x.data(), x.data() + x.size(), y_.data());
       return y_;
@@ -95,7 +96,7 @@ public:
     if (!need_dx) {
       return nullptr;
     }
-    dx_.resize(x_->shape());
+    dx_.resize_storage(x_->shape(), x_->size());
     if (!training_) {
       std::copy(dy.data(), dy.data() + dy.size(), dx_.data());
       return &dx_;
@@ -151,20 +152,29 @@ public:
     return a;
   }
 
-  void prepare(const Shape& input) override {
-    main_.prepare(input[0]);
-    if (!shortcut_.empty()) {
-      shortcut_.prepare(input[0]);
-    }
+  bool accepts_blocked() const override { return true; }
+
+  dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool input_gradient) override {
+    out_md_ = main_.prepare(input, input_gradient);
+    shortcut_md_ = shortcut_.empty() ? input : shortcut_.prepare(input, input_gradient);
+    // The sum is formed in the main branch's layout.
+    to_main_.prepare(shortcut_md_, out_md_);
+    to_shortcut_.prepare(out_md_, shortcut_md_);
+    return out_md_;
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
     const Tensor& a = main_.forward(x, context);
-    const Tensor& b = shortcut_.empty() ? x : shortcut_.forward(x, context);
-    y_.resize(a.shape());
+    const Tensor* b = shortcut_.empty() ? &x : &shortcut_.forward(x, context);
+    if (to_main_.needed()) {
+      shortcut_out_.resize_storage(a.shape(), a.size());
+      to_main_.run(b->data(), shortcut_out_.data());
+      b = &shortcut_out_;
+    }
+    y_.resize_storage(a.shape(), a.size());
     const int64_t n = a.size();
     const float* pa = a.data();
-    const float* pb = b.data();
+    const float* pb = b->data();
     float* py = y_.data();
     const bool relu = relu_;
 #pragma omp parallel for schedule(static)
@@ -176,18 +186,25 @@ public:
   }
 
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
-    dsum_.resize(dy.shape());
+    dsum_.resize_storage(dy.shape(), dy.size());
     for (int64_t i = 0; i < dy.size(); ++i) {
       dsum_[i] = relu_ && y_[i] <= 0.0f ? 0.0f : dy[i];
     }
+    const Tensor* dsum_shortcut = &dsum_;
+    if (to_shortcut_.needed()) {
+      dsum_shortcut_.resize_storage(dy.shape(), detail::storage_floats(shortcut_md_));
+      to_shortcut_.run(dsum_.data(), dsum_shortcut_.data());
+      dsum_shortcut = &dsum_shortcut_;
+    }
     // Shortcut parameters come after the main branch's (Note [Parameter
     // order]), so its gradients are finished and announced first.
-    const Tensor* ds = shortcut_.empty() ? &dsum_ : shortcut_.backward(dsum_, need_dx, ready);
+    const Tensor* ds = shortcut_.empty() ? dsum_shortcut : shortcut_.backward(*dsum_shortcut, need_dx, ready);
     const Tensor* dm = main_.backward(dsum_, need_dx, ready);
     if (!need_dx) {
       return nullptr;
     }
-    dx_.resize(dm->shape());
+    // Both input gradients are in the block input's layout.
+    dx_.resize_storage(dm->shape(), dm->size());
     for (int64_t i = 0; i < dx_.size(); ++i) {
       dx_[i] = (*dm)[i] + (*ds)[i];
     }
@@ -202,7 +219,9 @@ public:
 private:
   Chain main_, shortcut_;
   bool relu_ = true;
-  Tensor y_, dsum_, dx_;
+  dnnl::memory::desc out_md_, shortcut_md_;
+  detail::Reorder to_main_, to_shortcut_;
+  Tensor y_, dsum_, dsum_shortcut_, shortcut_out_, dx_;
 };
 
 }  // namespace
@@ -223,18 +242,36 @@ Shape Chain::setup(const Shape& sample_input) {
   return s;
 }
 
-void Chain::prepare(int64_t batch) {
-  Shape in = with_batch(batch, sample_in_);
+dnnl::memory::desc Chain::prepare(const dnnl::memory::desc& input, bool input_gradient) {
+  to_plain_.resize(layers_.size());
+  dnnl::memory::desc md = input;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->prepare(in);
-    in = with_batch(batch, sample_out_[i]);
+    auto& conversion = to_plain_[i];
+    if (!layers_[i]->accepts_blocked() && !detail::is_plain(md)) {
+      const auto plain = detail::plain_desc(md.dims());
+      conversion.forward.prepare(md, plain);
+      conversion.backward.prepare(plain, md);
+      md = plain;
+    } else {
+      conversion.forward = {};
+      conversion.backward = {};
+    }
+    md = layers_[i]->prepare(md, input_gradient || i > 0);
   }
+  return md;
 }
 
 const Tensor& Chain::forward(const Tensor& x, const ForwardContext& context) {
   const Tensor* t = &x;
-  for (auto& layer : layers_) {
-    t = &layer->forward(*t, context);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto& conversion = to_plain_[i];
+    if (conversion.forward.needed()) {
+      conversion.x.resize(t->shape());
+      conversion.forward.run(t->data(), conversion.x.data());
+      conversion.dx_floats = t->size();
+      t = &conversion.x;
+    }
+    t = &layers_[i]->forward(*t, context);
   }
   return *t;
 }
@@ -243,6 +280,12 @@ const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& rea
   const Tensor* g = &dy;
   for (size_t i = layers_.size(); i-- > 0;) {
     g = layers_[i]->backward(*g, need_dx || i > 0, ready);
+    auto& conversion = to_plain_[i];
+    if (g != nullptr && conversion.backward.needed()) {
+      conversion.dx.resize_storage(g->shape(), conversion.dx_floats);
+      conversion.backward.run(g->data(), conversion.dx.data());
+      g = &conversion.dx;
+    }
   }
   return g;
 }

@@ -1,10 +1,24 @@
-// Layers that run on oneDNN primitives. Activations between layers are plain
-// NCHW / NC tensors; each layer builds its forward and backward primitive
-// descriptors once per input shape (prepare) and executes them every step.
-// oneDNN's primitive cache makes a return to an earlier batch size cheap.
+// Layers that run on oneDNN primitives.
+//
+// Note [Layouts]: users see plain NCHW / NC tensors. Inside a model,
+// convolutions let oneDNN choose their output layout (format_tag::any; on
+// AVX2 usually nChw8c), and the layers after them (activations, pooling,
+// BatchNorm, Dropout, residual sums) work in whatever layout they are given,
+// so a run of such layers needs no reorders. A layer that wants plain input
+// (Dense, Flatten) gets it from its Chain, which reorders only where the
+// layouts differ; the model reorders its output to plain. Parameters and
+// their gradients always stay plain (the documented shapes): convolution
+// weights are reordered into the primitive's layout once per forward pass,
+// and weight gradients from the primitive's layout into the caller's memory.
+// Primitive descriptors are built once per input layout (prepare) and the
+// primitives executed every step; oneDNN's primitive cache makes a return to
+// an earlier batch size cheap.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <unordered_map>
+
+#include <spdlog/spdlog.h>
 
 #include "dnnl_util.h"
 #include "layer.h"
@@ -16,16 +30,52 @@ namespace {
 using detail::cpu_engine;
 using detail::cpu_stream;
 using detail::plain_desc;
+using detail::Reorder;
+using detail::storage_floats;
 using detail::wrap;
 using dnnl::algorithm;
 using dnnl::memory;
 using dnnl::prop_kind;
+using Args = std::unordered_map<int, memory>;
 
 void check_rank(const std::string& layer, const Shape& sample, size_t rank, const char* what) {
   if (sample.size() != rank) {
     throw std::invalid_argument("layer " + layer + ": expects " + what + " input per sample, got " +
                                 to_string(sample));
   }
+}
+
+// Rough cost of an implementation, for choosing among input layouts: oneDNN
+// 2.6 on AVX2 has no JIT kernels for some (layout, channel count) pairs and
+// falls back to reference code that is orders of magnitude slower.
+int implementation_cost(const std::string& impl) {
+  if (impl.find("ref") != std::string::npos) {
+    return 100;
+  }
+  if (impl.find("simple") != std::string::npos) {
+    return 10;
+  }
+  if (impl.find("gemm") != std::string::npos) {
+    return 2;
+  }
+  return 0;
+}
+
+// Layouts worth trying for a 4D activation: the one it arrives in first (no
+// reorder), then plain NCHW, NHWC and 8-channel blocks.
+std::vector<memory::desc> layout_candidates(const memory::desc& input) {
+  std::vector<memory::desc> out{input};
+  const memory::dims dims = input.dims();
+  for (auto tag : {memory::format_tag::nchw, memory::format_tag::nhwc, memory::format_tag::nChw8c}) {
+    // Not deduplicated: for one channel NCHW and NHWC compare equal, yet
+    // oneDNN picks its kernels by the tag it is given.
+    out.emplace_back(dims, memory::data_type::f32, tag);
+  }
+  return out;
+}
+
+memory::desc any_desc(const Shape& dims) {
+  return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32, memory::format_tag::any);
 }
 
 // ---------------------------------------------------------------- Dense
@@ -49,31 +99,28 @@ public:
     return {units_};
   }
 
-  void prepare(const Shape& input) override {
-    batch_ = input[0];
-    auto src = plain_desc({batch_, in_});
-    auto wei = plain_desc({units_, in_});
-    auto dst = plain_desc({batch_, units_});
-    auto bias = bias_ ? plain_desc({units_}) : memory::desc();
-    fwd_pd_ = dnnl::inner_product_forward::primitive_desc(
-        {prop_kind::forward_training, src, wei, bias, dst}, cpu_engine());
-    fwd_ = dnnl::inner_product_forward(fwd_pd_);
+  memory::desc prepare(const memory::desc& input, bool) override {
+    batch_ = input.dims()[0];
+    src_ = plain_desc({batch_, in_});
+    wei_ = plain_desc({units_, in_});
+    dst_ = plain_desc({batch_, units_});
+    bias_md_ = bias_ ? plain_desc({units_}) : memory::desc();
+    auto fwd_pd = dnnl::inner_product_forward::primitive_desc(
+        {prop_kind::forward_training, src_, wei_, bias_md_, dst_}, cpu_engine());
+    fwd_ = dnnl::inner_product_forward(fwd_pd);
     bwd_data_ = dnnl::inner_product_backward_data(
-        dnnl::inner_product_backward_data::primitive_desc({src, wei, dst}, cpu_engine(), fwd_pd_));
+        dnnl::inner_product_backward_data::primitive_desc({src_, wei_, dst_}, cpu_engine(), fwd_pd));
     bwd_weights_ = dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
-        {src, wei, bias, dst}, cpu_engine(), fwd_pd_));
-    src_ = src;
-    wei_ = wei;
-    dst_ = dst;
-    bias_md_ = bias;
+        {src_, wei_, bias_md_, dst_}, cpu_engine(), fwd_pd));
+    return dst_;
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext&) override {
     x_ = &x;
     y_.resize({batch_, units_});
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_, x.data())},
-                                         {DNNL_ARG_WEIGHTS, wrap(wei_, weight_->value.data())},
-                                         {DNNL_ARG_DST, wrap(dst_, y_.data())}};
+    Args args{{DNNL_ARG_SRC, wrap(src_, x.data())},
+              {DNNL_ARG_WEIGHTS, wrap(wei_, weight_->value.data())},
+              {DNNL_ARG_DST, wrap(dst_, y_.data())}};
     if (bias_) {
       args.emplace(DNNL_ARG_BIAS, wrap(bias_md_, bias_->value.data()));
     }
@@ -82,9 +129,9 @@ public:
   }
 
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_, x_->data())},
-                                         {DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
-                                         {DNNL_ARG_DIFF_WEIGHTS, wrap(wei_, weight_->grad)}};
+    Args args{{DNNL_ARG_SRC, wrap(src_, x_->data())},
+              {DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
+              {DNNL_ARG_DIFF_WEIGHTS, wrap(wei_, weight_->grad)}};
     if (bias_) {
       args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_md_, bias_->grad));
     }
@@ -105,7 +152,6 @@ private:
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   memory::desc src_, wei_, dst_, bias_md_;
-  dnnl::inner_product_forward::primitive_desc fwd_pd_;
   dnnl::inner_product_forward fwd_;
   dnnl::inner_product_backward_data bwd_data_;
   dnnl::inner_product_backward_weights bwd_weights_;
@@ -117,6 +163,7 @@ private:
 class Conv2D final : public Layer {
 public:
   using Layer::Layer;
+  bool accepts_blocked() const override { return true; }
 
   Shape setup(const Shape& sample) override {
     check_rank(name_, sample, 3, "a {C, H, W}");
@@ -159,76 +206,184 @@ public:
     return {filters_, out_hw_[0], out_hw_[1]};
   }
 
-  void prepare(const Shape& input) override {
-    batch_ = input[0];
-    src_ = plain_desc({batch_, channels_, in_hw_[0], in_hw_[1]});
-    dst_ = plain_desc({batch_, filters_, out_hw_[0], out_hw_[1]});
-    if (groups_ == 1) {
-      wei_ = plain_desc(weight_->info.shape);
-    } else {
-      wei_ = plain_desc({groups_, filters_ / groups_, channels_ / groups_, kernel_[0], kernel_[1]});
-    }
+  memory::desc prepare(const memory::desc& input, bool input_gradient) override {
+    batch_ = input.dims()[0];
+    in_md_ = input;
+    const Shape wdims = groups_ == 1
+                            ? weight_->info.shape
+                            : Shape{groups_, filters_ / groups_, channels_ / groups_, kernel_[0], kernel_[1]};
+    user_wei_ = plain_desc(wdims);
     bias_md_ = bias_ ? plain_desc({filters_}) : memory::desc();
-    memory::dims strides{stride_[0], stride_[1]};
-    memory::dims dil{dilation_[0] - 1, dilation_[1] - 1};  // oneDNN counts extra gaps
-    memory::dims pad{padding_[0], padding_[1]};
-    fwd_pd_ = dnnl::convolution_forward::primitive_desc(
-        {prop_kind::forward_training, algorithm::convolution_direct, src_, wei_, bias_md_, dst_, strides, dil,
-         pad, pad},
-        cpu_engine());
-    fwd_ = dnnl::convolution_forward(fwd_pd_);
-    bwd_data_ = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(
-        {algorithm::convolution_direct, src_, wei_, dst_, strides, dil, pad, pad}, cpu_engine(), fwd_pd_));
-    bwd_weights_ = dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(
-        {algorithm::convolution_direct, src_, wei_, bias_md_, dst_, strides, dil, pad, pad}, cpu_engine(),
-        fwd_pd_));
+    // Pick the input layout whose primitives are cheapest (the first layer
+    // needs no backward-data primitive); reorder the input to it if needed.
+    // The output layout is chosen too: with format_tag::any oneDNN picks the
+    // best forward kernel even when no fast backward kernel exists for it.
+    int best = -1;
+    const memory::dims out_dims{batch_, filters_, out_hw_[0], out_hw_[1]};
+    std::vector<memory::desc> outputs{any_desc(out_dims)};
+    for (auto tag : {memory::format_tag::nchw, memory::format_tag::nhwc, memory::format_tag::nChw8c}) {
+      outputs.emplace_back(out_dims, memory::data_type::f32, tag);
+    }
+    for (const memory::desc& candidate : layout_candidates(input)) {
+      for (const memory::desc& output : outputs) {
+        Primitives p;
+        try {
+          p = build(candidate, output, wdims);
+        } catch (const dnnl::error&) {
+          continue;
+        }
+        // oneDNN 2.6's strided 1x1 kernels on NHWC input (jit_1x1 with its
+        // "reduce to unit stride" buffer) write past an internal buffer in
+        // backward-weights (seen under valgrind, corrupting the heap): never
+        // pick that combination.
+        const bool strided_1x1 = kernel_[0] == 1 && kernel_[1] == 1 && (stride_[0] > 1 || stride_[1] > 1);
+        if (strided_1x1 && std::string(detail::layout_name(candidate)) == "nhwc") {
+          continue;
+        }
+        int cost = (candidate == input ? 0 : 1) + implementation_cost(p.fwd_impl) +
+                   implementation_cost(p.bwd_weights_impl) +
+                   (input_gradient ? implementation_cost(p.bwd_data_impl) : 0);
+        if (best < 0 || cost < best) {
+          best = cost;
+          prims_ = std::move(p);
+          src_ = candidate;
+        }
+      }
+    }
+    if (best < 0) {
+      throw std::invalid_argument("layer " + name_ + ": oneDNN has no convolution for this configuration");
+    }
+    spdlog::debug("{}: input {} as {}, kernels fwd {}, bwd-weights {}, bwd-data {}", name_,
+                  detail::layout_name(input), detail::layout_name(src_), prims_.fwd_impl, prims_.bwd_weights_impl,
+                  prims_.bwd_data_impl);
+    prims_.fwd = dnnl::convolution_forward(prims_.fwd_pd);
+    prims_.bwd_weights = dnnl::convolution_backward_weights(prims_.bwd_weights_pd);
+    prims_.bwd_data = {};
+    dst_ = prims_.dst;
+    to_src_.prepare(input, src_);
+    from_src_.prepare(src_, input);
+    to_fwd_wei_.prepare(user_wei_, prims_.fwd_wei);
+    to_bwd_wei_.prepare(user_wei_, prims_.bwd_wei);
+    from_diff_wei_.prepare(prims_.diff_wei, user_wei_);
+    fwd_wei_buf_.resize(static_cast<size_t>(storage_floats(prims_.fwd_wei)));
+    bwd_wei_buf_.resize(static_cast<size_t>(storage_floats(prims_.bwd_wei)));
+    diff_wei_buf_.resize(static_cast<size_t>(storage_floats(prims_.diff_wei)));
+    return dst_;
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext&) override {
     x_ = &x;
-    y_.resize({batch_, filters_, out_hw_[0], out_hw_[1]});
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_, x.data())},
-                                         {DNNL_ARG_WEIGHTS, wrap(wei_, weight_->value.data())},
-                                         {DNNL_ARG_DST, wrap(dst_, y_.data())}};
+    if (to_src_.needed()) {
+      x_src_.resize_storage(x.shape(), storage_floats(src_));
+      to_src_.run(x.data(), x_src_.data());
+      x_ = &x_src_;
+    }
+    y_.resize_storage({batch_, filters_, out_hw_[0], out_hw_[1]}, storage_floats(dst_));
+    const float* w = weight_->value.data();
+    if (to_fwd_wei_.needed()) {
+      to_fwd_wei_.run(w, fwd_wei_buf_.data());
+      w = fwd_wei_buf_.data();
+    }
+    Args args{{DNNL_ARG_SRC, wrap(src_, x_->data())}, {DNNL_ARG_WEIGHTS, wrap(prims_.fwd_wei, w)},
+              {DNNL_ARG_DST, wrap(dst_, y_.data())}};
     if (bias_) {
       args.emplace(DNNL_ARG_BIAS, wrap(bias_md_, bias_->value.data()));
     }
-    fwd_.execute(cpu_stream(), args);
+    prims_.fwd.execute(cpu_stream(), args);
     return y_;
   }
 
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_, x_->data())},
-                                         {DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
-                                         {DNNL_ARG_DIFF_WEIGHTS, wrap(wei_, weight_->grad)}};
+    float* dw = from_diff_wei_.needed() ? diff_wei_buf_.data() : weight_->grad;
+    Args args{{DNNL_ARG_SRC, wrap(src_, x_->data())},
+              {DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
+              {DNNL_ARG_DIFF_WEIGHTS, wrap(prims_.diff_wei, dw)}};
     if (bias_) {
       args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_md_, bias_->grad));
     }
-    bwd_weights_.execute(cpu_stream(), args);
+    prims_.bwd_weights.execute(cpu_stream(), args);
+    if (from_diff_wei_.needed()) {
+      from_diff_wei_.run(dw, weight_->grad);
+    }
     announce(ready);
     if (!need_dx) {
       return nullptr;
     }
-    dx_.resize(x_->shape());
-    bwd_data_.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
-                                     {DNNL_ARG_WEIGHTS, wrap(wei_, weight_->value.data())},
-                                     {DNNL_ARG_DIFF_SRC, wrap(src_, dx_.data())}});
+    dx_.resize_storage(x_->shape(), storage_floats(src_));
+    const float* w = weight_->value.data();
+    if (prims_.bwd_wei == prims_.fwd_wei && to_fwd_wei_.needed()) {
+      w = fwd_wei_buf_.data();  // reordered by this step's forward; weights unchanged since
+    } else if (to_bwd_wei_.needed()) {
+      to_bwd_wei_.run(w, bwd_wei_buf_.data());
+      w = bwd_wei_buf_.data();
+    }
+    if (!prims_.bwd_data) {
+      prims_.bwd_data = dnnl::convolution_backward_data(prims_.bwd_data_pd);
+    }
+    prims_.bwd_data.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
+                                           {DNNL_ARG_WEIGHTS, wrap(prims_.bwd_wei, w)},
+                                           {DNNL_ARG_DIFF_SRC, wrap(src_, dx_.data())}});
+    if (from_src_.needed()) {
+      dx_in_.resize_storage(x_->shape(), storage_floats(in_md_));
+      from_src_.run(dx_.data(), dx_in_.data());
+      return &dx_in_;
+    }
     return &dx_;
   }
 
 private:
+  struct Primitives {
+    memory::desc dst, fwd_wei, bwd_wei, diff_wei;
+    // Descriptors only while choosing: creating primitives for the losers
+    // would put them in oneDNN's primitive cache, whose keys cannot tell a
+    // one-channel NCHW input from an NHWC one.
+    dnnl::convolution_forward::primitive_desc fwd_pd;
+    dnnl::convolution_backward_weights::primitive_desc bwd_weights_pd;
+    dnnl::convolution_forward fwd;
+    dnnl::convolution_backward_data::primitive_desc bwd_data_pd;
+    dnnl::convolution_backward_data bwd_data;  // created on first use
+    dnnl::convolution_backward_weights bwd_weights;
+    std::string fwd_impl, bwd_data_impl, bwd_weights_impl;
+  };
+
+  Primitives build(const memory::desc& src, const memory::desc& dst, const Shape& wdims) const {
+    const memory::desc wei_any = any_desc(wdims);
+    memory::dims strides{stride_[0], stride_[1]};
+    memory::dims dil{dilation_[0] - 1, dilation_[1] - 1};  // oneDNN counts the gaps
+    memory::dims pad{padding_[0], padding_[1]};
+    Primitives p;
+    auto fwd_pd = dnnl::convolution_forward::primitive_desc(
+        {prop_kind::forward_training, algorithm::convolution_direct, src, wei_any, bias_md_, dst, strides, dil,
+         pad, pad},
+        cpu_engine());
+    p.dst = fwd_pd.dst_desc();
+    p.fwd_wei = fwd_pd.weights_desc();
+    p.fwd_impl = fwd_pd.impl_info_str();
+    p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
+        {algorithm::convolution_direct, src, wei_any, p.dst, strides, dil, pad, pad}, cpu_engine(), fwd_pd);
+    p.bwd_wei = p.bwd_data_pd.weights_desc();
+    p.bwd_data_impl = p.bwd_data_pd.impl_info_str();
+    auto bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
+        {algorithm::convolution_direct, src, wei_any, bias_md_, p.dst, strides, dil, pad, pad}, cpu_engine(),
+        fwd_pd);
+    p.diff_wei = bwd_weights_pd.diff_weights_desc();
+    p.bwd_weights_impl = bwd_weights_pd.impl_info_str();
+    p.fwd_pd = fwd_pd;
+    p.bwd_weights_pd = bwd_weights_pd;
+    return p;
+  }
+
   int64_t filters_ = 0, channels_ = 0, groups_ = 1, batch_ = 0;
   std::vector<int64_t> kernel_, stride_, padding_, dilation_;
   std::vector<int64_t> in_hw_{0, 0}, out_hw_{0, 0};
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
-  memory::desc src_, wei_, dst_, bias_md_;
-  dnnl::convolution_forward::primitive_desc fwd_pd_;
-  dnnl::convolution_forward fwd_;
-  dnnl::convolution_backward_data bwd_data_;
-  dnnl::convolution_backward_weights bwd_weights_;
+  Primitives prims_;
+  memory::desc in_md_, src_, dst_, user_wei_, bias_md_;
+  Reorder to_src_, from_src_, to_fwd_wei_, to_bwd_wei_, from_diff_wei_;
+  std::vector<float> fwd_wei_buf_, bwd_wei_buf_, diff_wei_buf_;
   const Tensor* x_ = nullptr;
-  Tensor y_, dx_;
+  Tensor x_src_, y_, dx_, dx_in_;
 };
 
 // ---------------------------------------------------------------- pooling
@@ -236,6 +391,7 @@ class Pool2D final : public Layer {
 public:
   Pool2D(LayerSpec spec, std::string name, algorithm alg, bool global)
       : Layer(std::move(spec), std::move(name)), alg_(alg), global_(global) {}
+  bool accepts_blocked() const override { return true; }
 
   Shape setup(const Shape& sample) override {
     check_rank(name_, sample, 3, "a {C, H, W}");
@@ -275,31 +431,50 @@ public:
     return {channels_, out_hw_[0], out_hw_[1]};
   }
 
-  void prepare(const Shape& input) override {
-    batch_ = input[0];
-    src_ = plain_desc({batch_, channels_, in_hw_[0], in_hw_[1]});
-    dst_ = plain_desc({batch_, channels_, out_hw_[0], out_hw_[1]});
-    memory::dims k{kernel_[0], kernel_[1]}, s{stride_[0], stride_[1]}, p{padding_[0], padding_[1]};
-    fwd_pd_ = dnnl::pooling_forward::primitive_desc({prop_kind::forward_training, alg_, src_, dst_, s, k, p, p},
-                                                    cpu_engine());
-    fwd_ = dnnl::pooling_forward(fwd_pd_);
-    bwd_ = dnnl::pooling_backward(
-        dnnl::pooling_backward::primitive_desc({alg_, src_, dst_, s, k, p, p}, cpu_engine(), fwd_pd_));
-    auto ws = fwd_pd_.workspace_desc();
-    has_ws_ = ws.get_size() > 0;
-    if (has_ws_) {
-      workspace_ = memory(ws, cpu_engine());
+  memory::desc prepare(const memory::desc& input, bool input_gradient) override {
+    batch_ = input.dims()[0];
+    in_md_ = input;
+    memory::dims k{kernel_[0], kernel_[1]}, st{stride_[0], stride_[1]}, p{padding_[0], padding_[1]};
+    const memory::desc dst_any = any_desc({batch_, channels_, out_hw_[0], out_hw_[1]});
+    int best = -1;
+    for (const memory::desc& candidate : layout_candidates(input)) {
+      auto fwd_pd = dnnl::pooling_forward::primitive_desc(
+          {prop_kind::forward_training, alg_, candidate, dst_any, st, k, p, p}, cpu_engine());
+      auto bwd_pd = dnnl::pooling_backward::primitive_desc({alg_, candidate, fwd_pd.dst_desc(), st, k, p, p},
+                                                           cpu_engine(), fwd_pd);
+      // The backward primitive runs every training step even for a first layer
+      // (it is cheap to skip only its result), so it always counts.
+      int cost = (candidate == input ? 0 : 1) + implementation_cost(fwd_pd.impl_info_str()) +
+                 implementation_cost(bwd_pd.impl_info_str());
+      if (best < 0 || cost < best) {
+        best = cost;
+        src_ = candidate;
+        dst_ = fwd_pd.dst_desc();
+        fwd_ = dnnl::pooling_forward(fwd_pd);
+        bwd_ = dnnl::pooling_backward(bwd_pd);
+        auto ws = fwd_pd.workspace_desc();
+        has_ws_ = ws.get_size() > 0;
+        if (has_ws_) {
+          workspace_ = memory(ws, cpu_engine());
+        }
+      }
     }
+    (void)input_gradient;
+    to_src_.prepare(input, src_);
+    from_src_.prepare(src_, input);
+    return dst_;
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext&) override {
     x_ = &x;
-    if (global_) {
-      y_.resize({batch_, channels_});
-    } else {
-      y_.resize({batch_, channels_, out_hw_[0], out_hw_[1]});
+    if (to_src_.needed()) {
+      x_src_.resize_storage(x.shape(), storage_floats(src_));
+      to_src_.run(x.data(), x_src_.data());
     }
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(src_, x.data())}, {DNNL_ARG_DST, wrap(dst_, y_.data())}};
+    const float* src = to_src_.needed() ? x_src_.data() : x.data();
+    const Shape shape = global_ ? Shape{batch_, channels_} : Shape{batch_, channels_, out_hw_[0], out_hw_[1]};
+    y_.resize_storage(shape, storage_floats(dst_));
+    Args args{{DNNL_ARG_SRC, wrap(src_, src)}, {DNNL_ARG_DST, wrap(dst_, y_.data())}};
     if (has_ws_) {
       args.emplace(DNNL_ARG_WORKSPACE, workspace_);
     }
@@ -311,13 +486,17 @@ public:
     if (!need_dx) {
       return nullptr;
     }
-    dx_.resize(x_->shape());
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
-                                         {DNNL_ARG_DIFF_SRC, wrap(src_, dx_.data())}};
+    dx_.resize_storage(x_->shape(), storage_floats(src_));
+    Args args{{DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())}, {DNNL_ARG_DIFF_SRC, wrap(src_, dx_.data())}};
     if (has_ws_) {
       args.emplace(DNNL_ARG_WORKSPACE, workspace_);
     }
     bwd_.execute(cpu_stream(), args);
+    if (from_src_.needed()) {
+      dx_in_.resize_storage(x_->shape(), storage_floats(in_md_));
+      from_src_.run(dx_.data(), dx_in_.data());
+      return &dx_in_;
+    }
     return &dx_;
   }
 
@@ -326,8 +505,9 @@ private:
   bool global_;
   int64_t channels_ = 0, batch_ = 0;
   std::vector<int64_t> kernel_, stride_, padding_, in_hw_{0, 0}, out_hw_{0, 0};
-  memory::desc src_, dst_;
-  dnnl::pooling_forward::primitive_desc fwd_pd_;
+  memory::desc in_md_, src_, dst_;
+  Reorder to_src_, from_src_;
+  Tensor x_src_, dx_in_;
   dnnl::pooling_forward fwd_;
   dnnl::pooling_backward bwd_;
   memory workspace_;
@@ -336,10 +516,121 @@ private:
   Tensor y_, dx_;
 };
 
+// ---------------------------------------------------------------- MaxPool2D
+// Max pooling on plain NCHW with its own loops. oneDNN 2.6 has max pooling,
+// but on AVX2 its kernels for few channels are slow in every layout
+// (measured: 64x6x28x28, 2x2: ~3 ms forward and ~3 ms backward in
+// simple_nchw, NHWC and nChw8c alike, against ~0.3 ms here), and LeNet-type
+// networks spend most of a step there. Ties go to the first maximum in the
+// window (as PyTorch); padding never wins.
+class MaxPool2D final : public Layer {
+public:
+  using Layer::Layer;
+
+  Shape setup(const Shape& sample) override {
+    check_rank(name_, sample, 3, "a {C, H, W}");
+    OptionReader opt(spec_, name_);
+    opt.check_known({"kernel", "stride", "padding"});
+    kernel_ = opt.pair("kernel", {2, 2});
+    stride_ = opt.pair("stride", {0, 0});
+    padding_ = opt.pair("padding", {0, 0});
+    channels_ = sample[0];
+    in_hw_ = {sample[1], sample[2]};
+    for (int i = 0; i < 2; ++i) {
+      if (stride_[i] == 0) {
+        stride_[i] = kernel_[i];
+      }
+      if (kernel_[i] < 1 || stride_[i] < 1 || padding_[i] < 0 || padding_[i] >= kernel_[i]) {
+        throw std::invalid_argument("layer " + name_ + ": kernel, stride must be >= 1 and 0 <= padding < kernel");
+      }
+      const int64_t padded = in_hw_[i] + 2 * padding_[i];
+      if (padded < kernel_[i]) {
+        throw std::invalid_argument("layer " + name_ + ": kernel larger than input " + to_string(sample));
+      }
+      out_hw_[i] = (padded - kernel_[i]) / stride_[i] + 1;
+    }
+    return {channels_, out_hw_[0], out_hw_[1]};
+  }
+
+  memory::desc prepare(const memory::desc& input, bool) override {
+    batch_ = input.dims()[0];
+    return plain_desc({batch_, channels_, out_hw_[0], out_hw_[1]});
+  }
+
+  const Tensor& forward(const Tensor& x, const ForwardContext&) override {
+    x_ = &x;
+    const int64_t planes = batch_ * channels_;
+    const int64_t ih = in_hw_[0], iw = in_hw_[1], oh = out_hw_[0], ow = out_hw_[1];
+    y_.resize({batch_, channels_, oh, ow});
+    argmax_.resize(static_cast<size_t>(planes * oh * ow));
+    const float* in = x.data();
+    float* out = y_.data();
+    int32_t* arg = argmax_.data();
+    const int64_t kh = kernel_[0], kw = kernel_[1], sh = stride_[0], sw = stride_[1];
+    const int64_t ph = padding_[0], pw = padding_[1];
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; ++p) {
+      const float* plane = in + p * ih * iw;
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        const int64_t y0 = std::max<int64_t>(oy * sh - ph, 0);
+        const int64_t y1 = std::min<int64_t>(oy * sh - ph + kh, ih);
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t x0 = std::max<int64_t>(ox * sw - pw, 0);
+          const int64_t x1 = std::min<int64_t>(ox * sw - pw + kw, iw);
+          int64_t best = y0 * iw + x0;
+          float value = plane[best];
+          for (int64_t yy = y0; yy < y1; ++yy) {
+            for (int64_t xx = x0; xx < x1; ++xx) {
+              const float v = plane[yy * iw + xx];
+              if (v > value) {
+                value = v;
+                best = yy * iw + xx;
+              }
+            }
+          }
+          const int64_t o = (p * oh + oy) * ow + ox;
+          out[o] = value;
+          arg[o] = static_cast<int32_t>(best);
+        }
+      }
+    }
+    return y_;
+  }
+
+  const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn&) override {
+    if (!need_dx) {
+      return nullptr;
+    }
+    dx_.resize(x_->shape());
+    const int64_t planes = batch_ * channels_;
+    const int64_t in_plane = in_hw_[0] * in_hw_[1], out_plane = out_hw_[0] * out_hw_[1];
+    const float* g = dy.data();
+    const int32_t* arg = argmax_.data();
+    float* d = dx_.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < planes; ++p) {
+      float* dp = d + p * in_plane;
+      std::fill(dp, dp + in_plane, 0.0f);
+      for (int64_t o = p * out_plane; o < (p + 1) * out_plane; ++o) {
+        dp[arg[o]] += g[o];
+      }
+    }
+    return &dx_;
+  }
+
+private:
+  int64_t channels_ = 0, batch_ = 0;
+  std::vector<int64_t> kernel_, stride_, padding_, in_hw_{0, 0}, out_hw_{0, 0};
+  std::vector<int32_t> argmax_;
+  const Tensor* x_ = nullptr;
+  Tensor y_, dx_;
+};
+
 // ---------------------------------------------------------------- activations
 class Activation final : public Layer {
 public:
   using Layer::Layer;
+  bool accepts_blocked() const override { return true; }
 
   Shape setup(const Shape& sample) override {
     OptionReader opt(spec_, name_);
@@ -374,25 +665,24 @@ public:
       throw std::invalid_argument("layer " + name_ + ": unknown activation function '" + f +
                                   "' (relu, leaky_relu, elu, tanh, sigmoid, gelu, swish, linear)");
     }
-    sample_ = sample;
     return sample;
   }
 
-  void prepare(const Shape& input) override {
-    if (identity_) {
-      return;
+  memory::desc prepare(const memory::desc& input, bool) override {
+    md_ = input;
+    if (!identity_) {
+      auto fwd_pd = dnnl::eltwise_forward::primitive_desc({prop_kind::forward_training, alg_, md_, alpha_, 0.0f},
+                                                          cpu_engine());
+      fwd_ = dnnl::eltwise_forward(fwd_pd);
+      bwd_ = dnnl::eltwise_backward(
+          dnnl::eltwise_backward::primitive_desc({alg_, md_, md_, alpha_, 0.0f}, cpu_engine(), fwd_pd));
     }
-    md_ = plain_desc({element_count(input)});
-    fwd_pd_ = dnnl::eltwise_forward::primitive_desc({prop_kind::forward_training, alg_, md_, alpha_, 0.0f},
-                                                    cpu_engine());
-    fwd_ = dnnl::eltwise_forward(fwd_pd_);
-    bwd_ = dnnl::eltwise_backward(
-        dnnl::eltwise_backward::primitive_desc({alg_, md_, md_, alpha_, 0.0f}, cpu_engine(), fwd_pd_));
+    return md_;
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext&) override {
     x_ = &x;
-    y_.resize(x.shape());
+    y_.resize_storage(x.shape(), x.size());
     if (identity_) {
       std::copy(x.data(), x.data() + x.size(), y_.data());
       return y_;
@@ -405,7 +695,7 @@ public:
     if (!need_dx) {
       return nullptr;
     }
-    dx_.resize(x_->shape());
+    dx_.resize_storage(x_->shape(), x_->size());
     if (identity_) {
       std::copy(dy.data(), dy.data() + dy.size(), dx_.data());
       return &dx_;
@@ -420,9 +710,7 @@ private:
   algorithm alg_ = algorithm::eltwise_relu;
   float alpha_ = 0.0f;
   bool identity_ = false;
-  Shape sample_;
   memory::desc md_;
-  dnnl::eltwise_forward::primitive_desc fwd_pd_;
   dnnl::eltwise_forward fwd_;
   dnnl::eltwise_backward bwd_;
   const Tensor* x_ = nullptr;
@@ -437,6 +725,7 @@ private:
 class BatchNorm final : public Layer {
 public:
   using Layer::Layer;
+  bool accepts_blocked() const override { return true; }
 
   Shape setup(const Shape& sample) override {
     OptionReader opt(spec_, name_);
@@ -461,29 +750,36 @@ public:
     return sample;
   }
 
-  void prepare(const Shape& input) override {
-    batch_ = input[0];
-    data_ = plain_desc({batch_, channels_, spatial_, 1});
+  memory::desc prepare(const memory::desc& input, bool) override {
+    batch_ = input.dims()[0];
+    // {N, C} input (after a Dense layer) is plain; view it as {N, C, 1, 1}.
+    data_ = input.dims().size() == 2 ? plain_desc({batch_, channels_, 1, 1}) : input;
     stat_ = plain_desc({channels_});
     using flags = dnnl::normalization_flags;
-    auto train_flags = flags::use_scale | flags::use_shift;
-    train_pd_ = dnnl::batch_normalization_forward::primitive_desc(
-        {prop_kind::forward_training, data_, epsilon_, train_flags}, cpu_engine());
-    train_ = dnnl::batch_normalization_forward(train_pd_);
+    const auto affine = flags::use_scale | flags::use_shift;
+    auto train_pd = dnnl::batch_normalization_forward::primitive_desc(
+        {prop_kind::forward_training, data_, epsilon_, affine}, cpu_engine());
+    train_ = dnnl::batch_normalization_forward(train_pd);
     infer_ = dnnl::batch_normalization_forward(dnnl::batch_normalization_forward::primitive_desc(
-        {prop_kind::forward_inference, data_, epsilon_, train_flags | flags::use_global_stats}, cpu_engine()));
+        {prop_kind::forward_inference, data_, epsilon_, affine | flags::use_global_stats}, cpu_engine()));
     bwd_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
-        {prop_kind::backward, data_, data_, epsilon_, train_flags}, cpu_engine(), train_pd_));
+        {prop_kind::backward, data_, data_, epsilon_, affine}, cpu_engine(), train_pd));
+    // Backward through inference mode (frozen statistics) needs its own pair.
+    auto frozen_pd = dnnl::batch_normalization_forward::primitive_desc(
+        {prop_kind::forward_training, data_, epsilon_, affine | flags::use_global_stats}, cpu_engine());
+    bwd_frozen_ = dnnl::batch_normalization_backward(dnnl::batch_normalization_backward::primitive_desc(
+        {prop_kind::backward, data_, data_, epsilon_, affine | flags::use_global_stats}, cpu_engine(), frozen_pd));
+    return input;
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
     x_ = &x;
     last_mode_ = context.mode;
-    y_.resize(x.shape());
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(data_, x.data())},
-                                         {DNNL_ARG_DST, wrap(data_, y_.data())},
-                                         {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
-                                         {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())}};
+    y_.resize_storage(x.shape(), x.size());
+    Args args{{DNNL_ARG_SRC, wrap(data_, x.data())},
+              {DNNL_ARG_DST, wrap(data_, y_.data())},
+              {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
+              {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())}};
     if (context.mode == Mode::inference) {
       args.emplace(DNNL_ARG_MEAN, wrap(stat_, running_mean_->value.data()));
       args.emplace(DNNL_ARG_VARIANCE, wrap(stat_, running_var_->value.data()));
@@ -493,8 +789,8 @@ public:
     args.emplace(DNNL_ARG_MEAN, wrap(stat_, mean_.data()));
     args.emplace(DNNL_ARG_VARIANCE, wrap(stat_, var_.data()));
     train_.execute(cpu_stream(), args);
-    int64_t n = batch_ * spatial_;
-    float bessel = n > 1 ? static_cast<float>(n) / static_cast<float>(n - 1) : 1.0f;
+    const int64_t n = batch_ * spatial_;
+    const float bessel = n > 1 ? static_cast<float>(n) / static_cast<float>(n - 1) : 1.0f;
     for (int64_t c = 0; c < channels_; ++c) {
       auto i = static_cast<size_t>(c);
       running_mean_->value[i] = momentum_ * running_mean_->value[i] + (1.0f - momentum_) * mean_[i];
@@ -504,51 +800,24 @@ public:
   }
 
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
-    dx_.resize(x_->shape());
-    if (last_mode_ == Mode::inference) {
-      backward_inference(dy);
-      announce(ready);
-      return need_dx ? &dx_ : nullptr;
-    }
-    bwd_.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(data_, x_->data())},
-                                {DNNL_ARG_MEAN, wrap(stat_, mean_.data())},
-                                {DNNL_ARG_VARIANCE, wrap(stat_, var_.data())},
-                                {DNNL_ARG_DIFF_DST, wrap(data_, dy.data())},
-                                {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
-                                {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())},
-                                {DNNL_ARG_DIFF_SRC, wrap(data_, dx_.data())},
-                                {DNNL_ARG_DIFF_SCALE, wrap(stat_, scale_->grad)},
-                                {DNNL_ARG_DIFF_SHIFT, wrap(stat_, shift_->grad)}});
+    dx_.resize_storage(x_->shape(), x_->size());
+    const bool frozen = last_mode_ == Mode::inference;
+    (frozen ? bwd_frozen_ : bwd_)
+        .execute(cpu_stream(),
+                 {{DNNL_ARG_SRC, wrap(data_, x_->data())},
+                  {DNNL_ARG_MEAN, wrap(stat_, frozen ? running_mean_->value.data() : mean_.data())},
+                  {DNNL_ARG_VARIANCE, wrap(stat_, frozen ? running_var_->value.data() : var_.data())},
+                  {DNNL_ARG_DIFF_DST, wrap(data_, dy.data())},
+                  {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
+                  {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())},
+                  {DNNL_ARG_DIFF_SRC, wrap(data_, dx_.data())},
+                  {DNNL_ARG_DIFF_SCALE, wrap(stat_, scale_->grad)},
+                  {DNNL_ARG_DIFF_SHIFT, wrap(stat_, shift_->grad)}});
     announce(ready);
     return need_dx ? &dx_ : nullptr;
   }
 
 private:
-  // With frozen statistics the layer is affine per channel; oneDNN's backward
-  // primitive wants a training forward as its hint, so this case is a loop.
-  void backward_inference(const Tensor& dy) {
-    const float* x = x_->data();
-    const float* g = dy.data();
-    float* dx = dx_.data();
-    for (int64_t c = 0; c < channels_; ++c) {
-      auto ci = static_cast<size_t>(c);
-      float inv = 1.0f / std::sqrt(running_var_->value[ci] + epsilon_);
-      float mean = running_mean_->value[ci];
-      float k = scale_->value[ci] * inv;
-      double dscale = 0.0, dshift = 0.0;
-      for (int64_t n = 0; n < batch_; ++n) {
-        int64_t base = (n * channels_ + c) * spatial_;
-        for (int64_t s = 0; s < spatial_; ++s) {
-          dscale += static_cast<double>(g[base + s]) * (x[base + s] - mean) * inv;
-          dshift += g[base + s];
-          dx[base + s] = g[base + s] * k;
-        }
-      }
-      scale_->grad[ci] = static_cast<float>(dscale);
-      shift_->grad[ci] = static_cast<float>(dshift);
-    }
-  }
-
   Mode last_mode_ = Mode::training;
   float momentum_ = 0.99f, epsilon_ = 1e-3f;
   int64_t channels_ = 0, spatial_ = 1, batch_ = 0;
@@ -558,9 +827,8 @@ private:
   StateBuffer* running_var_ = nullptr;
   std::vector<float> mean_, var_;
   memory::desc data_, stat_;
-  dnnl::batch_normalization_forward::primitive_desc train_pd_;
   dnnl::batch_normalization_forward train_, infer_;
-  dnnl::batch_normalization_backward bwd_;
+  dnnl::batch_normalization_backward bwd_, bwd_frozen_;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
 };
@@ -575,7 +843,7 @@ std::shared_ptr<Layer> make_dnnl_layer(const LayerSpec& spec, const std::string&
     return std::make_shared<Conv2D>(spec, name);
   }
   if (spec.type == "max_pool2d") {
-    return std::make_shared<Pool2D>(spec, name, algorithm::pooling_max, false);
+    return std::make_shared<MaxPool2D>(spec, name);
   }
   if (spec.type == "avg_pool2d") {
     return std::make_shared<Pool2D>(spec, name, algorithm::pooling_avg_exclude_padding, false);

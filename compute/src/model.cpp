@@ -12,6 +12,11 @@ namespace tnt::compute {
 
 struct Model::Registry {
   Chain chain;
+  // The last layer's output layout may be blocked (Note [Layouts] in
+  // layers_dnnl.cpp); users get plain tensors.
+  dnnl::memory::desc output_md;
+  detail::Reorder output_to_plain, gradient_from_plain;
+  Tensor plain_output, d_output;
   Shape sample_output;
   std::vector<Parameter*> params;
   std::vector<StateBuffer*> states;
@@ -141,15 +146,27 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
     throw std::invalid_argument("model '" + spec_.name + "': input " + to_string(shape) + " does not match {N} + " +
                                 to_string(spec_.input));
   }
+  Registry& r = *registry_;
   if (shape != configured_input_) {
-    registry_->chain.prepare(shape[0]);
+    configured_input_.clear();  // stays unset if prepare throws
+    r.output_md = r.chain.prepare(detail::plain_desc(shape), false);
+    const auto plain = detail::plain_desc(r.output_md.dims());
+    r.output_to_plain.prepare(r.output_md, plain);
+    r.gradient_from_plain.prepare(plain, r.output_md);
     configured_input_ = shape;
   }
   ForwardContext context{mode, training_passes_};
   if (mode == Mode::training) {
     ++training_passes_;
   }
-  last_output_ = &registry_->chain.forward(x, context);
+  const Tensor& y = r.chain.forward(x, context);
+  if (r.output_to_plain.needed()) {
+    r.plain_output.resize(y.shape());
+    r.output_to_plain.run(y.data(), r.plain_output.data());
+    last_output_ = &r.plain_output;
+  } else {
+    last_output_ = &y;
+  }
   return *last_output_;
 }
 
@@ -161,7 +178,14 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
     throw std::invalid_argument("model '" + spec_.name + "': output gradient " + to_string(d_output.shape()) +
                                 " does not match output " + to_string(last_output_->shape()));
   }
-  return registry_->chain.backward(d_output, input_gradient, on_gradient_ready);
+  Registry& r = *registry_;
+  const Tensor* dy = &d_output;
+  if (r.gradient_from_plain.needed()) {
+    r.d_output.resize_storage(d_output.shape(), detail::storage_floats(r.output_md));
+    r.gradient_from_plain.run(d_output.data(), r.d_output.data());
+    dy = &r.d_output;
+  }
+  return r.chain.backward(*dy, input_gradient, on_gradient_ready);
 }
 
 std::string Model::summary() const {

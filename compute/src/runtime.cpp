@@ -47,6 +47,15 @@ void Tensor::resize(const Shape& shape) {
   values_.resize(static_cast<size_t>(element_count(shape_)));
 }
 
+void Tensor::resize_storage(const Shape& shape, int64_t floats) {
+  if (floats < element_count(shape)) {
+    throw std::invalid_argument("Tensor: storage of " + std::to_string(floats) + " floats is too small for " +
+                                to_string(shape));
+  }
+  shape_ = shape;
+  values_.resize(static_cast<size_t>(floats));
+}
+
 void Tensor::reshape(const Shape& shape) {
   if (element_count(shape) != size()) {
     throw std::invalid_argument("Tensor: cannot reshape " + to_string(shape_) + " to " + to_string(shape));
@@ -84,6 +93,39 @@ dnnl::stream& cpu_stream() {
   // streams with the OpenMP runtime execute synchronously.
   static thread_local dnnl::stream stream(cpu_engine());
   return stream;
+}
+
+bool is_plain(const dnnl::memory::desc& desc) { return desc == plain_desc(desc.dims()); }
+
+const char* layout_name(const dnnl::memory::desc& desc) {
+  using tag = dnnl::memory::format_tag;
+  const auto dims = desc.dims();
+  if (dims.size() != 4) {
+    return is_plain(desc) ? "plain" : "other";
+  }
+  for (auto [t, name] : {std::pair{tag::nchw, "nchw"}, {tag::nhwc, "nhwc"}, {tag::nChw8c, "nChw8c"}}) {
+    if (desc == dnnl::memory::desc(dims, dnnl::memory::data_type::f32, t)) {
+      return name;
+    }
+  }
+  return "other";
+}
+
+int64_t storage_floats(const dnnl::memory::desc& desc) {
+  return static_cast<int64_t>(desc.get_size() / sizeof(float));
+}
+
+void Reorder::prepare(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  from_ = from;
+  to_ = to;
+  needed_ = from != to;
+  if (needed_) {
+    primitive_ = dnnl::reorder(dnnl::reorder::primitive_desc(cpu_engine(), from, cpu_engine(), to));
+  }
+}
+
+void Reorder::run(const float* from, float* to) const {
+  primitive_.execute(cpu_stream(), {{DNNL_ARG_FROM, wrap(from_, from)}, {DNNL_ARG_TO, wrap(to_, to)}});
 }
 
 dnnl::memory::desc plain_desc(const Shape& dims) {

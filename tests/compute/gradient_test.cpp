@@ -10,6 +10,7 @@
 #include "test_util.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
+#include "tnt/compute/zoo.h"
 
 namespace tnt::compute {
 namespace {
@@ -123,6 +124,22 @@ Conv2DOptions conv(int64_t filters, int64_t k, int64_t stride, int64_t pad, int6
   return o;
 }
 
+std::vector<LayerSpec> smoothed(std::vector<LayerSpec> specs) {
+  for (LayerSpec& l : specs) {
+    if (l.type == "activation") {
+      l.options["function"] = std::string("tanh");
+    } else if (l.type == "max_pool2d") {
+      l.type = "avg_pool2d";
+    } else if (l.type == "residual") {
+      l.options["activation"] = std::string("linear");
+      for (auto& branch : l.branches) {
+        branch = smoothed(branch);
+      }
+    }
+  }
+  return specs;
+}
+
 std::vector<Case> cases() {
   std::vector<Case> out{
       {"dense", {dense(5)}, {3, 7}},
@@ -159,6 +176,15 @@ std::vector<Case> cases() {
         dense(3)},
        {2, 1, 6, 6}},
   };
+  // The zoo networks' real shapes take the layout paths (NHWC / blocked
+  // convolutions, reorders) that the tiny cases above may not. Kinks (ReLU,
+  // max) are smoothed so that finite differences stay meaningful over many
+  // layers; the kinked layers have their own cases above.
+  out.push_back({"lenet5_smoothed", smoothed(zoo::lenet5().layers), {2, 1, 28, 28}});
+  out.push_back({"resnet20_stage_smoothed",
+                 smoothed({conv2d(conv(16, 3, 1, 1)), batch_norm(), activation("relu"), zoo::resnet20().layers[6],
+                           zoo::resnet20().layers[9]}),
+                 {2, 3, 12, 12}});
   return out;
 }
 

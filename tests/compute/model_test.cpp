@@ -2,6 +2,7 @@
 // gradient memory, gradient readiness, micro-batch gradient sums, determinism.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -10,6 +11,7 @@
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
+#include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 
 namespace tnt::compute {
@@ -42,6 +44,19 @@ TEST(Model, ZooParameterCounts) {
   EXPECT_EQ(resnet20.forward(x, Mode::training).shape(), (Shape{2, 10}));
   Model resnet50(zoo::resnet50());
   EXPECT_EQ(resnet50.total_parameter_size(), 25557032);  // as torchvision's resnet50
+  // One training step's passes run and give finite numbers (batch 2: BatchNorm
+  // needs more than one value per channel in the last stage).
+  Tensor image = test::random_tensor({2, 3, 224, 224}, 2);
+  const Tensor& logits = resnet50.forward(image, Mode::training);
+  ASSERT_EQ(logits.shape(), (Shape{2, 1000}));
+  Tensor d_logits = test::random_tensor({2, 1000}, 3);
+  resnet50.backward(d_logits);
+  for (size_t i : {size_t{0}, resnet50.parameter_count() / 2, resnet50.parameter_count() - 1}) {
+    const float* g = resnet50.gradient(i);
+    for (int64_t j = 0; j < resnet50.parameter(i).size; ++j) {
+      ASSERT_TRUE(std::isfinite(g[j])) << resnet50.parameter(i).name;
+    }
+  }
   Model mlp(zoo::mlp());
   EXPECT_EQ(mlp.total_parameter_size(), 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
 }
@@ -155,10 +170,15 @@ TEST(Model, TrainingIsBitwiseDeterministic) {
     }
     return all;
   };
-  auto a = run();
-  auto b = run();
-  ASSERT_EQ(a.size(), b.size());
-  EXPECT_TRUE(same_bits(a.data(), b.data(), static_cast<int64_t>(a.size())));
+  const int saved = num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    auto a = run();
+    auto b = run();
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_TRUE(same_bits(a.data(), b.data(), static_cast<int64_t>(a.size()))) << threads << " threads";
+  }
+  set_num_threads(saved);
 }
 
 TEST(Model, BatchSizeMayChangeBetweenSteps) {

@@ -35,7 +35,7 @@ TEST(Training, LeNet5ReachesOver99PercentOnSyntheticData) {
   };
   const auto [initial_accuracy, initial_loss] = evaluate();
   double final_accuracy = 0.0, final_loss = 0.0;
-  for (int epoch = 0; epoch < 6; ++epoch) {
+  for (int epoch = 0; epoch < 12; ++epoch) {
     for (int64_t b = 0; b < samples; b += batch) {
       const Tensor x = test::slice(data.images, b, batch);
       loss.forward(model.forward(x, Mode::training), labels.subspan(b, batch));

@@ -32,6 +32,11 @@ public:
   void resize(const Shape& shape);
   // Same elements, new shape with the same element count.
   void reshape(const Shape& shape);
+  // For compute/'s layers: a tensor whose storage holds `floats` values in a
+  // oneDNN layout of its own (possibly padded), so size() may exceed the
+  // element count of shape(). Tensors handed to or returned from Model are
+  // always plain.
+  void resize_storage(const Shape& shape, int64_t floats);
 
 private:
   Shape shape_;
