@@ -4,6 +4,8 @@
 
 #include "tnt/transport/error.h"
 
+#include "tnt/transport/error.h"
+
 namespace tnt::transport {
 
 EventLoop::EventLoop()
@@ -35,31 +37,42 @@ EventLoop::~EventLoop() {
 }
 
 void EventLoop::wake() {
-  // A waiter may be asleep inside run_one_for() with nothing left to run: give it a handler.
-  if (waiters_.load() > 0) boost::asio::post(*io_, [] {});
+  {
+    std::lock_guard lock(wake_mutex_);
+    ++wake_count_;
+  }
+  wake_cv_.notify_all();
+  // A caller helping to run a shared io_context may be asleep in it with nothing to run.
+  if (!owns_thread()) boost::asio::post(*io_, [] {});
 }
 
-// Note [Waiting helps]: a blocked caller does not sleep on a condition variable while the
-// progress thread does the work; it runs the io_context too (Asio allows any number of threads
-// to; tnt's strand keeps its handlers serial). Then the thread that is already awake handles
-// the completion, and a blocking collective costs no thread hand-off: measured here with 2
-// ranks on a loaded 2-core machine, a 4 KiB allreduce took 124-134 us with a condition
-// variable and 66-69 us like this. It never spins: run_one_for sleeps in the kernel.
+// Note [Waiting]: a blocked caller sleeps on a condition variable that wake() signals, while the
+// progress thread does the work. Tried and dropped: letting the caller run the io_context too.
+// Its median was lower under load (4 KiB allreduce, 2 ranks: 66-69 us against 124-134 us), but
+// Asio's scheduler gives no way to wake one chosen thread: when the progress thread ran the
+// completing handler, the caller slept on until its time slice ended, and whole runs had a
+// median of 2.1 ms. Sleeping on our own condition variable cannot miss its wake-up.
 bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<std::chrono::steady_clock::time_point> deadline) {
-  if (ready()) return true;
+  if (ready()) return true;  // also from inside a handler, e.g. a close() that already happened
   if (in_loop_thread() || strand_.running_in_this_thread()) {
     throw Error("a blocking tnt call was made from inside tnt's event loop (from a completion callback?): "
                 "it would wait forever; use the asynchronous form there");
   }
-  ++waiters_;
-  struct Leave {
-    std::atomic<int>& count;
-    ~Leave() { --count; }
-  } leave{waiters_};
+  auto expired = [&] { return deadline && std::chrono::steady_clock::now() >= *deadline; };
+  if (owns_thread()) {
+    std::unique_lock lock(wake_mutex_);
+    while (!ready()) {
+      if (expired()) return false;
+      // The slice only bounds a deadline's overshoot; wake() ends the wait at once.
+      auto seen = wake_count_;
+      wake_cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return wake_count_ != seen; });
+    }
+    return true;
+  }
+  // A shared io_context: the caller helps to run it (the embedding code may not run it at all).
   while (!ready()) {
-    if (deadline && std::chrono::steady_clock::now() >= *deadline) return false;
-    // The slice bounds how late a waiter notices a condition whose wake() it missed.
-    io_->run_one_for(std::chrono::milliseconds(2));
+    if (expired()) return false;
+    io_->run_one_for(std::chrono::milliseconds(5));  // the slice bounds a missed wake-up
   }
   return true;
 }

@@ -6,7 +6,8 @@
 #include <memory>
 #include <optional>
 #include <thread>
-#include <atomic>
+#include <condition_variable>
+#include <mutex>
 
 #include "tnt/transport/asio.h"
 
@@ -31,13 +32,13 @@ class EventLoop {
   bool owns_thread() const { return thread_.joinable(); }
   bool in_loop_thread() const { return std::this_thread::get_id() == thread_id_; }
 
-  // Blocks until `ready` holds, running the io_context meanwhile (Note [Waiting helps] in
-  // event_loop.cpp), so it works whether or not another thread also runs it. `ready` is
-  // checked after every handler; wake() makes a waiter check it at once.
+  // Blocks until `ready` holds. With a shared io_context the caller helps to run it, so this
+  // works whether or not another thread also runs that io_context. `ready` is polled after
+  // every handler (shared) or each `slice` (own thread, where wake() cuts the slice short).
   // With a deadline, returns false if it passed first.
   bool wait_until(const std::function<bool()>& ready,
                   std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
-  void wake();  // makes wait_until callers check their condition now
+  void wake();  // wakes wait_until callers of an own-thread loop
 
   // Runs `task` on the strand and blocks until it finishes; rethrows what it throws.
   template <class T>
@@ -60,7 +61,9 @@ class EventLoop {
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   std::thread thread_;
   std::thread::id thread_id_;
-  std::atomic<int> waiters_{0};
+  std::mutex wake_mutex_;
+  std::condition_variable wake_cv_;
+  std::uint64_t wake_count_ = 0;
 };
 
 // void specialisation: co_spawn hands no value.
