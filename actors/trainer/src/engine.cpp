@@ -166,7 +166,7 @@ class BackpropActor : public Actor {
     backward_end_us_ = now_us();
     refs_->bucketer.send(StepEnd{figures});
     if (c_.timeline->enabled()) {
-      const auto s = static_cast<int64_t>(step_);
+      const auto s = static_cast<int64_t>(c_.optimizer->steps());
       c_.timeline->add("forward", "compute", Timeline::compute, step_begin_us_, forward_end_us_, s);
       c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, backward_end_us_, s);
     }
@@ -179,7 +179,7 @@ class BackpropActor : public Actor {
     optimizer.step(*c_.model, rate);
     const int64_t end_us = now_us();
     if (c_.timeline->enabled()) {
-      const auto s = static_cast<int64_t>(step_);
+      const auto s = static_cast<int64_t>(optimizer.steps()) - 1;  // the step just taken
       if (reduced_us > backward_end_us_)
         c_.timeline->add("wait for allreduce", "exposed", Timeline::compute, backward_end_us_,
                          reduced_us, s);
@@ -211,7 +211,7 @@ class BackpropActor : public Actor {
 class Bucketer : public Actor {
  public:
   Bucketer(EngineContext& context, std::shared_ptr<Refs> refs)
-      : c_(context), refs_(std::move(refs)) {
+      : c_(context), refs_(std::move(refs)), step_(context.optimizer->steps()) {
     reset();
     on<GradReady>([this](GradReady& m) {
       const auto k = c_.layout->bucket_of.at(m.parameter);

@@ -418,6 +418,11 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
     for (auto* cb : options.callbacks) cb->on_epoch_end(epoch, logs);
     if (options.checkpoint_every_epochs > 0 && (epoch + 1) % options.checkpoint_every_epochs == 0) save();
   }
+  if (s.position.step > 0 && steps_done > 0) {
+    // Stopped mid-epoch (max_steps, or a checkpoint boundary at the very end): close the bar.
+    bar.finish(ordered({{"loss", epoch_count > 0 ? epoch_loss / epoch_count : 0.0},
+                        {"accuracy", epoch_count > 0 ? epoch_correct / epoch_count : 0.0}}));
+  }
   loader.stop();
   // The run's last state is on disk whenever checkpoints were asked for.
   if (!options.checkpoint_path.empty() && last_saved_step != s.optimizer->steps()) save();
