@@ -171,13 +171,15 @@ def failure(args):
             fail(f"rank {r} still running")
     if not re.search(r"rank 1\b", out):
         fail("nothing names the lost rank 1")
-    # A surviving rank's own error line (rank-prefixed log), naming the lost rank. The launcher
-    # may stop the survivors before they finish unwinding, so their final "tnt-train failed" line
-    # is not required.
-    survivors = re.findall(r"^\[tnt [^\]]* rank [02]\] ERROR .*\brank 1\b.*$", out, re.M)
-    if not survivors:
-        fail("no surviving rank reported the loss of rank 1")
-    print("survivor reports:\n  " + "\n  ".join(survivors))
+    # tnt-launch names the lost rank and stops the others at once; a survivor that noticed the
+    # lost connection first logs it too (rank-prefixed), naming rank 1.
+    if not re.search(r"tnt-launch: error: rank 1 .*killed by SIGKILL", out):
+        fail("tnt-launch does not name the lost rank 1")
+    survivors = re.findall(r"^\[tnt [^\]]* rank [02]\] ERROR .*$", out, re.M)
+    for line in survivors:
+        if not re.search(r"\brank 1\b", line):
+            fail("a surviving rank reported an error that does not name rank 1: " + line)
+    print(f"{len(survivors)} survivor error line(s), all naming rank 1")
     q = subprocess.run([args.ckpt, "info", ckpt], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True)
     print(q.stdout.splitlines()[0:6])

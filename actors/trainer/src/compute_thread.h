@@ -8,6 +8,7 @@
 // executor), evaluation and prediction all run here.
 #include <exception>
 #include <future>
+#include <memory>
 #include <thread>
 #include <type_traits>
 
@@ -34,9 +35,11 @@ class ComputeThread {
   template <class F>
   auto run(F f) -> std::invoke_result_t<F&> {
     using R = std::invoke_result_t<F&>;
-    std::packaged_task<R()> task(std::move(f));
-    auto result = task.get_future();
-    boost::asio::post(io_, [&task] { task(); });
+    // The task is shared with the posted handler: the compute thread may still be inside it
+    // (unlocking the shared state) when get() returns here, so it must not live on this stack.
+    auto task = std::make_shared<std::packaged_task<R()>>(std::move(f));
+    auto result = task->get_future();
+    boost::asio::post(io_, [task] { (*task)(); });
     return result.get();
   }
 

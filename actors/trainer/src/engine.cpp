@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -94,6 +95,32 @@ struct Refs {
   ActorRef data, backprop, bucketer, comm, metrics;
 };
 
+// Note [Completion relay]: a collective's completion callback runs on tnt's event loop and is
+// destroyed there whenever the Communicator is done with it, possibly after this segment's
+// actor system is gone. Releasing the last ActorRef after its system's pools are destroyed is
+// not safe (measured: the strand's disposal then blocks forever on the destroyed pool's
+// strand-service mutex). So callbacks hold only this relay, which the segment disconnects,
+// under its mutex, while the system is still alive.
+struct CompletionRelay {
+  std::mutex mutex;
+  ActorRef comm;
+
+  template <class Msg>
+  void send(Msg msg) {
+    std::lock_guard lock(mutex);
+    if (!comm) return;  // the segment is over (after a failure): nobody left to tell
+    try {
+      comm.send(std::move(msg));
+    } catch (const std::exception& e) {
+      spdlog::debug("completion after the trainer's actors stopped: {}", e.what());
+    }
+  }
+  void disconnect() {
+    std::lock_guard lock(mutex);
+    comm = ActorRef();
+  }
+};
+
 // --- actors -----------------------------------------------------------------------------------
 class DataActor : public Actor {
  public:
@@ -109,9 +136,9 @@ class DataActor : public Actor {
 
 class BackpropActor : public Actor {
  public:
-  BackpropActor(EngineContext& context, std::shared_ptr<Refs> refs, std::size_t epoch,
+  BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch,
                 std::size_t step_begin, std::size_t step_end)
-      : c_(context), refs_(std::move(refs)), epoch_(epoch), step_(step_begin), end_(step_end) {
+      : c_(context), refs_(refs), epoch_(epoch), step_(step_begin), end_(step_end) {
     on<Go>([this](Go&) { next(); });
     on<Reduced>([this](Reduced&) {
       if (++reduced_ == c_.layout->buckets.size()) finish_step();
@@ -197,7 +224,7 @@ class BackpropActor : public Actor {
   }
 
   EngineContext& c_;
-  std::shared_ptr<Refs> refs_;
+  Refs* refs_;
   std::size_t epoch_, step_, end_;
   std::size_t reduced_ = 0;
   data::MicroBatch batch_;
@@ -210,8 +237,8 @@ class BackpropActor : public Actor {
 // gradient is ready (or, without overlap, all of them after backward).
 class Bucketer : public Actor {
  public:
-  Bucketer(EngineContext& context, std::shared_ptr<Refs> refs)
-      : c_(context), refs_(std::move(refs)), step_(context.optimizer->steps()) {
+  Bucketer(EngineContext& context, Refs* refs)
+      : c_(context), refs_(refs), step_(context.optimizer->steps()) {
     reset();
     on<GradReady>([this](GradReady& m) {
       const auto k = c_.layout->bucket_of.at(m.parameter);
@@ -255,7 +282,7 @@ class Bucketer : public Actor {
   }
 
   EngineContext& c_;
-  std::shared_ptr<Refs> refs_;
+  Refs* refs_;
   std::vector<std::size_t> pending_;
   std::size_t next_bucket_ = 0;
   std::size_t step_ = 0;
@@ -267,8 +294,9 @@ class Bucketer : public Actor {
 // from tnt's event loop as messages.
 class CommActor : public Actor {
  public:
-  CommActor(EngineContext& context, std::shared_ptr<Refs> refs, std::promise<void>* done)
-      : c_(context), refs_(std::move(refs)), done_(done) {
+  CommActor(EngineContext& context, Refs* refs, std::shared_ptr<CompletionRelay> relay,
+            std::promise<void>* done)
+      : c_(context), refs_(refs), relay_(std::move(relay)), done_(done) {
     on<BucketFull>([this](BucketFull& m) {
       auto& bucket = c_.layout->buckets.at(m.bucket);
       if (c_.timeline->enabled()) {
@@ -277,11 +305,10 @@ class CommActor : public Actor {
       }
       ++in_flight_;
       const int64_t begin = now_us();
-      ActorRef me = self();
       c_.communicator->allreduce_async(
           c_.layout->memory.data() + bucket.offset, bucket.count, DataType::float32, ReduceOp::sum,
-          [me, k = m.bucket, begin, step = m.step](const std::string& error) {
-            post(me, AllreduceDone{k, begin, now_us(), step, error});
+          [relay = relay_, k = m.bucket, begin, step = m.step](const std::string& error) {
+            relay->send(AllreduceDone{k, begin, now_us(), step, error});
           });
     });
     on<AllreduceDone>([this](AllreduceDone& m) {
@@ -297,10 +324,9 @@ class CommActor : public Actor {
       auto sums = std::make_shared<std::array<double, 3>>(
           std::array<double, 3>{m.figures.loss_sum, m.figures.correct, m.figures.count});
       ++in_flight_;
-      ActorRef me = self();
       c_.communicator->allreduce_async(sums->data(), 3, DataType::float64, ReduceOp::sum,
-                                       [me, sums, figures = m.figures](const std::string& error) {
-                                         post(me, FiguresDone{sums, figures, error});
+                                       [relay = relay_, sums, figures = m.figures](const std::string& error) {
+                                         relay->send(FiguresDone{sums, figures, error});
                                        });
     });
     on<FiguresDone>([this](FiguresDone& m) {
@@ -319,17 +345,6 @@ class CommActor : public Actor {
   }
 
  private:
-  // Runs on tnt's event loop: only hand over. A closed mailbox means the system already
-  // stopped (after a failure elsewhere); there is nobody left to tell.
-  template <class Msg>
-  static void post(const ActorRef& to, Msg msg) {
-    try {
-      to.send(std::move(msg));
-    } catch (const std::exception& e) {
-      spdlog::debug("completion after the trainer's actors stopped: {}", e.what());
-    }
-  }
-
   void completed(std::size_t n = 1) {
     in_flight_ -= n;
     if (ending_ && in_flight_ == 0 && done_) {
@@ -339,7 +354,8 @@ class CommActor : public Actor {
   }
 
   EngineContext& c_;
-  std::shared_ptr<Refs> refs_;
+  Refs* refs_;  // owned by run_segment, outlives the system
+  std::shared_ptr<CompletionRelay> relay_;  // Note [Completion relay]
   std::promise<void>* done_;
   std::size_t in_flight_ = 0;
   bool ending_ = false;
@@ -367,16 +383,31 @@ void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_beg
   config.pools = {{"comm", 1}, {"data", 1}};
   config.placement = {{"backprop", "compute"}, {"data", "data"}};
   config.default_pool = "comm";
-  actors::ActorSystem system(config);
-  system.add_executor("compute", context.compute_executor);
-  auto refs = std::make_shared<Refs>();
+  // Declared before the system so that it outlives every handler that may still touch it.
   std::promise<void> done;
   auto finished = done.get_future();
+  // Actors reach each other through this table, filled before start(); plain pointers, so no
+  // reference cycle keeps the actors alive after the system is gone.
+  Refs table;
+  Refs* refs = &table;
+  auto relay = std::make_shared<CompletionRelay>();
+  actors::ActorSystem system(config);
+  // Destroyed before the system, on every path: no ActorRef outlives it (Note [Completion relay]).
+  struct Release {
+    Refs& table;
+    CompletionRelay& relay;
+    ~Release() {
+      relay.disconnect();
+      table = Refs{};
+    }
+  } release{table, *relay};
+  system.add_executor("compute", context.compute_executor);
   refs->data = system.spawn<DataActor>("data", context);
   refs->backprop = system.spawn<BackpropActor>("backprop", context, refs, epoch, step_begin, step_end);
   refs->bucketer = system.spawn<Bucketer>("bucketer", context, refs);
-  refs->comm = system.spawn<CommActor>("comm", context, refs, &done);
+  refs->comm = system.spawn<CommActor>("comm", context, refs, relay, &done);
   refs->metrics = system.spawn<MetricsActor>("metrics", context);
+  relay->comm = refs->comm;
   system.start();
   refs->backprop.send(Go{});
   while (finished.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
