@@ -110,6 +110,16 @@ def resume(args):
     print(f"2 epochs straight vs 1 + resume 1 (bitwise): {text.strip()}")
     if code != 0:
         fail("resumed training does not end bitwise identical to training straight through")
+    # Mid-epoch: stop after 21 steps (epoch 2, step 5 of 16), resume to the end of epoch 2.
+    mid = os.path.join(args.workdir, "resume_mid.ckpt")
+    if os.path.exists(mid):
+        os.remove(mid)
+    run(args, 2, MOMENTUM + ["--epochs", "2", "--max-steps", "21", "--checkpoint", mid])
+    run(args, 2, MOMENTUM + ["--epochs", "2", "--checkpoint", mid, "--resume", mid])
+    code, text = ckpt_diff(args, straight, mid, 0, 0)
+    print(f"2 epochs straight vs 21 steps + resume (bitwise): {text.strip()}")
+    if code != 0:
+        fail("training resumed mid-epoch does not end bitwise identical to training straight through")
 
 
 def rank_pid(tag, rank):
