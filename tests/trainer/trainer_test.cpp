@@ -10,6 +10,7 @@
 
 #include "engine.h"
 #include "run_config.h"
+#include "tnt/compute/checkpoint.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
@@ -206,6 +207,48 @@ TEST(TrainerApi, OverlapOnAndOffGiveTheSameWeights) {
     weights.push_back(w);
   }
   EXPECT_EQ(weights[0], weights[1]);
+}
+
+TEST(TrainerApi, WritesCsvTimelineAndCheckpoint) {
+  trainer::Session session;
+  auto train = data::make_synthetic_source({1, 8, 8}, 3, 100, 2);
+  trainer::Trainer t(session, compute::zoo::mlp({1, 8, 8}, {16}, 3));
+  t.compile(compile_options("sgd", 0.9, 0.05));
+  const auto dir = std::filesystem::temp_directory_path() / "tnt_trainer_outputs";
+  std::filesystem::create_directories(dir);
+  trainer::FitOptions fit;
+  fit.global_batch = 32;  // 4 steps an epoch, the last of 4 samples
+  fit.epochs = 2;
+  fit.progress_bar = false;
+  fit.fusion_threshold_bytes = 128;
+  fit.csv_path = (dir / "m.csv").string();
+  fit.timeline_path = (dir / "t.json").string();
+  fit.checkpoint_path = (dir / "c.ckpt").string();
+  fit.checkpoint_every_epochs = 1;
+  t.fit(train, fit);
+
+  std::ifstream csv(fit.csv_path);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(csv, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].rfind("epoch,loss,accuracy", 0), 0u);
+  EXPECT_EQ(lines[2].rfind("2,", 0), 0u);
+
+  std::ifstream json(fit.timeline_path);
+  const std::string trace((std::istreambuf_iterator<char>(json)), {});
+  EXPECT_EQ(trace.rfind("{\"displayTimeUnit\"", 0), 0u);
+  for (const char* name : {"\"forward\"", "\"backward\"", "\"optimizer\"", "\"allreduce 0\"", "\"bucket 0\""}) {
+    EXPECT_NE(trace.find(name), std::string::npos) << name;
+  }
+  const auto layout = trainer::make_bucket_layout(t.model(), 128);
+  const auto last = "\"allreduce " + std::to_string(layout.buckets.size() - 1) + "\"";
+  EXPECT_NE(trace.find(last), std::string::npos) << "every bucket is reduced: " << last;
+
+  const auto checkpoint = compute::load_checkpoint(fit.checkpoint_path);
+  EXPECT_EQ(checkpoint.epoch, 2u);
+  EXPECT_EQ(checkpoint.step, 0u);
+  EXPECT_EQ(checkpoint.optimizer_state.steps, 8u);
 }
 
 TEST(TrainerApi, BadOptionsAreRefused) {
