@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "run_config.h"
+#include "tnt/dataset/source.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/trainer/trainer.h"
@@ -44,6 +45,30 @@ struct Overrides {
       if (o->count() > 0) set(c);
   }
 };
+
+// One line per test sample: index, label, predicted class, then every class probability.
+void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
+                       const std::shared_ptr<const tnt::data::Source>& test, const RunConfig& config) {
+  const auto p = trainer.predict(test, config.eval_batch, tnt::trainer::eval_transform(config));
+  const int64_t n = p.dim(0), k = p.dim(1);
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (!out) throw std::runtime_error(fmt::format("cannot write predictions to '{}'", path));
+  fmt::print(out, "index,label,predicted");
+  for (int64_t c = 0; c < k; ++c) fmt::print(out, ",p{}", c);
+  fmt::print(out, "\n");
+  std::vector<float> scratch(test->shape().elements());
+  for (int64_t i = 0; i < n; ++i) {
+    const auto label = test->read(static_cast<std::size_t>(i), scratch);
+    int64_t best = 0;
+    for (int64_t c = 1; c < k; ++c)
+      if (p[i * k + c] > p[i * k + best]) best = c;
+    fmt::print(out, "{},{},{}", i, label, best);
+    for (int64_t c = 0; c < k; ++c) fmt::print(out, ",{:.6g}", p[i * k + c]);
+    fmt::print(out, "\n");
+  }
+  if (std::fclose(out) != 0) throw std::runtime_error(fmt::format("cannot write predictions to '{}'", path));
+  spdlog::info("predictions for {} test samples written to {}", n, path);
+}
 
 [[noreturn]] void die(int code) {
   spdlog::default_logger()->flush();
@@ -123,6 +148,14 @@ int main(int argc, char** argv) {
   o.flag("--print-steps", [](RunConfig& c) -> auto& { return c.print_steps; }, true,
          "Print every step's loss and accuracy (summed over all ranks)");
 
+  std::string evaluate_checkpoint, predict_csv;
+  app.add_option("--evaluate", evaluate_checkpoint,
+                 "Do not train: load the weights of this checkpoint (read by the master rank) and "
+                 "evaluate them on the test split");
+  app.add_option("--predict", predict_csv,
+                 "After training (or --evaluate), write the test split's predicted classes and "
+                 "probabilities to this CSV file (master rank)");
+
   RunConfig config;
   try {
     app.parse(argc, argv);
@@ -138,7 +171,10 @@ int main(int argc, char** argv) {
   if (!config.transport.empty()) setenv("TNT_TRANSPORT", config.transport.c_str(), 1);
 
   try {
-    tnt::trainer::Session session({tnt::trainer::canonical_text(config), config.threads});
+    // Ranks must agree on whether they train: it decides which collectives they issue.
+    tnt::trainer::Session session({tnt::trainer::canonical_text(config) + ";evaluate_only=" +
+                                       (evaluate_checkpoint.empty() ? "0" : "1"),
+                                   config.threads});
     auto sources = tnt::trainer::make_sources(config);
     const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
     tnt::trainer::Trainer trainer(session, spec);
@@ -150,39 +186,48 @@ int main(int argc, char** argv) {
                  tnt::compute::runtime_description());
     spdlog::info("train: {}", sources.train->describe());
 
-    tnt::trainer::FitOptions fit;
-    fit.global_batch = config.global_batch;
-    fit.micro_batch = config.micro_batch;
-    fit.epochs = config.epochs;
-    fit.max_steps = config.max_steps;
-    fit.seed = config.seed;
-    fit.drop_remainder = config.drop_remainder;
-    fit.transform = tnt::trainer::train_transform(config);
-    fit.prefetch = config.prefetch;
-    fit.validation = config.validation_frequency > 0 ? sources.test : nullptr;
-    fit.validation_frequency = config.validation_frequency;
-    fit.validation_batch = config.eval_batch;
-    fit.validation_transform = tnt::trainer::eval_transform(config);
-    fit.fusion_threshold_bytes = config.fusion_threshold_kb * 1024;
-    fit.overlap = config.overlap;
-    fit.checkpoint_path = config.checkpoint_path;
-    fit.checkpoint_every_epochs = config.checkpoint_every_epochs;
-    fit.checkpoint_every_steps = config.checkpoint_every_steps;
-    fit.resume_path = config.resume;
-    fit.csv_path = config.csv;
-    fit.timeline_path = config.timeline;
-    fit.progress_bar = config.progress;
-    fit.print_steps = config.print_steps;
-    const auto history = trainer.fit(sources.train, fit);
-    if (session.is_master_rank()) {
-      fmt::print("trained {} steps in {:.2f} s: {:.1f} samples/s\n", history.steps, history.seconds,
-                 history.samples_per_second);
+    if (evaluate_checkpoint.empty()) {
+      tnt::trainer::FitOptions fit;
+      fit.global_batch = config.global_batch;
+      fit.micro_batch = config.micro_batch;
+      fit.epochs = config.epochs;
+      fit.max_steps = config.max_steps;
+      fit.seed = config.seed;
+      fit.drop_remainder = config.drop_remainder;
+      fit.transform = tnt::trainer::train_transform(config);
+      fit.prefetch = config.prefetch;
+      fit.validation = config.validation_frequency > 0 ? sources.test : nullptr;
+      fit.validation_frequency = config.validation_frequency;
+      fit.validation_batch = config.eval_batch;
+      fit.validation_transform = tnt::trainer::eval_transform(config);
+      fit.fusion_threshold_bytes = config.fusion_threshold_kb * 1024;
+      fit.overlap = config.overlap;
+      fit.checkpoint_path = config.checkpoint_path;
+      fit.checkpoint_every_epochs = config.checkpoint_every_epochs;
+      fit.checkpoint_every_steps = config.checkpoint_every_steps;
+      fit.resume_path = config.resume;
+      fit.csv_path = config.csv;
+      fit.timeline_path = config.timeline;
+      fit.progress_bar = config.progress;
+      fit.print_steps = config.print_steps;
+      const auto history = trainer.fit(sources.train, fit);
+      if (session.is_master_rank()) {
+        fmt::print("trained {} steps in {:.2f} s: {:.1f} samples/s\n", history.steps, history.seconds,
+                   history.samples_per_second);
+      }
+    } else {
+      trainer.load_weights(evaluate_checkpoint);
+      spdlog::info("evaluating the weights of {}", evaluate_checkpoint);
     }
     if (sources.test) {
       const auto test = trainer.evaluate(sources.test, config.eval_batch, tnt::trainer::eval_transform(config));
       if (session.is_master_rank()) {
         fmt::print("test loss: {:.4f}\ntest accuracy: {:.4f}\n", test.at("loss"), test.at("accuracy"));
       }
+    }
+    if (!predict_csv.empty()) {
+      if (!sources.test) throw std::invalid_argument("--predict needs a test split (test_size > 0)");
+      if (session.is_master_rank()) write_predictions(predict_csv, trainer, sources.test, config);
     }
     std::fflush(stdout);
   } catch (const std::exception& e) {

@@ -216,6 +216,16 @@ void Trainer::save_checkpoint(const std::string& path) {
                s.position.epoch, s.position.step, s.optimizer->steps());
 }
 
+void Trainer::load_weights(const std::string& path) {
+  auto& s = *state_;
+  auto checkpoint = load_checkpoint_everywhere(path, s.comm());
+  if (checkpoint.kind == compute::CheckpointKind::architecture) {
+    throw std::runtime_error(fmt::format("checkpoint '{}' holds no weights (architecture only)", path));
+  }
+  compute::restore_weights(s.model, checkpoint);
+  broadcast_model(s.model, s.comm());
+}
+
 History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions& options) {
   auto& s = *state_;
   if (!s.optimizer) throw std::logic_error("fit: compile() first");

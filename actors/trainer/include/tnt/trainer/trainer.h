@@ -154,6 +154,10 @@ class Trainer {
 
   // Writes a full checkpoint (every rank must call it; the master writes).
   void save_checkpoint(const std::string& path);
+  // Loads weights and BatchNorm statistics from any checkpoint with weights, as read by the
+  // master rank, on every rank (every rank must call it). The optimizer state is left alone:
+  // to continue training use FitOptions::resume_path.
+  void load_weights(const std::string& path);
 
   compute::Model& model();
   Session& session();
