@@ -110,6 +110,17 @@ def resume(args):
     print(f"2 epochs straight vs 1 + resume 1 (bitwise): {text.strip()}")
     if code != 0:
         fail("resumed training does not end bitwise identical to training straight through")
+    # The trained weights, evaluated without training, on 3 ranks; predictions from the master.
+    predictions = os.path.join(args.workdir, "predictions.csv")
+    out = run(args, 3, MOMENTUM + ["--epochs", "2", "--test-size", "200", "--evaluate", straight,
+                                   "--predict", predictions])
+    if not re.search(r"^test accuracy: 0\.\d+$", out, re.M) or "trained" in out:
+        print(out)
+        fail("--evaluate did not evaluate without training")
+    with open(predictions) as f:
+        rows = f.read().splitlines()
+    if len(rows) != 201 or not rows[0].startswith("index,label,predicted,p0"):
+        fail(f"--predict wrote {len(rows)} lines, expected a header and 200 samples")
     # Mid-epoch: stop after 21 steps (epoch 2, step 5 of 16), resume to the end of epoch 2.
     mid = os.path.join(args.workdir, "resume_mid.ckpt")
     if os.path.exists(mid):
