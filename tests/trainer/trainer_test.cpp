@@ -112,6 +112,22 @@ print_steps = true
   EXPECT_NO_THROW(trainer::validate(c));
 }
 
+TEST(RunConfig, SettingsOverrideAnyKey) {
+  auto path = write_file("tnt_trainer_set.toml", "[train]\nglobal_batch = 64\nepochs = 1\n");
+  auto c = trainer::load_run_config(path, {"train.epochs=3", "optimizer.nesterov=true",
+                                           "data.mean=[0.5]", "data.std=[0.25]", "optimizer.kind=\"adam\""});
+  EXPECT_EQ(c.epochs, 3u);
+  EXPECT_EQ(c.global_batch, 64u);
+  EXPECT_TRUE(c.optimizer.nesterov);
+  EXPECT_EQ(c.optimizer.kind, "adam");
+  ASSERT_EQ(c.mean.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.std.at(0), 0.25);
+  EXPECT_THROW(trainer::load_run_config(path, {"epochs=3"}), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.epochs=three"}), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.epoch=3"}), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.global_batch=-1"}), std::invalid_argument);
+}
+
 TEST(RunConfig, BadFilesNameTheFileAndKey) {
   auto unknown = write_file("tnt_trainer_unknown.toml", "[train]\nglobal_bach = 64\n");
   try {

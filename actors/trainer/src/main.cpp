@@ -148,6 +148,11 @@ int main(int argc, char** argv) {
   o.flag("--print-steps", [](RunConfig& c) -> auto& { return c.print_steps; }, true,
          "Print every step's loss and accuracy (summed over all ranks)");
 
+  std::vector<std::string> settings;
+  app.add_option("--set", settings,
+                 "Set any run-file key, TOML syntax: --set optimizer.nesterov=true --set "
+                 "data.mean=[0.5] --set optimizer.kind='\"adam\"' (applied to the file, before "
+                 "the options above)");
   std::string evaluate_checkpoint, predict_csv;
   app.add_option("--evaluate", evaluate_checkpoint,
                  "Do not train: load the weights of this checkpoint (read by the master rank) and "
@@ -159,7 +164,7 @@ int main(int argc, char** argv) {
   RunConfig config;
   try {
     app.parse(argc, argv);
-    if (!file.empty()) config = tnt::trainer::load_run_config(file);
+    if (!file.empty() || !settings.empty()) config = tnt::trainer::load_run_config(file, settings);
     o.apply(config);
     tnt::trainer::validate(config);
   } catch (const CLI::ParseError& e) {

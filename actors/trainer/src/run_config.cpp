@@ -93,17 +93,38 @@ std::string resolve_path(const std::string& origin, const std::string& path) {
 
 }  // namespace
 
-RunConfig load_run_config(const std::string& path) {
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings) {
   toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw std::invalid_argument(fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
-                                            e.source().begin.column, e.description()));
+  if (!path.empty()) {
+    try {
+      root = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      throw std::invalid_argument(fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
+                                              e.source().begin.column, e.description()));
+    }
+  }
+  for (const auto& setting : settings) {
+    const auto eq = setting.find('=');
+    const auto dot = setting.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
+      throw std::invalid_argument(fmt::format("--set '{}': expected section.key=value", setting));
+    }
+    const std::string section = setting.substr(0, dot), key = setting.substr(dot + 1, eq - dot - 1);
+    toml::table parsed;
+    try {
+      parsed = toml::parse(std::string_view("value = " + setting.substr(eq + 1)), std::string_view("--set"));
+    } catch (const toml::parse_error& e) {
+      throw std::invalid_argument(fmt::format("--set '{}': the value is not TOML ({}); strings need quotes",
+                                              setting, e.description()));
+    }
+    if (!root.contains(section)) root.insert(section, toml::table{});
+    toml::table* t = root[section].as_table();
+    if (!t) throw std::invalid_argument(fmt::format("--set '{}': '{}' is not a section", setting, section));
+    t->insert_or_assign(key, *parsed.get("value"));
   }
   RunConfig c;
-  c.origin = path;
-  Reader r{path};
+  c.origin = path.empty() ? "--set" : path;
+  Reader r{c.origin};
   for (const auto& [key, value] : root) {
     static const std::set<std::string> sections{"model",    "data",         "train",      "optimizer",
                                                 "schedule", "distribution", "checkpoint", "output"};

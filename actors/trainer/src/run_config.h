@@ -64,7 +64,9 @@ struct RunConfig {
 };
 
 // Throws std::invalid_argument naming the file and key for unknown keys and wrong types.
-RunConfig load_run_config(const std::string& path);
+// `settings` ("section.key=value", value in TOML syntax: 0.9, true, "adam", [1, 2]) replace or
+// add keys of the file before it is read (path may be empty: settings only).
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings = {});
 // Throws std::invalid_argument for inconsistent settings.
 void validate(const RunConfig& config);
 // Canonical text of everything that must agree across ranks (compared at start-up).
