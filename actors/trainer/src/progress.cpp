@@ -15,6 +15,7 @@ void ProgressBar::begin_epoch(std::size_t epoch, std::size_t epochs, std::size_t
   first_ = first_step;
   done_ = first_step;
   start_ = last_draw_ = std::chrono::steady_clock::now();
+  ended_ = false;
   fmt::print(out_, "Epoch {}/{}\n", epoch + 1, epochs);
   std::fflush(out_);
 }
@@ -27,8 +28,8 @@ std::string ProgressBar::line(std::size_t done, const std::vector<std::pair<std:
   const auto filled = steps_ ? static_cast<int>(width * done / steps_) : width;
   for (int i = 0; i < filled; ++i) bar[i] = '=';
   if (filled > 0 && filled < width) bar[filled - 1] = '>';
-  const double elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  const auto until = final && ended_ ? end_ : std::chrono::steady_clock::now();
+  const double elapsed = std::chrono::duration<double>(until - start_).count();
   const std::size_t ran = done > first_ ? done - first_ : 0;
   const double per_step = ran ? elapsed / static_cast<double>(ran) : 0.0;
   std::string s = fmt::format("{:>{}}/{} [{}] - ", done, digits, steps_, bar);
@@ -50,6 +51,11 @@ void ProgressBar::update(std::size_t steps_done, const std::vector<std::pair<std
   last_draw_ = now;
   fmt::print(out_, "\r{}\x1b[K", line(steps_done, logs, false));
   std::fflush(out_);
+}
+
+void ProgressBar::end_training() {
+  end_ = std::chrono::steady_clock::now();
+  ended_ = true;
 }
 
 void ProgressBar::finish(const std::vector<std::pair<std::string, double>>& logs) {

@@ -18,6 +18,8 @@ class ProgressBar {
   ProgressBar(std::FILE* out, bool enabled);
   void begin_epoch(std::size_t epoch, std::size_t epochs, std::size_t steps, std::size_t first_step);
   void update(std::size_t steps_done, const std::vector<std::pair<std::string, double>>& logs);
+  // The epoch's training is over (what follows, e.g. validation, is not counted per step).
+  void end_training();
   void finish(const std::vector<std::pair<std::string, double>>& logs);
 
  private:
@@ -26,7 +28,8 @@ class ProgressBar {
   std::FILE* out_;
   bool enabled_, tty_;
   std::size_t steps_ = 0, first_ = 0, done_ = 0;
-  std::chrono::steady_clock::time_point start_, last_draw_;
+  std::chrono::steady_clock::time_point start_, last_draw_, end_;
+  bool ended_ = false;
 };
 
 }  // namespace tnt::trainer

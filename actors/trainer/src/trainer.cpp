@@ -313,7 +313,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
     const bool fresh = !std::filesystem::exists(options.csv_path) || options.resume_path.empty();
     csv = std::fopen(options.csv_path.c_str(), fresh ? "w" : "a");
     if (!csv) throw std::runtime_error(fmt::format("cannot open CSV file '{}': {}", options.csv_path, std::strerror(errno)));
-    if (fresh) fmt::print(csv, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,seconds,samples_per_second\n");
+    if (fresh) fmt::print(csv, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n");
   }
   struct CloseFile {
     std::FILE*& f;
@@ -403,7 +403,9 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
 
     Logs logs{{"loss", epoch_count > 0 ? epoch_loss / epoch_count : 0.0},
               {"accuracy", epoch_count > 0 ? epoch_correct / epoch_count : 0.0}};
+    // Training time only: validation below is not part of the epoch's throughput.
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
+    bar.end_training();
     if (options.validation && options.validation_frequency > 0 &&
         (epoch + 1) % options.validation_frequency == 0) {
       const auto val = evaluate(options.validation, options.validation_batch, options.validation_transform);
