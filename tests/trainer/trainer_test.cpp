@@ -267,6 +267,44 @@ TEST(TrainerApi, WritesCsvTimelineAndCheckpoint) {
   EXPECT_EQ(checkpoint.optimizer_state.steps, 8u);
 }
 
+// A source whose samples from `bad` on cannot be read (a disk error, a corrupt file).
+class FailingSource : public data::Source {
+ public:
+  FailingSource(std::shared_ptr<const data::Source> base, std::size_t bad) : base_(std::move(base)), bad_(bad) {}
+  std::size_t size() const override { return base_->size(); }
+  data::SampleShape shape() const override { return base_->shape(); }
+  int num_classes() const override { return base_->num_classes(); }
+  std::int32_t read(std::size_t index, std::span<float> out) const override {
+    if (index >= bad_) throw std::runtime_error("sample " + std::to_string(index) + " unreadable");
+    return base_->read(index, out);
+  }
+  std::string describe() const override { return "failing source"; }
+
+ private:
+  std::shared_ptr<const data::Source> base_;
+  std::size_t bad_;
+};
+
+TEST(TrainerApi, AnErrorInsideTheActorsEndsFitWithThatError) {
+  trainer::Session session;
+  auto train = std::make_shared<FailingSource>(data::make_synthetic_source({1, 8, 8}, 3, 200, 2), 150);
+  trainer::Trainer t(session, compute::zoo::mlp({1, 8, 8}, {16}, 3));
+  t.compile(compile_options("sgd", 0.0, 0.05));
+  trainer::FitOptions fit;
+  fit.global_batch = 20;
+  fit.shuffle = false;  // samples 140.. are read in step 7
+  fit.progress_bar = false;
+  try {
+    t.fit(train, fit);
+    FAIL() << "fit succeeded on unreadable data";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("unreadable"), std::string::npos) << e.what();
+  }
+  // The trainer is still usable after the failure.
+  fit.global_batch = 50;
+  EXPECT_NO_THROW(t.evaluate(data::make_synthetic_source({1, 8, 8}, 3, 40, 2), 10));
+}
+
 TEST(TrainerApi, BadOptionsAreRefused) {
   trainer::Session session;
   trainer::Trainer t(session, compute::zoo::mlp({1, 4, 4}, {4}, 2));
