@@ -1,0 +1,84 @@
+#pragma once
+// A tnt-train run: what a conf/*.toml file holds, after command-line overrides.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tnt/compute/optimizer.h"
+#include "tnt/compute/schedule.h"
+#include "tnt/compute/spec.h"
+#include "tnt/dataset/source.h"
+#include "tnt/dataset/transform.h"
+
+namespace tnt::trainer {
+
+struct RunConfig {
+  std::string origin;  // the file it came from (relative paths are resolved against its folder)
+
+  // [model]: a zoo name ("lenet5", "mlp", "resnet20", "resnet50") or a model TOML file.
+  std::string model = "lenet5";
+  int64_t classes = 0;  // zoo models: number of classes (0 = the data set's)
+
+  // [data]
+  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | cifar10 | synthetic
+  std::string data_path;                  // empty: search (dataset/README.md)
+  std::size_t train_size = 0;             // 0: all (synthetic: required)
+  std::size_t test_size = 0;              // 0: all (synthetic: 0 = no test split)
+  std::vector<int64_t> shape{3, 32, 32};  // synthetic only
+  int num_classes = 10;                   // synthetic only
+  uint64_t data_seed = 1;                 // synthetic only
+  std::vector<double> mean, std;          // normalisation (empty: none)
+  std::size_t crop_padding = 0;
+  bool horizontal_flip = false;
+  std::size_t prefetch = 2;
+
+  // [train]
+  std::size_t global_batch = 0, micro_batch = 0;
+  std::size_t epochs = 1;
+  std::size_t max_steps = 0;
+  std::size_t validation_frequency = 1;  // epochs; 0 = no validation
+  std::size_t eval_batch = 1000;
+  uint64_t seed = 42;
+  int threads = 1;
+  bool drop_remainder = false;
+
+  compute::OptimizerOptions optimizer;  // [optimizer]
+  compute::ScheduleOptions schedule;    // [schedule] (learning_rate = base_rate)
+  bool scale_rate_with_ranks = false;
+
+  // [distribution]
+  std::size_t fusion_threshold_kb = 0;  // 0: TNT_FUSION_THRESHOLD_KB, else 32
+  bool overlap = true;
+  std::string transport;  // "" | tcp | ib (exported as TNT_TRANSPORT)
+
+  // [checkpoint]
+  std::string checkpoint_path;
+  std::size_t checkpoint_every_epochs = 0, checkpoint_every_steps = 0;
+  std::string resume;
+
+  // [output]
+  std::string csv, timeline;
+  bool progress = true, print_steps = false;
+};
+
+// Throws std::invalid_argument naming the file and key for unknown keys and wrong types.
+// `settings` ("section.key=value", value in TOML syntax: 0.9, true, "adam", [1, 2]) replace or
+// add keys of the file before it is read (path may be empty: settings only).
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings = {});
+// Throws std::invalid_argument for inconsistent settings.
+void validate(const RunConfig& config);
+// Canonical text of everything that must agree across ranks (compared at start-up).
+std::string canonical_text(const RunConfig& config);
+
+compute::ModelSpec resolve_model(const RunConfig& config, int data_classes,
+                                 const data::SampleShape& data_shape);
+struct Sources {
+  std::shared_ptr<const data::Source> train, test;  // test may be null (synthetic, test_size 0)
+};
+Sources make_sources(const RunConfig& config);
+data::TransformOptions train_transform(const RunConfig& config);
+data::TransformOptions eval_transform(const RunConfig& config);
+
+}  // namespace tnt::trainer

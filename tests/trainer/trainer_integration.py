@@ -1,0 +1,243 @@
+#!/usr/bin/env python3
+"""Multi-process tests of tnt-train, run through tnt-launch (see tests/trainer/CMakeLists.txt).
+
+  trainer_integration.py reproducibility|resume|failure --launch L --train T --ckpt C \
+      --compare W --workdir D
+"""
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+# LeNet-5 on 1000 synthetic 28x28 samples: batch 64 leaves a partial last batch of 40 (3 ranks
+# take 14, 13, 13), and 64 is not a multiple of 3.
+COMMON = [
+    "--model", "lenet5", "--dataset", "synthetic", "--shape", "1", "28", "28",
+    "--num-classes", "10", "--train-size", "1000", "--test-size", "0",
+    "--global-batch", "64", "--seed", "7", "--optimizer", "sgd", "--learning-rate", "0.05",
+    "--no-progress", "--validation-frequency", "0",
+]
+# Plain SGD for the comparison across rank counts: summing a batch's gradient in another order
+# changes the last bits, and with momentum 0.9 this network's first 50 steps amplify such
+# differences ~10x every few steps (measured: 1e-6 at step 30, 1e-2 at step 50), which says
+# nothing about the trainer. Resume and failure runs use momentum (optimizer state matters).
+MOMENTUM = ["--momentum", "0.9"]
+
+
+def fail(message):
+    print("FAIL: " + message, flush=True)
+    sys.exit(1)
+
+
+def run(args, ranks, extra, timeout=120):
+    cmd = [args.launch, "-n", str(ranks), "--", args.train] + COMMON + extra
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=timeout, cwd=args.workdir)
+    if p.returncode != 0:
+        print(p.stdout)
+        fail(f"tnt-train on {ranks} rank(s) exited with {p.returncode}")
+    return p.stdout
+
+
+def step_losses(output):
+    losses = {}
+    for m in re.finditer(r"^epoch (\d+) step (\d+) loss (\S+) accuracy (\S+)$", output, re.M):
+        losses[(int(m.group(1)), int(m.group(2)))] = float(m.group(3))
+    return [losses[k] for k in sorted(losses)]
+
+
+def ckpt_diff(args, a, b, rtol, atol):
+    p = subprocess.run([args.ckpt, "diff", a, b, "--rtol", str(rtol), "--atol", str(atol)],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return p.returncode, p.stdout
+
+
+def significant(x, digits=4):
+    return float(f"{x:.{digits - 1}e}")
+
+
+def reproducibility(args):
+    outputs, ckpts = {}, {}
+    for ranks, tag in [(1, "1"), (2, "2"), (3, "3"), (2, "2b")]:
+        ckpts[tag] = os.path.join(args.workdir, f"repro_{tag}.ckpt")
+        outputs[tag] = run(args, ranks, ["--epochs", "4", "--max-steps", "50", "--print-steps",
+                                         "--checkpoint", ckpts[tag]])
+    base = step_losses(outputs["1"])
+    if len(base) != 50:
+        fail(f"expected 50 printed step losses on 1 rank, got {len(base)}")
+    for tag in ["2", "3", "2b"]:
+        losses = step_losses(outputs[tag])
+        if len(losses) != 50:
+            fail(f"expected 50 printed step losses on run {tag}, got {len(losses)}")
+        worst = max(abs(a - b) / abs(a) for a, b in zip(base, losses))
+        mismatched = [i + 1 for i, (a, b) in enumerate(zip(base, losses))
+                      if significant(a) != significant(b)]
+        print(f"run {tag}: largest relative step-loss difference to 1 rank {worst:.2e}; "
+              f"steps differing in 4 significant digits: {mismatched}")
+        if mismatched:
+            fail(f"run {tag}: step losses differ from the 1-rank run at 4 significant digits")
+    for tag in ["2", "3"]:
+        p = subprocess.run([args.compare, ckpts["1"], ckpts[tag], "1e-5"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        code, text = p.returncode, p.stdout
+        print(f"weights, 1 rank vs {tag} ranks: {text.strip()}")
+        if code != 0:
+            fail(f"weights after 50 steps differ between 1 and {tag} ranks beyond 1e-5 relative")
+    # 961 samples: the last batch of each epoch has 1 sample, so ranks 1 and 2 of 3 have none
+    # and contribute zeros to every allreduce of that step.
+    lone = {}
+    for ranks in (1, 3):
+        lone[ranks] = os.path.join(args.workdir, f"repro_lone_{ranks}.ckpt")
+        out = run(args, ranks, ["--train-size", "961", "--epochs", "2", "--checkpoint", lone[ranks],
+                                "--print-steps"])
+        if len(step_losses(out)) != 32:
+            fail(f"expected 32 steps over 961 samples on {ranks} rank(s)")
+    p = subprocess.run([args.compare, lone[1], lone[3], "1e-5"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True)
+    print(f"961 samples (ranks without samples in the last step), 1 vs 3 ranks: {p.stdout.strip()}")
+    if p.returncode != 0:
+        fail("ranks without samples in a step change the result")
+    code, text = ckpt_diff(args, ckpts["2"], ckpts["2b"], 0, 0)
+    print(f"two runs on 2 ranks (bitwise): {text.strip()}")
+    if code != 0:
+        fail("two runs with the same number of ranks are not bitwise identical")
+
+
+def resume(args):
+    straight = os.path.join(args.workdir, "resume_straight.ckpt")
+    split = os.path.join(args.workdir, "resume_split.ckpt")
+    for path in (straight, split):
+        if os.path.exists(path):
+            os.remove(path)
+    run(args, 2, MOMENTUM + ["--epochs", "2", "--checkpoint", straight, "--checkpoint-every-epochs", "1"])
+    run(args, 2, MOMENTUM + ["--epochs", "1", "--checkpoint", split, "--checkpoint-every-epochs", "1"])
+    out = run(args, 2, MOMENTUM + ["--epochs", "2", "--checkpoint", split,
+                                   "--checkpoint-every-epochs", "1", "--resume", split])
+    if "resuming from" not in out:
+        print(out)
+        fail("the resumed run did not say it resumed")
+    code, text = ckpt_diff(args, straight, split, 0, 0)
+    print(f"2 epochs straight vs 1 + resume 1 (bitwise): {text.strip()}")
+    if code != 0:
+        fail("resumed training does not end bitwise identical to training straight through")
+    # The trained weights, evaluated without training, on 3 ranks; predictions from the master.
+    predictions = os.path.join(args.workdir, "predictions.csv")
+    out = run(args, 3, MOMENTUM + ["--epochs", "2", "--test-size", "200", "--evaluate", straight,
+                                   "--predict", predictions])
+    if not re.search(r"^test accuracy: 0\.\d+$", out, re.M) or "trained" in out:
+        print(out)
+        fail("--evaluate did not evaluate without training")
+    with open(predictions) as f:
+        rows = f.read().splitlines()
+    if len(rows) != 201 or not rows[0].startswith("index,label,predicted,p0"):
+        fail(f"--predict wrote {len(rows)} lines, expected a header and 200 samples")
+    # Mid-epoch: stop after 21 steps (epoch 2, step 5 of 16), resume to the end of epoch 2.
+    mid = os.path.join(args.workdir, "resume_mid.ckpt")
+    if os.path.exists(mid):
+        os.remove(mid)
+    run(args, 2, MOMENTUM + ["--epochs", "2", "--max-steps", "21", "--checkpoint", mid])
+    run(args, 2, MOMENTUM + ["--epochs", "2", "--checkpoint", mid, "--resume", mid])
+    code, text = ckpt_diff(args, straight, mid, 0, 0)
+    print(f"2 epochs straight vs 21 steps + resume (bitwise): {text.strip()}")
+    if code != 0:
+        fail("training resumed mid-epoch does not end bitwise identical to training straight through")
+
+
+def rank_pid(tag, rank):
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/comm") as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if comm == "tnt-train" and f"TNT_TEST_TAG={tag}".encode() in env and \
+                f"TNT_RANK={rank}".encode() in env:
+            return int(pid)
+    return None
+
+
+def failure(args):
+    ckpt = os.path.join(args.workdir, "failure.ckpt")
+    if os.path.exists(ckpt):
+        os.remove(ckpt)
+    tag = f"failure-{os.getpid()}"
+    cmd = [args.launch, "-n", "3", "-x", f"TNT_TEST_TAG={tag}", "--", args.train] + COMMON + MOMENTUM + [
+        "--train-size", "200000", "--epochs", "1", "--checkpoint", ckpt,
+        "--checkpoint-every-steps", "5"]
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         cwd=args.workdir)
+    try:
+        deadline = time.time() + 60
+        while not os.path.exists(ckpt):
+            if p.poll() is not None or time.time() > deadline:
+                print(p.communicate()[0])
+                fail("no checkpoint appeared within 60 s")
+            time.sleep(0.05)
+        time.sleep(0.3)  # mid-epoch, between checkpoints
+        victim = rank_pid(tag, 1)
+        if victim is None:
+            fail("rank 1's process not found")
+        os.kill(victim, signal.SIGKILL)
+        killed = time.time()
+        try:
+            out, _ = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            fail("tnt-launch still running 10 s after rank 1 was killed")
+        elapsed = time.time() - killed
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    print(out)
+    print(f"tnt-launch exited with {p.returncode} {elapsed:.2f} s after rank 1 was SIGKILLed")
+    if p.returncode == 0:
+        fail("tnt-launch exited 0 after a rank was killed")
+    for r in (0, 2):
+        if rank_pid(tag, r) is not None:
+            fail(f"rank {r} still running")
+    if not re.search(r"rank 1\b", out):
+        fail("nothing names the lost rank 1")
+    # Either tnt-launch sees the SIGKILL first and names rank 1, or a survivor notices the lost
+    # connection first and exits 1 with an error naming rank 1 (which tnt-launch relays). Every
+    # error a survivor logs must name rank 1.
+    launcher_named = re.search(r"tnt-launch: error: rank 1 .*killed by SIGKILL", out)
+    survivors = re.findall(r"\[tnt [^\]]* rank [02]\] ERROR .*$", out, re.M)
+    for line in survivors:
+        if not re.search(r"\brank 1\b", line):
+            fail("a surviving rank reported an error that does not name rank 1: " + line)
+    if not launcher_named and not survivors:
+        fail("neither tnt-launch nor a surviving rank names the lost rank 1")
+    print(f"tnt-launch named rank 1: {bool(launcher_named)}; "
+          f"{len(survivors)} survivor error line(s), all naming rank 1")
+    q = subprocess.run([args.ckpt, "info", ckpt], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    print(q.stdout.splitlines()[0:6])
+    if q.returncode != 0:
+        fail("the last checkpoint on disk does not load: " + q.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("test", choices=["reproducibility", "resume", "failure"])
+    parser.add_argument("--launch", required=True)
+    parser.add_argument("--train", required=True)
+    parser.add_argument("--ckpt", required=True)
+    parser.add_argument("--compare", required=True)
+    parser.add_argument("--workdir", required=True)
+    args = parser.parse_args()
+    os.makedirs(args.workdir, exist_ok=True)
+    globals()[args.test](args)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    main()

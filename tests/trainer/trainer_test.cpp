@@ -1,0 +1,326 @@
+// Single-process tests of the trainer: bucket layout, run files, and the C++ API end to end on
+// a job of one rank (no launcher).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "engine.h"
+#include "run_config.h"
+#include "tnt/compute/checkpoint.h"
+#include "tnt/compute/zoo.h"
+#include "tnt/dataset/source.h"
+#include "tnt/trainer/trainer.h"
+
+namespace {
+
+using namespace tnt;
+
+TEST(BucketLayout, ReverseOrderEachAtLeastThresholdAndCoveringEverything) {
+  compute::Model model(compute::zoo::lenet5());
+  for (std::size_t threshold : {std::size_t{1}, std::size_t{4096}, std::size_t{32 * 1024}, std::size_t{1} << 30}) {
+    auto layout = trainer::make_bucket_layout(model, threshold);
+    std::size_t expected_next = model.parameter_count();
+    std::size_t total = 0;
+    for (std::size_t k = 0; k < layout.buckets.size(); ++k) {
+      const auto& b = layout.buckets[k];
+      EXPECT_EQ(b.offset, total);
+      for (auto p : b.parameters) {
+        EXPECT_EQ(p, --expected_next) << "parameters in reverse order";
+        EXPECT_EQ(layout.bucket_of[p], k);
+      }
+      if (k + 1 < layout.buckets.size()) {
+        EXPECT_GE(b.count * sizeof(float), threshold);
+      }
+      total += b.count;
+    }
+    EXPECT_EQ(expected_next, 0u);
+    EXPECT_EQ(total, static_cast<std::size_t>(model.total_parameter_size()));
+    EXPECT_EQ(layout.memory.size(), total);
+    if (threshold == 1) {
+      EXPECT_EQ(layout.buckets.size(), model.parameter_count());
+    }
+    if (threshold == (std::size_t{1} << 30)) {
+      EXPECT_EQ(layout.buckets.size(), 1u);
+    }
+  }
+}
+
+TEST(BucketLayout, GradientsAreWrittenIntoBucketMemory) {
+  compute::Model model(compute::zoo::mlp({1, 4, 4}, {8}, 3));
+  model.initialize(1);
+  auto layout = trainer::make_bucket_layout(model, 64);
+  trainer::bind_gradients(model, layout);
+  std::set<const float*> seen;
+  for (std::size_t i = 0; i < model.parameter_count(); ++i) {
+    const float* g = model.gradient(i);
+    EXPECT_GE(g, layout.memory.data());
+    EXPECT_LE(g + model.parameter(i).size, layout.memory.data() + layout.memory.size());
+    EXPECT_TRUE(seen.insert(g).second);
+  }
+  model.unbind_gradients();
+}
+
+std::string write_file(const std::string& name, const std::string& text) {
+  auto path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(RunConfig, ReadsEverySection) {
+  auto path = write_file("tnt_trainer_ok.toml", R"(
+[model]
+name = "resnet20"
+[data]
+dataset = "synthetic"
+shape = [3, 32, 32]
+train_size = 100
+mean = [0.5, 0.5, 0.5]
+std = [0.2, 0.2, 0.2]
+[train]
+global_batch = 32
+epochs = 3
+seed = 5
+[optimizer]
+kind = "sgd"
+momentum = 0.9
+[schedule]
+learning_rate = 0.1
+[distribution]
+fusion_threshold_kb = 64
+overlap = false
+[checkpoint]
+path = "x.ckpt"
+every_steps = 10
+[output]
+print_steps = true
+)");
+  auto c = trainer::load_run_config(path);
+  EXPECT_EQ(c.model, "resnet20");
+  EXPECT_EQ(c.train_size, 100u);
+  EXPECT_EQ(c.global_batch, 32u);
+  EXPECT_EQ(c.epochs, 3u);
+  EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(c.schedule.base_rate, 0.1);
+  EXPECT_EQ(c.fusion_threshold_kb, 64u);
+  EXPECT_FALSE(c.overlap);
+  EXPECT_EQ(c.checkpoint_every_steps, 10u);
+  EXPECT_TRUE(c.print_steps);
+  EXPECT_NO_THROW(trainer::validate(c));
+}
+
+TEST(RunConfig, SettingsOverrideAnyKey) {
+  auto path = write_file("tnt_trainer_set.toml", "[train]\nglobal_batch = 64\nepochs = 1\n");
+  auto c = trainer::load_run_config(path, {"train.epochs=3", "optimizer.nesterov=true",
+                                           "data.mean=[0.5]", "data.std=[0.25]", "optimizer.kind=\"adam\""});
+  EXPECT_EQ(c.epochs, 3u);
+  EXPECT_EQ(c.global_batch, 64u);
+  EXPECT_TRUE(c.optimizer.nesterov);
+  EXPECT_EQ(c.optimizer.kind, "adam");
+  ASSERT_EQ(c.mean.size(), 1u);
+  EXPECT_DOUBLE_EQ(c.std.at(0), 0.25);
+  EXPECT_THROW(trainer::load_run_config(path, {"epochs=3"}), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.epochs=three"}), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.epoch=3"}), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.global_batch=-1"}), std::invalid_argument);
+}
+
+TEST(RunConfig, BadFilesNameTheFileAndKey) {
+  auto unknown = write_file("tnt_trainer_unknown.toml", "[train]\nglobal_bach = 64\n");
+  try {
+    trainer::load_run_config(unknown);
+    FAIL() << "unknown key accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(unknown), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("global_bach"), std::string::npos) << e.what();
+  }
+  auto wrong_type = write_file("tnt_trainer_type.toml", "[train]\nepochs = \"two\"\n");
+  EXPECT_THROW(trainer::load_run_config(wrong_type), std::invalid_argument);
+  auto syntax = write_file("tnt_trainer_syntax.toml", "[train\n");
+  EXPECT_THROW(trainer::load_run_config(syntax), std::invalid_argument);
+  trainer::RunConfig no_batch;
+  EXPECT_THROW(trainer::validate(no_batch), std::invalid_argument);
+}
+
+trainer::CompileOptions compile_options(const std::string& kind, double momentum, double rate) {
+  trainer::CompileOptions o;
+  o.optimizer.kind = kind;
+  o.optimizer.momentum = momentum;
+  o.schedule.base_rate = rate;
+  return o;
+}
+
+struct Counter : trainer::Callback {
+  int train_begin = 0, epochs_begun = 0, batches = 0, epochs_ended = 0, train_end = 0;
+  void on_train_begin() override { ++train_begin; }
+  void on_epoch_begin(std::size_t) override { ++epochs_begun; }
+  void on_batch_end(std::size_t, std::size_t, const trainer::Logs&) override { ++batches; }
+  void on_epoch_end(std::size_t, const trainer::Logs&) override { ++epochs_ended; }
+  void on_train_end(const trainer::Logs&) override { ++train_end; }
+};
+
+TEST(TrainerApi, FitEvaluatePredictOnOneRank) {
+  trainer::Session session;
+  auto all = data::make_synthetic_source({1, 12, 12}, 4, 600, 3);
+  auto train = data::make_subset(all, 0, 500);
+  auto test = data::make_subset(all, 500, 100);
+  trainer::Trainer t(session, compute::zoo::mlp({1, 12, 12}, {32}, 4));
+  t.initialize(1);
+  t.compile(compile_options("adam", 0.0, 0.01));
+  const auto before = t.evaluate(test, 64);
+  Counter counter;
+  trainer::FitOptions fit;
+  fit.global_batch = 50;
+  fit.epochs = 3;
+  fit.validation = test;
+  fit.progress_bar = false;
+  fit.callbacks = {&counter};
+  const auto history = t.fit(train, fit);
+  ASSERT_EQ(history.epochs.size(), 3u);
+  EXPECT_EQ(history.steps, 30u);
+  EXPECT_EQ(counter.batches, 30);
+  EXPECT_EQ(counter.epochs_begun, 3);
+  EXPECT_EQ(counter.epochs_ended, 3);
+  EXPECT_EQ(counter.train_begin, 1);
+  EXPECT_EQ(counter.train_end, 1);
+  EXPECT_LT(history.epochs.back().at("loss"), history.epochs.front().at("loss"));
+  EXPECT_TRUE(history.epochs.back().count("val_accuracy"));
+  const auto after = t.evaluate(test, 64);
+  EXPECT_LT(after.at("loss"), before.at("loss"));
+  EXPECT_GT(after.at("accuracy"), 0.5) << "synthetic classes are learnable";
+  EXPECT_EQ(after.at("count"), 100.0);
+  const auto p = t.predict(test, 32);
+  ASSERT_EQ(p.shape(), (compute::Shape{100, 4}));
+  for (int64_t i = 0; i < 100; ++i) {
+    double sum = 0;
+    for (int64_t k = 0; k < 4; ++k) sum += p[i * 4 + k];
+    EXPECT_NEAR(sum, 1.0, 1e-4);
+  }
+}
+
+TEST(TrainerApi, OverlapOnAndOffGiveTheSameWeights) {
+  trainer::Session session;
+  auto train = data::make_synthetic_source({1, 10, 10}, 3, 200, 9);
+  std::vector<std::vector<float>> weights;
+  for (bool overlap : {true, false}) {
+    trainer::Trainer t(session, compute::zoo::mlp({1, 10, 10}, {16, 16}, 3));
+    t.initialize(4);
+    t.compile(compile_options("sgd", 0.9, 0.1));
+    trainer::FitOptions fit;
+    fit.global_batch = 32;  // a partial last batch of 8
+    fit.epochs = 2;
+    fit.overlap = overlap;
+    fit.fusion_threshold_bytes = 256;  // several buckets
+    fit.progress_bar = false;
+    t.fit(train, fit);
+    std::vector<float> w;
+    for (std::size_t i = 0; i < t.model().parameter_count(); ++i) {
+      w.insert(w.end(), t.model().weights(i), t.model().weights(i) + t.model().parameter(i).size);
+    }
+    weights.push_back(w);
+  }
+  EXPECT_EQ(weights[0], weights[1]);
+}
+
+TEST(TrainerApi, WritesCsvTimelineAndCheckpoint) {
+  trainer::Session session;
+  auto train = data::make_synthetic_source({1, 8, 8}, 3, 100, 2);
+  trainer::Trainer t(session, compute::zoo::mlp({1, 8, 8}, {16}, 3));
+  t.compile(compile_options("sgd", 0.9, 0.05));
+  const auto dir = std::filesystem::temp_directory_path() / "tnt_trainer_outputs";
+  std::filesystem::create_directories(dir);
+  trainer::FitOptions fit;
+  fit.global_batch = 32;  // 4 steps an epoch, the last of 4 samples
+  fit.epochs = 2;
+  fit.progress_bar = false;
+  fit.fusion_threshold_bytes = 128;
+  fit.csv_path = (dir / "m.csv").string();
+  fit.timeline_path = (dir / "t.json").string();
+  fit.checkpoint_path = (dir / "c.ckpt").string();
+  fit.checkpoint_every_epochs = 1;
+  t.fit(train, fit);
+
+  std::ifstream csv(fit.csv_path);
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(csv, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0].rfind("epoch,loss,accuracy", 0), 0u);
+  EXPECT_EQ(lines[2].rfind("2,", 0), 0u);
+
+  std::ifstream json(fit.timeline_path);
+  const std::string trace((std::istreambuf_iterator<char>(json)), {});
+  EXPECT_EQ(trace.rfind("{\"displayTimeUnit\"", 0), 0u);
+  for (const char* name : {"\"forward\"", "\"backward\"", "\"optimizer\"", "\"allreduce 0\"", "\"bucket 0\""}) {
+    EXPECT_NE(trace.find(name), std::string::npos) << name;
+  }
+  const auto layout = trainer::make_bucket_layout(t.model(), 128);
+  const auto last = "\"allreduce " + std::to_string(layout.buckets.size() - 1) + "\"";
+  EXPECT_NE(trace.find(last), std::string::npos) << "every bucket is reduced: " << last;
+
+  const auto checkpoint = compute::load_checkpoint(fit.checkpoint_path);
+  EXPECT_EQ(checkpoint.epoch, 2u);
+  EXPECT_EQ(checkpoint.step, 0u);
+  EXPECT_EQ(checkpoint.optimizer_state.steps, 8u);
+}
+
+// A source whose samples from `bad` on cannot be read (a disk error, a corrupt file).
+class FailingSource : public data::Source {
+ public:
+  FailingSource(std::shared_ptr<const data::Source> base, std::size_t bad) : base_(std::move(base)), bad_(bad) {}
+  std::size_t size() const override { return base_->size(); }
+  data::SampleShape shape() const override { return base_->shape(); }
+  int num_classes() const override { return base_->num_classes(); }
+  std::int32_t read(std::size_t index, std::span<float> out) const override {
+    if (index >= bad_) throw std::runtime_error("sample " + std::to_string(index) + " unreadable");
+    return base_->read(index, out);
+  }
+  std::string describe() const override { return "failing source"; }
+
+ private:
+  std::shared_ptr<const data::Source> base_;
+  std::size_t bad_;
+};
+
+TEST(TrainerApi, AnErrorInsideTheActorsEndsFitWithThatError) {
+  trainer::Session session;
+  auto train = std::make_shared<FailingSource>(data::make_synthetic_source({1, 8, 8}, 3, 200, 2), 150);
+  trainer::Trainer t(session, compute::zoo::mlp({1, 8, 8}, {16}, 3));
+  t.compile(compile_options("sgd", 0.0, 0.05));
+  trainer::FitOptions fit;
+  fit.global_batch = 20;
+  fit.shuffle = false;  // samples 140.. are read in step 7
+  fit.progress_bar = false;
+  try {
+    t.fit(train, fit);
+    FAIL() << "fit succeeded on unreadable data";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("unreadable"), std::string::npos) << e.what();
+  }
+  // The trainer is still usable after the failure.
+  fit.global_batch = 50;
+  EXPECT_NO_THROW(t.evaluate(data::make_synthetic_source({1, 8, 8}, 3, 40, 2), 10));
+}
+
+TEST(TrainerApi, BadOptionsAreRefused) {
+  trainer::Session session;
+  trainer::Trainer t(session, compute::zoo::mlp({1, 4, 4}, {4}, 2));
+  auto bad_loss = compile_options("sgd", 0.0, 0.1);
+  bad_loss.loss = "hinge";
+  EXPECT_THROW(t.compile(bad_loss), std::invalid_argument);
+  auto bad_metric = compile_options("sgd", 0.0, 0.1);
+  bad_metric.metrics = {"f1"};
+  EXPECT_THROW(t.compile(bad_metric), std::invalid_argument);
+  auto train = data::make_synthetic_source({1, 4, 4}, 2, 10, 1);
+  trainer::FitOptions fit;
+  fit.global_batch = 4;
+  EXPECT_THROW(t.fit(train, fit), std::logic_error) << "fit before compile";
+  t.compile(compile_options("sgd", 0.0, 0.1));
+  fit.resume_path = "/nonexistent/tnt.ckpt";
+  EXPECT_THROW(t.fit(train, fit), std::runtime_error);
+}
+
+}  // namespace
