@@ -34,7 +34,7 @@
 #include <random>
 #include <set>
 
-#include "../auth.h"
+#include "../side_channel.h"
 #include "protocol.h"
 #include "registration_cache.h"
 #include "tnt/transport/error.h"
@@ -227,19 +227,11 @@ class IbTransport final : public Transport {
   }
 
   std::string listen(const std::string& local_ip) override {
-    boost::system::error_code ec;
-    auto address = asio::ip::make_address(local_ip, ec);
-    if (ec) throw ConfigError("data-plane address '" + local_ip + "' is not an IP address (TNT_DATA_ADDR?)");
+    const auto address = parse_data_ip(local_ip);
     choose_gid(address);
-    tcp::endpoint endpoint(address, 0);
-    acceptor_.open(endpoint.protocol());
-    acceptor_.bind(endpoint, ec);
-    if (ec) throw JobError("cannot listen for InfiniBand set-up connections on " + local_ip + ": " + ec.message());
-    acceptor_.listen(asio::socket_base::max_listen_connections);
-    const auto port = acceptor_.local_endpoint().port();
     // Peers need only the side channel's address: queue-pair numbers and GIDs are per channel
     // and travel on it once the peers have authenticated each other.
-    return address.is_v6() ? "[" + local_ip + "]:" + std::to_string(port) : local_ip + ":" + std::to_string(port);
+    return listen_side_channel(acceptor_, address, "InfiniBand set-up connections");
   }
 
   void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) override {
@@ -416,111 +408,16 @@ class IbTransport final : public Transport {
     }
   }
 
-  std::string peer_name(int rank) const {
-    const auto& entry = book_[rank];
-    return "rank " + std::to_string(rank) + " (" + entry.hostname + ", " + entry.data_address + ")";
-  }
+  std::string peer_name(int rank) const { return transport::peer_name(book_, rank); }
 
   asio::awaitable<void> connect_all(std::vector<int> peers) {
-    std::sort(peers.begin(), peers.end());
-    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());  // with 2 ranks, left == right
-    // As in the TCP back end (Note [Who connects]): the higher rank connects, the lower accepts.
-    std::set<int> to_accept;
-    int to_connect = 0;
-    for (int peer : peers) {
-      if (peer == env_.rank || pairs_[peer]) continue;
-      if (peer < env_.rank)
-        ++to_connect;
-      else
-        to_accept.insert(peer);
-    }
-    std::string error;
-    int pending = to_connect + static_cast<int>(to_accept.empty() ? 0 : 1);
-    asio::steady_timer all_done(loop_.strand(), asio::steady_timer::time_point::max());
-    auto finished = [&] {
-      if (--pending == 0) all_done.cancel();
-    };
-    asio::steady_timer deadline(loop_.strand(), env_.connect_timeout);
-    deadline.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      if (error.empty())
-        error = "timed out after " + std::to_string(env_.connect_timeout.count() / 1000) +
-                " s connecting the InfiniBand data plane";
-      boost::system::error_code ignored;
-      acceptor_.close(ignored);
-    });
-    for (int peer : peers) {
-      if (peer < env_.rank && !pairs_[peer]) {
-        asio::co_spawn(loop_.strand(), connect_to(peer), [&, peer](std::exception_ptr failure) {
-          if (failure && error.empty()) {
-            try {
-              std::rethrow_exception(failure);
-            } catch (const std::exception& e) {
-              error = "cannot connect to " + peer_name(peer) + " over InfiniBand: " + e.what();
-            }
-          }
-          finished();
-        });
-      }
-    }
-    if (!to_accept.empty()) {
-      asio::co_spawn(loop_.strand(), accept_from(to_accept, error), [&](std::exception_ptr) { finished(); });
-    }
-    if (pending > 0) {
-      boost::system::error_code cancelled;
-      co_await all_done.async_wait(asio::redirect_error(asio::use_awaitable, cancelled));
-    }
-    deadline.cancel();
-    if (!error.empty()) throw JobError(error);
+    // A named object, not a temporary: GCC 12 mishandles temporaries that live across co_await.
+    SideChannelSetup setup{env_, auth_, book_, "InfiniBand data plane",
+                           [this](int peer, tcp::socket& socket) { return establish(peer, socket); }};
+    co_await connect_side_channels(acceptor_, std::move(setup), std::move(peers));
     if (!waiting_for_completions_) {
       waiting_for_completions_ = true;
       wait_for_completions();
-    }
-  }
-
-  asio::awaitable<void> connect_to(int peer) {
-    const auto& address = book_[peer].data_address;
-    const auto colon = address.rfind(':');
-    if (colon == std::string::npos) throw JobError("bad data address '" + address + "'");
-    std::string host = address.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    tcp::endpoint endpoint(asio::ip::make_address(host),
-                           static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
-    tcp::socket socket(loop_.strand());
-    SocketDeadline deadline(socket, env_.connect_timeout);
-    co_await socket.async_connect(endpoint, asio::use_awaitable);
-    co_await authenticate_as_client(socket, auth_, ChannelKind::data, env_.rank, peer);
-    co_await establish(peer, socket);
-  }
-
-  asio::awaitable<void> accept_from(std::set<int> expected, std::string& error) {
-    while (!expected.empty() && error.empty()) {
-      tcp::socket socket(loop_.strand());
-      boost::system::error_code ec;
-      co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return;  // closed by the deadline; `error` says why
-      const std::string from = describe(socket);
-      SocketDeadline deadline(socket, env_.handshake_timeout);
-      PeerIdentity identity{};
-      try {
-        identity = co_await authenticate_as_server(socket, auth_, env_.rank);
-      } catch (const std::exception& e) {
-        spdlog::warn("InfiniBand data plane: ignored connection from {}: {}", from, e.what());
-        continue;
-      }
-      if (identity.kind != ChannelKind::data || !expected.count(identity.rank)) {
-        spdlog::warn("InfiniBand data plane: ignored connection from {} (rank {} was not expected)", from,
-                     identity.rank);
-        continue;
-      }
-      // An authenticated peer that fails to set up its queue pair is an error of the job.
-      try {
-        co_await establish(identity.rank, socket);
-      } catch (const std::exception& e) {
-        if (error.empty()) error = "cannot connect to " + peer_name(identity.rank) + " over InfiniBand: " + e.what();
-        co_return;
-      }
-      expected.erase(identity.rank);
     }
   }
 

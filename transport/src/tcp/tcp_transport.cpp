@@ -2,11 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include <spdlog/spdlog.h>
 
-#include "../auth.h"
+#include "../side_channel.h"
 #include "tnt/transport/error.h"
 
 namespace tnt::transport {
@@ -148,16 +147,7 @@ class TcpTransport final : public Transport {
   }
 
   std::string listen(const std::string& local_ip) override {
-    boost::system::error_code ec;
-    auto address = asio::ip::make_address(local_ip, ec);
-    if (ec) throw ConfigError("data-plane address '" + local_ip + "' is not an IP address (TNT_DATA_ADDR?)");
-    tcp::endpoint endpoint(address, 0);
-    acceptor_.open(endpoint.protocol());
-    acceptor_.bind(endpoint, ec);
-    if (ec) throw JobError("cannot listen for data connections on " + local_ip + ": " + ec.message());
-    acceptor_.listen(asio::socket_base::max_listen_connections);
-    const auto port = acceptor_.local_endpoint().port();
-    return address.is_v6() ? "[" + local_ip + "]:" + std::to_string(port) : local_ip + ":" + std::to_string(port);
+    return listen_side_channel(acceptor_, parse_data_ip(local_ip), "data connections");
   }
 
   void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) override {
@@ -203,105 +193,26 @@ class TcpTransport final : public Transport {
   }
 
  private:
-  std::string peer_name(int rank) const {
-    const auto& entry = book_[rank];
-    return "rank " + std::to_string(rank) + " (" + entry.hostname + ", " + entry.data_address + ")";
-  }
-
   asio::awaitable<void> connect_all(std::vector<int> peers) {
-    std::sort(peers.begin(), peers.end());
-    peers.erase(std::unique(peers.begin(), peers.end()), peers.end());  // with 2 ranks, left == right
-    // Note [Who connects]: of two ranks that need a channel, the higher one connects and the
-    // lower one accepts, so each pair of ranks has exactly one connection.
-    std::set<int> to_accept;
-    int to_connect = 0;
-    for (int peer : peers) {
-      if (peer == env_.rank || pairs_[peer]) continue;
-      if (peer < env_.rank) ++to_connect;
-      else to_accept.insert(peer);
-    }
-    std::string error;
-    int pending = to_connect + static_cast<int>(to_accept.empty() ? 0 : 1);
-    // Cancelled when the last connection is up: an event to wait on, not a poll.
-    asio::steady_timer all_done(loop_.strand(), asio::steady_timer::time_point::max());
-    auto finished = [&] {
-      if (--pending == 0) all_done.cancel();
-    };
-    asio::steady_timer deadline(loop_.strand(), env_.connect_timeout);
-    deadline.async_wait([&](const boost::system::error_code& ec) {
-      if (ec) return;
-      if (error.empty()) error = "timed out after " + std::to_string(env_.connect_timeout.count() / 1000) + " s connecting the data plane";
-      boost::system::error_code ignored;
-      acceptor_.close(ignored);
-    });
-    for (int peer : peers) {
-      if (peer < env_.rank && !pairs_[peer]) {
-        asio::co_spawn(loop_.strand(), connect_to(peer), [&, peer](std::exception_ptr failure) {
-          if (failure && error.empty()) {
-            try {
-              std::rethrow_exception(failure);
-            } catch (const std::exception& e) {
-              error = "cannot connect to " + peer_name(peer) + ": " + e.what();
-            }
-          }
-          finished();
-        });
-      }
-    }
-    if (!to_accept.empty()) {
-      asio::co_spawn(loop_.strand(), accept_from(to_accept, error), [&](std::exception_ptr) { finished(); });
-    }
-    if (pending > 0) {
-      boost::system::error_code cancelled;
-      co_await all_done.async_wait(asio::redirect_error(asio::use_awaitable, cancelled));
-    }
-    deadline.cancel();
-    if (!error.empty()) throw JobError(error);
-    for (int peer : peers) {
-      if (peer != env_.rank) pairs_[peer]->start_reading();
+    // A named object, not a temporary: GCC 12 mishandles temporaries that live across co_await.
+    SideChannelSetup setup{env_, auth_, book_, "data plane",
+                           [this](int peer, tcp::socket& socket) { return take_channel(peer, socket); }};
+    co_await connect_side_channels(acceptor_, std::move(setup), peers);
+    for (std::size_t rank = 0; rank < pairs_.size(); ++rank) {
+      if (pairs_[rank]) pairs_[rank]->start_reading();  // once per channel, also when left == right
     }
   }
 
-  asio::awaitable<void> connect_to(int peer) {
-    const auto& address = book_[peer].data_address;
-    const auto colon = address.rfind(':');
-    if (colon == std::string::npos) throw JobError("bad data address '" + address + "'");
-    std::string host = address.substr(0, colon);
-    if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-    tcp::endpoint endpoint(asio::ip::make_address(host), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
-    tcp::socket socket(loop_.strand());
-    SocketDeadline deadline(socket, env_.connect_timeout);
-    co_await socket.async_connect(endpoint, asio::use_awaitable);
-    co_await authenticate_as_client(socket, auth_, ChannelKind::data, env_.rank, peer);
+  // The TCP back end carries its data on the authenticated side channel itself.
+  asio::awaitable<void> take_channel(int peer, tcp::socket& socket) {
     add_pair(peer, std::move(socket));
-  }
-
-  asio::awaitable<void> accept_from(std::set<int> expected, std::string& error) {
-    while (!expected.empty() && error.empty()) {
-      tcp::socket socket(loop_.strand());
-      boost::system::error_code ec;
-      co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return;  // closed by the deadline; `error` says why
-      const std::string from = describe(socket);
-      try {
-        SocketDeadline deadline(socket, env_.handshake_timeout);
-        auto identity = co_await authenticate_as_server(socket, auth_, env_.rank);
-        if (identity.kind != ChannelKind::data || !expected.count(identity.rank)) {
-          spdlog::warn("data plane: ignored connection from {} (rank {} was not expected)", from, identity.rank);
-          continue;
-        }
-        expected.erase(identity.rank);
-        add_pair(identity.rank, std::move(socket));
-      } catch (const std::exception& e) {
-        spdlog::warn("data plane: ignored connection from {}: {}", from, e.what());
-      }
-    }
+    co_return;
   }
 
   void add_pair(int peer, tcp::socket socket) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    pairs_[peer] = std::make_unique<TcpPair>(*this, std::move(socket), peer, peer_name(peer));
+    pairs_[peer] = std::make_unique<TcpPair>(*this, std::move(socket), peer, peer_name(book_, peer));
   }
 
   EventLoop& loop_;

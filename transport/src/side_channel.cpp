@@ -1,0 +1,139 @@
+#include "side_channel.h"
+
+#include <algorithm>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "tnt/transport/error.h"
+
+namespace tnt::transport {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+std::string peer_name(const std::vector<PeerAddress>& book, int rank) {
+  const auto& entry = book[rank];
+  return "rank " + std::to_string(rank) + " (" + entry.hostname + ", " + entry.data_address + ")";
+}
+
+asio::ip::address parse_data_ip(const std::string& local_ip) {
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(local_ip, ec);
+  if (ec) throw ConfigError("data-plane address '" + local_ip + "' is not an IP address (TNT_DATA_ADDR?)");
+  return address;
+}
+
+std::string listen_side_channel(tcp::acceptor& acceptor, const asio::ip::address& address, const std::string& what) {
+  tcp::endpoint endpoint(address, 0);
+  boost::system::error_code ec;
+  acceptor.open(endpoint.protocol());
+  acceptor.bind(endpoint, ec);
+  if (ec) throw JobError("cannot listen for " + what + " on " + address.to_string() + ": " + ec.message());
+  acceptor.listen(asio::socket_base::max_listen_connections);
+  const std::string port = std::to_string(acceptor.local_endpoint().port());
+  return address.is_v6() ? "[" + address.to_string() + "]:" + port : address.to_string() + ":" + port;
+}
+
+namespace {
+
+asio::awaitable<void> connect_to(SideChannelSetup& setup, int peer) {
+  const auto& address = setup.book[peer].data_address;
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) throw JobError("bad data address '" + address + "'");
+  std::string host = address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  tcp::endpoint endpoint(asio::ip::make_address(host), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  tcp::socket socket(co_await asio::this_coro::executor);
+  SocketDeadline deadline(socket, setup.env.connect_timeout);
+  co_await socket.async_connect(endpoint, asio::use_awaitable);
+  co_await authenticate_as_client(socket, setup.auth, ChannelKind::data, setup.env.rank, peer);
+  co_await setup.establish(peer, socket);
+}
+
+asio::awaitable<void> accept_from(tcp::acceptor& acceptor, SideChannelSetup& setup, std::set<int> expected,
+                                  std::string& error) {
+  while (!expected.empty() && error.empty()) {
+    tcp::socket socket(co_await asio::this_coro::executor);
+    boost::system::error_code ec;
+    co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return;  // closed by the deadline; `error` says why
+    const std::string from = describe(socket);
+    PeerIdentity identity{};
+    {
+      SocketDeadline deadline(socket, setup.env.handshake_timeout);
+      try {
+        identity = co_await authenticate_as_server(socket, setup.auth, setup.env.rank);
+      } catch (const std::exception& e) {
+        spdlog::warn("{}: ignored connection from {}: {}", setup.plane, from, e.what());
+        continue;
+      }
+    }
+    if (identity.kind != ChannelKind::data || !expected.count(identity.rank)) {
+      spdlog::warn("{}: ignored connection from {} (rank {} was not expected)", setup.plane, from, identity.rank);
+      continue;
+    }
+    // An authenticated peer that fails to set up its channel is an error of the job.
+    try {
+      co_await setup.establish(identity.rank, socket);
+    } catch (const std::exception& e) {
+      if (error.empty()) error = "cannot connect to " + peer_name(setup.book, identity.rank) + " (" + setup.plane + "): " + e.what();
+      co_return;
+    }
+    expected.erase(identity.rank);
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> connect_side_channels(tcp::acceptor& acceptor, SideChannelSetup setup, std::vector<int> peers) {
+  std::sort(peers.begin(), peers.end());
+  peers.erase(std::unique(peers.begin(), peers.end()), peers.end());  // with 2 ranks, left == right
+  peers.erase(std::remove(peers.begin(), peers.end(), setup.env.rank), peers.end());
+  std::set<int> to_accept;
+  int to_connect = 0;
+  for (int peer : peers) {
+    if (peer < setup.env.rank) ++to_connect;
+    else to_accept.insert(peer);
+  }
+  auto executor = co_await asio::this_coro::executor;
+  std::string error;
+  int pending = to_connect + static_cast<int>(to_accept.empty() ? 0 : 1);
+  // Cancelled when the last connection is up: an event to wait on, not a poll.
+  asio::steady_timer all_done(executor, asio::steady_timer::time_point::max());
+  auto finished = [&] {
+    if (--pending == 0) all_done.cancel();
+  };
+  asio::steady_timer deadline(executor, setup.env.connect_timeout);
+  deadline.async_wait([&](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (error.empty()) {
+      error = "timed out after " + std::to_string(setup.env.connect_timeout.count() / 1000) + " s connecting the " + setup.plane;
+    }
+    boost::system::error_code ignored;
+    acceptor.close(ignored);
+  });
+  for (int peer : peers) {
+    if (peer > setup.env.rank) continue;
+    asio::co_spawn(executor, connect_to(setup, peer), [&, peer](std::exception_ptr failure) {
+      if (failure && error.empty()) {
+        try {
+          std::rethrow_exception(failure);
+        } catch (const std::exception& e) {
+          error = "cannot connect to " + peer_name(setup.book, peer) + " (" + setup.plane + "): " + e.what();
+        }
+      }
+      finished();
+    });
+  }
+  if (!to_accept.empty()) {
+    asio::co_spawn(executor, accept_from(acceptor, setup, to_accept, error), [&](std::exception_ptr) { finished(); });
+  }
+  if (pending > 0) {
+    boost::system::error_code cancelled;
+    co_await all_done.async_wait(asio::redirect_error(asio::use_awaitable, cancelled));
+  }
+  deadline.cancel();
+  if (!error.empty()) throw JobError(error);
+}
+
+}  // namespace tnt::transport

@@ -1,0 +1,38 @@
+#pragma once
+// The authenticated TCP connections that the data-plane back ends set up between ranks: the
+// TCP back end carries its data on them, the InfiniBand back end exchanges queue-pair details
+// on them and then watches them for a lost peer.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "auth.h"
+#include "tnt/transport/transport.h"
+
+namespace tnt::transport {
+
+// Binds `acceptor` to `address` (any free port) and returns what peers connect to,
+// "ip:port" or "[ip6]:port". `what` names the listener in errors.
+std::string listen_side_channel(boost::asio::ip::tcp::acceptor& acceptor, const boost::asio::ip::address& address,
+                                const std::string& what);
+// TNT_DATA_ADDR or the address that reaches the master, as an IP address (ConfigError if not).
+boost::asio::ip::address parse_data_ip(const std::string& local_ip);
+
+// Note [Who connects]: of two ranks that need a channel, the higher one connects and the
+// lower one accepts, so each pair of ranks has exactly one connection. Both sides authenticate
+// (auth.h); connections that fail to, or come from ranks not expected, are ignored with a
+// warning. Then `establish(peer, socket)` runs on the authenticated socket; what it throws is
+// the job's error. The whole set-up is bounded by env.connect_timeout.
+struct SideChannelSetup {
+  const JobEnvironment& env;
+  const AuthContext& auth;
+  const std::vector<PeerAddress>& book;
+  std::string plane;  // "data plane", "InfiniBand data plane": for messages
+  std::function<boost::asio::awaitable<void>(int peer, boost::asio::ip::tcp::socket& socket)> establish;
+};
+boost::asio::awaitable<void> connect_side_channels(boost::asio::ip::tcp::acceptor& acceptor, SideChannelSetup setup,
+                                                   std::vector<int> peers);
+
+std::string peer_name(const std::vector<PeerAddress>& book, int rank);  // "rank 3 (node7, 10.0.0.7:4711)"
+
+}  // namespace tnt::transport
