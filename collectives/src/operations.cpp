@@ -20,6 +20,23 @@ RingLayout blocks_of(std::byte* base, std::size_t count, std::size_t element_siz
 
 int previous_rank(int rank, int ranks) { return (rank + ranks - 1) % ranks; }
 
+// The reduce-scatter part of a ring over `data`: bfloat16 is widened into `work` first, so that
+// partial sums travel and add up in float32.
+RingLayout reduction_layout(CommunicatorCore& core, void* data, std::size_t count, DataType type, ReduceOp op,
+                            std::vector<std::byte>& work) {
+  const DataType carried = accumulation_type(type);
+  std::byte* base = static_cast<std::byte*>(data);
+  if (carried != type) {
+    work = core.acquire(count * size_of(carried));
+    widen(static_cast<const bfloat16*>(data), reinterpret_cast<float*>(work.data()), count);
+    base = work.data();
+  }
+  RingLayout layout = blocks_of(base, count, size_of(carried), core.size());
+  layout.reduce_steps = core.size() - 1;
+  layout.reduce = reducer_for(type, op);
+  return layout;
+}
+
 }  // namespace
 
 // ---- allreduce -----------------------------------------------------------------------------
@@ -47,18 +64,9 @@ void AllreduceOperation::start() {
     start_ring(std::move(layout));
     return;
   }
-  const DataType carried = accumulation_type(type_);
-  std::byte* base = static_cast<std::byte*>(data_);
-  if (carried != type_) {
-    work_ = core_.acquire(count_ * size_of(carried));
-    widen(static_cast<const bfloat16*>(data_), reinterpret_cast<float*>(work_.data()), count_);
-    base = work_.data();
-  }
-  RingLayout layout = blocks_of(base, count_, size_of(carried), ranks);
-  layout.reduce_steps = ranks - 1;
+  RingLayout layout = reduction_layout(core_, data_, count_, type_, op_, work_);
   layout.copy_steps = ranks - 1;
   layout.first_send_chunk = core_.rank();
-  layout.reduce = reducer_for(type_, op_);
   start_ring(std::move(layout));
 }
 
@@ -103,18 +111,9 @@ void ReduceScatterOperation::start() {
     finish();
     return;
   }
-  const DataType carried = accumulation_type(type_);
-  std::byte* base = static_cast<std::byte*>(data_);
-  if (carried != type_) {
-    work_ = core_.acquire(count_ * size_of(carried));
-    widen(static_cast<const bfloat16*>(data_), reinterpret_cast<float*>(work_.data()), count_);
-    base = work_.data();
-  }
-  RingLayout layout = blocks_of(base, count_, size_of(carried), ranks);
-  layout.reduce_steps = ranks - 1;
+  RingLayout layout = reduction_layout(core_, data_, count_, type_, op_, work_);
   // Chosen so that the chunk left fully reduced after ranks-1 steps is this rank's own block.
   layout.first_send_chunk = previous_rank(core_.rank(), ranks);
-  layout.reduce = reducer_for(type_, op_);
   start_ring(std::move(layout));
 }
 
