@@ -414,3 +414,22 @@ TEST(ActorThreads, WaitFromAnActorThreadIsRefusedNotADeadlock) {
 
 }  // namespace
 }  // namespace tnt::actors::test
+
+namespace tnt::actors::test {
+namespace {
+
+TEST(ActorThreads, RefsMayOutliveASystemWithPools) {
+  CapturedLog log;
+  ActorRef kept;
+  {
+    ActorSystem system(pool_config(log, 2));
+    kept = system.spawn<Counter>("counter");
+    system.start();
+    EXPECT_EQ(kept.request(Get{}).get(), 0);
+  }
+  EXPECT_THROW(kept.send(Add{1}), MailboxClosed);
+  kept = ActorRef();  // the last owner of the actor's mailbox goes after its pool
+}
+
+}  // namespace
+}  // namespace tnt::actors::test

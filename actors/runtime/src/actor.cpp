@@ -35,7 +35,7 @@ Actor::Actor() : cell_(detail::constructing) {
 }
 
 const std::string& Actor::name() const { return cell_->name; }
-const Strand& Actor::strand() const { return cell_->strand; }
+const Strand& Actor::strand() const { return *cell_->strand; }
 
 void Actor::check_constructing(const std::type_info& type) const {
   if (detail::constructing != cell_) {

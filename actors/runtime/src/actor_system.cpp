@@ -108,7 +108,7 @@ void request_stop(SystemState& system, StopMode mode) {
   }
   // Mailboxes are closed from here on, so on each strand this runs after every message that
   // was accepted: that is what makes drain complete.
-  for (const auto& cell : system.cells) boost::asio::post(cell->strand, [cell] { cell->finish(); });
+  for (const auto& cell : system.cells) boost::asio::post(*cell->strand, [cell] { cell->finish(); });
 }
 
 void fail(SystemState& system, const std::string& where, std::exception_ptr cause) {
@@ -154,7 +154,7 @@ namespace {
 bool post_if_running(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope>& envelope) {
   std::lock_guard lock(cell->system->mutex);
   if (cell->system->phase != Phase::running) return false;
-  boost::asio::post(cell->strand, [cell, e = std::move(envelope)] { cell->deliver(*e); });
+  boost::asio::post(*cell->strand, [cell, e = std::move(envelope)] { cell->deliver(*e); });
   return true;
 }
 }  // namespace
@@ -270,6 +270,8 @@ ActorSystem::~ActorSystem() {
   }
   for (const auto& cell : cells) cell->actor = nullptr;
   while (!impl_->actors.empty()) impl_->actors.pop_back();  // in reverse order of spawn
+  std::lock_guard lock(state.mutex);  // phase is stopped: no sender touches a strand now
+  for (const auto& cell : cells) cell->strand.reset();
 }
 
 void ActorSystem::add_executor(const std::string& name, boost::asio::any_io_executor executor) {
@@ -322,7 +324,7 @@ void ActorSystem::start() {
       throw std::logic_error("actor system '" + state.name + "' can be started only once");
     }
     state.phase = detail::Phase::running;
-    for (const auto& cell : state.cells) boost::asio::post(cell->strand, [cell] { cell->start(); });
+    for (const auto& cell : state.cells) boost::asio::post(*cell->strand, [cell] { cell->start(); });
   }
   for (auto& [name, pool] : impl_->pools) {
     for (std::size_t i = 0; i < pool->threads; ++i) {

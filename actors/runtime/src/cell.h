@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,7 +50,9 @@ class Cell {
 
   const std::string name;
   const std::shared_ptr<SystemState> system;
-  const Strand strand;
+  // Reset when the system is destroyed: a strand must not outlive its io_context, and refs
+  // may keep the cell alive. Used under SystemState::mutex while running, or by the actor.
+  std::optional<Strand> strand;
   const bool on_pool;
   Actor* actor = nullptr;  // set by spawn; null once the system is destroyed
   // Touched on the strand only.

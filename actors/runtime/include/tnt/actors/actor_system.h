@@ -3,7 +3,8 @@
 //
 // Lifecycle: construct (pools are created, not started) -> add_executor / spawn ->
 // start() -> running -> stop() or a failure -> stopping -> stopped -> wait() returns.
-// - The actor graph is fixed at start: spawn only before start().
+// - The actor graph is fixed at start: add_executor, spawn and start from one thread, before
+//   any message. Every actor's on_start runs before any message reaches it.
 // - stop(drain): no new message is accepted; every message accepted before is handled, then
 //   each actor's on_stop runs. stop(discard): the same, but queued messages are dropped.
 // - An exception escaping any handler (or any asynchronous handler run by a pool) is logged,

@@ -15,7 +15,7 @@ class Actor;
 
 namespace tnt::actors::detail {
 
-// One actor's mailbox: name, strand, link to its system. Defined in actor_system.cpp.
+// One actor's mailbox: name, strand, link to its system. Defined in src/cell.h.
 class Cell;
 
 // A queued message, run once on the target's strand (or destroyed unrun on stop).
@@ -36,7 +36,7 @@ struct HandlerOf<Req> {
 template <class Msg>
 using Handler = typename HandlerOf<Msg>::type;
 
-// Implemented in actor_system.cpp.
+// Implemented in src/ (type_name in actor.cpp, the rest in actor_system.cpp).
 std::string type_name(const std::type_info& type);
 const std::string& cell_name(const Cell& cell);
 const Actor& actor_of(const Cell& cell);
@@ -46,7 +46,7 @@ void check_open(const Cell& cell, const std::type_info& type);  // throws Mailbo
 void enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> envelope);
 bool try_enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> envelope);
 std::exception_ptr dropped_error(const Cell& target, const std::type_info& request);
-// Records a failure of target's handler for type; stops the system (first failure wins).
+// Records that target failed handling `what`, and stops the system (the first failure wins).
 void fail_handling(const Cell& target, const std::string& what, std::exception_ptr cause);
 
 template <class Msg>
