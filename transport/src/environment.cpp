@@ -56,6 +56,9 @@ JobEnvironment JobEnvironment::from_env() {
   if (env.transport != "tcp" && env.transport != "ib") {
     throw ConfigError("TNT_TRANSPORT='" + env.transport + "' is not one of: tcp, ib");
   }
+  if (const char* v = get("TNT_SOCKET_BUFFER_KB")) {
+    env.socket_buffer_bytes = static_cast<int>(parse_integer("TNT_SOCKET_BUFFER_KB", v, 0, 1 << 20)) * 1024;
+  }
   read_seconds("TNT_CONNECT_TIMEOUT_S", env.connect_timeout);
   read_seconds("TNT_PEER_TIMEOUT_S", env.peer_timeout);
   read_seconds("TNT_HANDSHAKE_TIMEOUT_S", env.handshake_timeout);

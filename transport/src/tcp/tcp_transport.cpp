@@ -212,6 +212,13 @@ class TcpTransport final : public Transport {
   void add_pair(int peer, tcp::socket socket) {
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
+    if (env_.socket_buffer_bytes > 0) {
+      // Measured here (2 ranks, loopback, medians of 3 runs): 4 MiB buffers raised the bus
+      // bandwidth from 0.87 to 1.05 GB/s at 64 MiB and from 0.86 to 1.03 GB/s at 4 MiB over
+      // the kernel's autotuning, which setting them switches off (TNT_SOCKET_BUFFER_KB=0 keeps it).
+      socket.set_option(asio::socket_base::send_buffer_size(env_.socket_buffer_bytes), ignored);
+      socket.set_option(asio::socket_base::receive_buffer_size(env_.socket_buffer_bytes), ignored);
+    }
     pairs_[peer] = std::make_unique<TcpPair>(*this, std::move(socket), peer, peer_name(book_, peer));
   }
 
