@@ -164,7 +164,6 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   }
 
   const JobEnvironment& environment() const { return env_; }
-  transport::EventLoop& loop() { return *loop_; }
 
  private:
   JobEnvironment env_;

@@ -89,7 +89,7 @@ void RingOperation::on_recv_complete(std::uint64_t cookie, std::size_t bytes) {
   const std::size_t segment = index % segments_;
   const Span span = segment_of(chunk_sent_at(step + 1), segment);
   if (bytes != span.count * layout_.element_size) {
-    core_.fail_job("rank " + std::to_string(core_.rank() - 1 < 0 ? core_.size() - 1 : core_.rank() - 1) + " sent " +
+    core_.fail_job("rank " + std::to_string(core_.left().peer_rank()) + " sent " +
                    std::to_string(bytes) + " bytes where " + std::to_string(span.count * layout_.element_size) +
                    " were expected: the ranks called collectives with different counts or types");
     return;
