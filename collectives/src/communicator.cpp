@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <list>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -46,9 +47,21 @@ int env_int(const char* name, int fallback, int min, int max) {
 class Communicator::Impl final : public detail::CommunicatorCore {
  public:
   explicit Impl(CommunicatorOptions options)
-      : env_(options.environment ? *options.environment : JobEnvironment::from_env()),
-        loop_(options.io_context ? std::make_unique<transport::EventLoop>(*options.io_context)
-                                 : std::make_unique<transport::EventLoop>()) {
+      : env_(options.environment ? *options.environment : JobEnvironment::from_env()) {
+    const auto poll = options.poll_before_sleep.count() >= 0
+                          ? options.poll_before_sleep
+                          : std::chrono::microseconds(env_int("TNT_WAIT_POLL_US", 50, 0, 1'000'000));
+    // Note [Two loops]: the data plane's loop runs on demand (Note [Driving] in event_loop.cpp);
+    // the control plane's heartbeats must go on while nobody calls a collective, so it has an
+    // always-running loop of its own. An embedding code's io_context carries both.
+    if (options.io_context) {
+      loop_ = std::make_unique<transport::EventLoop>(*options.io_context, poll);
+    } else {
+      loop_ = std::make_unique<transport::EventLoop>(transport::Progress::on_demand, poll);
+      if (env_.size > 1) own_control_loop_ = std::make_unique<transport::EventLoop>(transport::Progress::always);
+    }
+    control_loop_ = own_control_loop_ ? own_control_loop_.get() : loop_.get();
+    verdict_timer_.emplace(loop_->strand());
     segment_bytes_ = options.segment_bytes ? options.segment_bytes : env_kib("TNT_SEGMENT_KB", 512 * 1024, 1 << 20);
     if (segment_bytes_ == 0) throw ConfigError("TNT_SEGMENT_KB must be at least 1");
     pipeline_depth_ = options.pipeline_depth ? options.pipeline_depth : env_int("TNT_PIPELINE_DEPTH", 4, 1, 255);
@@ -59,20 +72,27 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     if (env_.size == 1) return;
 
     transport_ = transport::make_transport(*loop_, env_);
-    rendezvous_ = std::make_unique<transport::Rendezvous>(*loop_, env_, transport::RendezvousOptions{options.configuration});
+    rendezvous_ = std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{options.configuration});
     book_ = rendezvous_->join([this](const std::string& local_ip) { return transport_->listen(local_ip); });
     transport_->set_error_handler([this](int peer, const std::string& message) {
       if (finishing_ && active_ops_ == 0) return;  // neighbours close their channels as the job ends
       // Note [Blame]: a neighbour's channel can break because the neighbour is failing over a
       // third rank's death. Ask the master, which sees every rank, and fail with its verdict;
       // only if none comes in time, fail with what was seen here.
-      rendezvous_->report_peer_lost(peer, message);
-      verdict_timer_.expires_after(std::min<std::chrono::milliseconds>(env_.peer_timeout, std::chrono::milliseconds(2000)));
-      verdict_timer_.async_wait([this, message](const boost::system::error_code& ec) {
+      asio::post(control_loop_->strand(), [this, peer, message] { rendezvous_->report_peer_lost(peer, message); });
+      verdict_timer_->expires_after(std::min<std::chrono::milliseconds>(env_.peer_timeout, std::chrono::milliseconds(2000)));
+      verdict_timer_->async_wait([this, message](const boost::system::error_code& ec) {
         if (!ec) fail_job(message);
       });
     });
-    rendezvous_->set_failure_handler([this](int, const std::string& reason) { fail_job(reason); });
+    rendezvous_->set_failure_handler([this](int, const std::string& reason) {
+      // Held, so that the data plane fails at once even if no collective is running.
+      loop_->hold();
+      asio::post(loop_->strand(), [this, reason] {
+        fail_job(reason);
+        loop_->release();
+      });
+    });
     left_rank_ = (env_.rank + env_.size - 1) % env_.size;
     right_rank_ = (env_.rank + 1) % env_.size;
     transport_->connect(book_, {left_rank_, right_rank_});
@@ -90,16 +110,24 @@ class Communicator::Impl final : public detail::CommunicatorCore {
           spdlog::warn("orderly shutdown failed: {}", error.what());
         }
       }
-      transport_->close();
+      transport_->close();  // reports no more errors, so posts no more to the control loop
+      control_loop_->call([] {});  // fence: what it posted before has run
+      rendezvous_.reset();  // posts no more failures to the data loop
+      loop_->call([] {});
     }
-    rendezvous_.reset();
     transport_.reset();
-    loop_.reset();
+    verdict_timer_.reset();
   }
 
+  // Who waits for an operation: its caller, at once (a blocking call runs the data loop
+  // itself), or possibly nobody (then the progress thread must run the loop until it ends).
+  enum class Waiter { caller, unknown };
+
   template <class Op, class... Args>
-  Request issue(CompletionCallback done, Args... args) {
+  Request issue(Waiter waiter, CompletionCallback done, Args... args) {
     auto state = std::make_shared<OperationState>(*loop_, std::move(done));
+    state->held = waiter == Waiter::unknown;
+    if (state->held) loop_->hold();
     std::lock_guard lock(issue_mutex_);
     const std::uint64_t sequence = next_sequence_++;
     ++active_ops_;
@@ -156,7 +184,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     if (!failure_.empty()) return;
     failure_ = reason;
     failed_ = true;
-    verdict_timer_.cancel();
+    verdict_timer_->cancel();
     spdlog::error("{}", reason);
     // No channel may complete anything into an operation that is about to be destroyed.
     if (transport_) transport_->close();
@@ -167,11 +195,13 @@ class Communicator::Impl final : public detail::CommunicatorCore {
 
  private:
   JobEnvironment env_;
-  std::unique_ptr<transport::EventLoop> loop_;
+  std::unique_ptr<transport::EventLoop> own_control_loop_;
+  std::unique_ptr<transport::EventLoop> loop_;  // the data plane's
+  transport::EventLoop* control_loop_ = nullptr;
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::Rendezvous> rendezvous_;
   std::vector<transport::PeerAddress> book_;
-  boost::asio::steady_timer verdict_timer_{loop_->strand()};
+  std::optional<boost::asio::steady_timer> verdict_timer_;
   int left_rank_ = 0;
   int right_rank_ = 0;
   std::size_t segment_bytes_ = 0;
@@ -234,44 +264,60 @@ void check_data(const void* data, std::size_t count, const char* what) {
 
 Request Communicator::allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op, CompletionCallback done) {
   check_data(data, count, "allreduce");
-  return impl_->issue<detail::AllreduceOperation>(std::move(done), data, count, type, op);
+  return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), data, count, type, op);
 }
 
 void Communicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
-  allreduce_async(data, count, type, op).wait();
+  check_data(data, count, "allreduce");
+  impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, data, count, type, op).wait();
 }
+
+namespace {
+void check_root(int root, int size) {
+  if (root < 0 || root >= size) {
+    throw Error("broadcast: root " + std::to_string(root) + " is not a rank of this job (size " + std::to_string(size) + ")");
+  }
+}
+}  // namespace
 
 Request Communicator::broadcast_async(void* data, std::size_t bytes, int root, CompletionCallback done) {
   check_data(data, bytes, "broadcast");
-  if (root < 0 || root >= size()) {
-    throw Error("broadcast: root " + std::to_string(root) + " is not a rank of this job (size " + std::to_string(size()) + ")");
-  }
-  return impl_->issue<detail::BroadcastOperation>(std::move(done), data, bytes, root);
+  check_root(root, size());
+  return impl_->issue<detail::BroadcastOperation>(Impl::Waiter::unknown, std::move(done), data, bytes, root);
 }
 
-void Communicator::broadcast(void* data, std::size_t bytes, int root) { broadcast_async(data, bytes, root).wait(); }
+void Communicator::broadcast(void* data, std::size_t bytes, int root) {
+  check_data(data, bytes, "broadcast");
+  check_root(root, size());
+  impl_->issue<detail::BroadcastOperation>(Impl::Waiter::caller, {}, data, bytes, root).wait();
+}
 
 Request Communicator::allgather_async(const void* send, void* recv, std::size_t bytes_per_rank, CompletionCallback done) {
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
-  return impl_->issue<detail::AllgatherOperation>(std::move(done), send, recv, bytes_per_rank);
+  return impl_->issue<detail::AllgatherOperation>(Impl::Waiter::unknown, std::move(done), send, recv, bytes_per_rank);
 }
 
 void Communicator::allgather(const void* send, void* recv, std::size_t bytes_per_rank) {
-  allgather_async(send, recv, bytes_per_rank).wait();
+  check_data(send, bytes_per_rank, "allgather");
+  check_data(recv, bytes_per_rank, "allgather");
+  impl_->issue<detail::AllgatherOperation>(Impl::Waiter::caller, {}, send, recv, bytes_per_rank).wait();
 }
 
 Request Communicator::reduce_scatter_async(void* data, std::size_t count, DataType type, ReduceOp op, CompletionCallback done) {
   check_data(data, count, "reduce_scatter");
-  return impl_->issue<detail::ReduceScatterOperation>(std::move(done), data, count, type, op);
+  return impl_->issue<detail::ReduceScatterOperation>(Impl::Waiter::unknown, std::move(done), data, count, type, op);
 }
 
 void Communicator::reduce_scatter(void* data, std::size_t count, DataType type, ReduceOp op) {
-  reduce_scatter_async(data, count, type, op).wait();
+  check_data(data, count, "reduce_scatter");
+  impl_->issue<detail::ReduceScatterOperation>(Impl::Waiter::caller, {}, data, count, type, op).wait();
 }
 
-Request Communicator::barrier_async(CompletionCallback done) { return impl_->issue<detail::BarrierOperation>(std::move(done)); }
+Request Communicator::barrier_async(CompletionCallback done) {
+  return impl_->issue<detail::BarrierOperation>(Impl::Waiter::unknown, std::move(done));
+}
 
-void Communicator::barrier() { barrier_async().wait(); }
+void Communicator::barrier() { impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}).wait(); }
 
 }  // namespace tnt

@@ -24,6 +24,7 @@ struct OperationState {
 
   transport::EventLoop& loop;
   CompletionCallback callback;
+  bool held = false;  // holds the loop (EventLoop::hold) until complete()
   mutable std::mutex mutex;
   bool finished = false;
   std::string error;

@@ -17,6 +17,7 @@ void OperationState::complete(const std::string& failure) {
   }
   loop.wake();
   if (to_call) to_call(failure);
+  if (held) loop.release();
 }
 
 void RingOperation::start_ring(RingLayout layout) {

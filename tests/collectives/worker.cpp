@@ -3,11 +3,14 @@
 //   tnt-test-worker loop         allreduces until killed (failure tests); prints "running" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
 // --config TEXT sets the run configuration (ranks must agree).
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tnt/collectives/communicator.h"
@@ -136,6 +139,58 @@ void check_async(tnt::Communicator& comm, std::size_t count) {
   verify(e, comm.size(), ReduceOp::min, "async int32 min");
 }
 
+// Who runs the event loop changes hands (Note [Driving]): asynchronous work must progress with
+// nobody waiting, beside a blocking call, and when several threads wait at once.
+void check_progress(tnt::Communicator& comm) {
+  const std::size_t count = (std::size_t{1} << 18) + 3;
+  auto expect_done_without_waiting = [&](const tnt::Request& request, const char* what) {
+    ++checks;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!request.test() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!request.test()) report(std::string(what) + ": not done after 20 s with nobody waiting");
+  };
+
+  // Nobody waits: the progress thread runs the loop. The callback chains a second operation.
+  auto a = make_input<float>(comm.rank(), count);
+  auto b = make_input<std::int32_t>(comm.rank(), 1000);
+  std::atomic<bool> chained_done{false};
+  tnt::Request chained;
+  auto first = comm.allreduce_async(a.data(), a.size(), DataType::float32, ReduceOp::sum, [&](const std::string& error) {
+    if (!error.empty()) return;
+    chained = comm.allreduce_async(b.data(), b.size(), DataType::int32, ReduceOp::max,
+                                   [&](const std::string& e) { chained_done = e.empty(); });
+  });
+  expect_done_without_waiting(first, "asynchronous allreduce");
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!chained_done && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ++checks;
+  if (!chained_done) report("allreduce issued from a completion callback did not finish");
+  verify(a, comm.size(), ReduceOp::sum, "nobody-waits float32 sum");
+  verify(b, comm.size(), ReduceOp::max, "chained int32 max");
+
+  // A blocking call while asynchronous work is in flight, then the async one.
+  auto c = make_input<double>(comm.rank(), count);
+  auto d = make_input<std::int64_t>(comm.rank(), 7);
+  auto pending = comm.allreduce_async(c.data(), c.size(), DataType::float64, ReduceOp::min);
+  comm.allreduce(d.data(), d.size(), DataType::int64, ReduceOp::sum);
+  verify(d, comm.size(), ReduceOp::sum, "blocking int64 sum beside an async one");
+  pending.wait();
+  verify(c, comm.size(), ReduceOp::min, "float64 min beside a blocking one");
+
+  // Two threads wait at once; either may end up running the loop.
+  auto e = make_input<float>(comm.rank(), count);
+  auto f = make_input<float>(comm.rank(), 1000);
+  auto first_of_two = comm.allreduce_async(e.data(), e.size(), DataType::float32, ReduceOp::max);
+  auto second_of_two = comm.allreduce_async(f.data(), f.size(), DataType::float32, ReduceOp::avg);
+  std::thread other([&] { first_of_two.wait(); });
+  second_of_two.wait();
+  other.join();
+  verify(e, comm.size(), ReduceOp::max, "float32 max waited for by another thread");
+  verify(f, comm.size(), ReduceOp::avg, "float32 avg waited for beside it");
+}
+
 void check_data_movement(tnt::Communicator& comm) {
   for (std::size_t bytes : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(3 << 20) + 5}) {
     for (int root = 0; root < comm.size(); ++root) {
@@ -192,6 +247,7 @@ int main(int argc, char** argv) {
       check_async(comm, 1000);
       check_async(comm, (std::size_t{1} << 20) + 3);
       check_data_movement(comm);
+      check_progress(comm);
       std::printf("rank %d: %lld checks, %d failures\n", comm.rank(), checks, failures);
       return failures == 0 ? 0 : 1;
     }

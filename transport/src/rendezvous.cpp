@@ -101,18 +101,14 @@ class Rendezvous::Impl {
   }
 
   void finish() {
-    bool done = false;
-    asio::dispatch(loop_.strand(), [&] {
+    loop_.call([this] {
       finishing_ = true;
       if (env_.rank != 0) {
         send_control([](wire::Control::Builder c) { c.setGoodbye(); });
       } else {
         maybe_release_everyone();
       }
-      done = true;
-      loop_.wake();
     });
-    loop_.wait_until([&] { return done; });
     // Bounded: heartbeats keep running, so a silent or lost peer fails the job instead.
     loop_.wait_until([&] { return finished_.load() || failed_flag_.load(); });
     // The master's goodbyes must leave before its sockets close, or ranks would see a lost master.
@@ -573,17 +569,13 @@ class Rendezvous::Impl {
   }
 
   void shutdown() {
-    bool done = false;
-    asio::dispatch(loop_.strand(), [&] {
+    loop_.call([this] {
       stopping_ = true;
       heartbeat_timer_.cancel();
       close_acceptor();
       boost::system::error_code ignored;
       for (auto& link : links_) link->socket.close(ignored);
-      done = true;
-      loop_.wake();
     });
-    loop_.wait_until([&] { return done; });
     loop_.wait_until([&] { return active_tasks_.load() == 0; });
   }
 

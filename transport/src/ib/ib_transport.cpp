@@ -251,8 +251,7 @@ class IbTransport final : public Transport {
   void set_error_handler(ErrorHandler handler) override { error_handler_ = std::move(handler); }
 
   void close() override {
-    bool done = false;
-    asio::dispatch(loop_.strand(), [&] {
+    loop_.call([this] {
       closed_ = true;
       boost::system::error_code ignored;
       acceptor_.close(ignored);
@@ -260,11 +259,7 @@ class IbTransport final : public Transport {
       for (auto& pair : pairs_) {
         if (pair) pair->close();
       }
-      done = true;
-      loop_.wake();
     });
-    if (loop_.in_loop_thread()) return;
-    loop_.wait_until([&] { return done; });
   }
 
   // For the pairs.

@@ -167,18 +167,14 @@ class TcpTransport final : public Transport {
   void set_error_handler(ErrorHandler handler) override { error_handler_ = std::move(handler); }
 
   void close() override {
-    bool done = false;
-    asio::dispatch(loop_.strand(), [&] {
+    loop_.call([this] {
       closed_ = true;
       boost::system::error_code ignored;
       acceptor_.close(ignored);
       for (auto& pair : pairs_) {
         if (pair) pair->close();
       }
-      done = true;
-      loop_.wake();
     });
-    loop_.wait_until([&] { return done; });  // at once when called on the strand: dispatch ran inline
   }
 
   // Bookkeeping for handlers that still refer to this object (the destructor waits for 0).

@@ -1,44 +1,63 @@
 #pragma once
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <thread>
-#include <condition_variable>
-#include <mutex>
 
 #include "tnt/transport/asio.h"
 
 namespace tnt::transport {
 
-// The one event loop that drives a rank's transport and collectives: an io_context, a strand
-// that serialises all of tnt's handlers on it, and either a progress thread of its own or an
-// io_context that the embedding code runs. The progress thread sleeps in epoll when there is
-// nothing to do; nothing in tnt spins.
+// Who runs an EventLoop of its own (see Note [Driving] in event_loop.cpp).
+enum class Progress {
+  // Its progress thread runs it all the time; blocked callers sleep until woken. For work that
+  // must go on while nobody waits, like heartbeats.
+  always,
+  // A thread blocked in wait_until() runs it itself; the progress thread runs it only while
+  // work is held (hold()) and no caller is running it. For the data plane: a blocking
+  // collective then costs no hand-off between threads.
+  on_demand,
+};
+
+// An event loop that drives a rank's transport and collectives: an io_context, a strand that
+// serialises all of tnt's handlers on it, and either a progress thread of its own or an
+// io_context that the embedding code runs. Nothing spins for long: a blocked caller that runs
+// the loop polls for at most poll_before_sleep, then sleeps in epoll.
 class EventLoop {
  public:
   using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
 
-  EventLoop();                                          // own io_context + one progress thread
-  explicit EventLoop(boost::asio::io_context& shared);  // the embedding code's io_context
+  explicit EventLoop(Progress progress = Progress::always,
+                     std::chrono::microseconds poll_before_sleep = std::chrono::microseconds(0));
+  // The embedding code's io_context; blocked callers help to run it.
+  explicit EventLoop(boost::asio::io_context& shared,
+                     std::chrono::microseconds poll_before_sleep = std::chrono::microseconds(0));
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
 
   boost::asio::io_context& context() { return *io_; }
   Strand strand() const { return strand_; }
-  bool owns_thread() const { return thread_.joinable(); }
-  bool in_loop_thread() const { return std::this_thread::get_id() == thread_id_; }
+  // True inside a handler of this loop, whichever thread runs it.
+  bool running_in_this_thread() const { return io_->get_executor().running_in_this_thread(); }
 
-  // Blocks until `ready` holds. With a shared io_context the caller helps to run it, so this
-  // works whether or not another thread also runs that io_context. `ready` is polled after
-  // every handler (shared) or each `slice` (own thread, where wake() cuts the slice short).
-  // With a deadline, returns false if it passed first.
+  // Blocks until `ready` holds. The caller runs the loop itself where it may (on_demand while
+  // nobody else runs it, or a shared io_context), else sleeps until wake(). With a deadline,
+  // returns false if it passed first.
   bool wait_until(const std::function<bool()>& ready,
                   std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
-  void wake();  // wakes wait_until callers of an own-thread loop
+  void wake();  // wakes wait_until callers after something they wait for changed
+
+  // on_demand: work that nobody may be waiting for (an asynchronous collective, a failure to
+  // handle) is pending; the progress thread runs the loop until every hold is released. Both
+  // may be called from any thread. A no-op for the other kinds of loop.
+  void hold();
+  void release();
 
   // Runs `task` on the strand and blocks until it finishes; rethrows what it throws.
   template <class T>
@@ -54,16 +73,29 @@ class EventLoop {
     return future.get();
   }
 
+  // Runs `task` on the strand and blocks until it has run: also a fence after every handler
+  // posted to the strand before.
+  void call(const std::function<void()>& task);
+
  private:
+  void progress_thread_main();
+  void drive_until(const std::function<bool()>& ready, std::optional<std::chrono::steady_clock::time_point> deadline);
+
   std::unique_ptr<boost::asio::io_context> own_io_;
   boost::asio::io_context* io_;
   Strand strand_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
+  const Progress progress_;
+  const std::chrono::microseconds poll_before_sleep_;
   std::thread thread_;
-  std::thread::id thread_id_;
-  std::mutex wake_mutex_;
-  std::condition_variable wake_cv_;
+
+  std::mutex mutex_;
+  std::condition_variable changed_;          // for callers in wait_until()
+  std::condition_variable progress_wanted_;  // for the on_demand progress thread
   std::uint64_t wake_count_ = 0;
+  bool driven_ = false;  // on_demand: some thread runs the loop now
+  int holds_ = 0;
+  bool stopping_ = false;
 };
 
 // void specialisation: co_spawn hands no value.
