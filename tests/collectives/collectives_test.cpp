@@ -88,6 +88,19 @@ TEST(Rendezvous, DuplicateRankIsRefused) {
   }
 }
 
+TEST(Transport, UnknownCongestionControlIsAClearError) {
+  Job job(2);
+  Job::Env env = quick({});
+  env["TNT_TCP_CONGESTION"] = "nosuchcc";
+  job.start_all({kWorker, "barrier"}, env);
+  auto outcomes = job.wait(20s);
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out);
+    EXPECT_NE(o.exit_code, 0) << describe(outcomes);
+  }
+  EXPECT_NE(describe(outcomes).find("TNT_TCP_CONGESTION='nosuchcc' cannot be used here"), std::string::npos) << describe(outcomes);
+}
+
 TEST(Rendezvous, DifferentConfigurationIsRefused) {
   Job job(2);
   job.start({kWorker, "barrier", "--config", "lr=0.1"}, quick(job.rank_env(0)));

@@ -1,5 +1,7 @@
 #include "tnt/transport/environment.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cstdlib>
 #include <fstream>
@@ -58,6 +60,13 @@ JobEnvironment JobEnvironment::from_env() {
   }
   if (const char* v = get("TNT_SOCKET_BUFFER_KB")) {
     env.socket_buffer_bytes = static_cast<int>(parse_integer("TNT_SOCKET_BUFFER_KB", v, 0, 1 << 20)) * 1024;
+  }
+  if (const char* v = std::getenv("TNT_TCP_CONGESTION")) {
+    env.tcp_congestion = v;
+    const bool plausible = env.tcp_congestion.size() < 16 &&
+                           std::all_of(env.tcp_congestion.begin(), env.tcp_congestion.end(),
+                                       [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!plausible) throw ConfigError(std::string("TNT_TCP_CONGESTION='") + v + "' is not a congestion control name (e.g. reno, cubic, bbr; empty for the system's)");
   }
   read_seconds("TNT_CONNECT_TIMEOUT_S", env.connect_timeout);
   read_seconds("TNT_PEER_TIMEOUT_S", env.peer_timeout);

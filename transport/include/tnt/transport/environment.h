@@ -22,9 +22,12 @@ struct JobEnvironment {
   // connection to the master (the interface that routes to the other ranks).
   std::string data_addr;
 
-  // TCP send and receive buffer of each data-plane socket (TNT_SOCKET_BUFFER_KB, default
-  // 4096; 0 leaves the kernel's autotuning on). See tcp_transport.cpp for the measurement.
-  int socket_buffer_bytes = 4 << 20;
+  // TCP send and receive buffer of each data-plane socket (TNT_SOCKET_BUFFER_KB; 0, the
+  // default, leaves the kernel's autotuning on).
+  int socket_buffer_bytes = 0;
+  // Congestion control of the data-plane sockets (TNT_TCP_CONGESTION; empty: the system's).
+  // See tcp_transport.cpp for the measurement behind the default.
+  std::string tcp_congestion = "reno";
 
   // Network waits. Every wait on the network is bounded by one of these.
   std::chrono::milliseconds connect_timeout{60'000};    // TNT_CONNECT_TIMEOUT_S: joining the job
