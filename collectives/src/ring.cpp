@@ -5,6 +5,10 @@
 #include "operation.h"
 
 namespace tnt::detail {
+namespace {
+constexpr std::size_t kSegmentsPerChunk = 4;
+constexpr std::size_t kSmallestSegment = 128 * 1024;
+}  // namespace
 
 void OperationState::complete(const std::string& failure) {
   CompletionCallback to_call;
@@ -29,7 +33,15 @@ void RingOperation::start_ring(RingLayout layout) {
     return;
   }
   const std::size_t largest = *std::max_element(layout_.chunk_count.begin(), layout_.chunk_count.end());
-  segment_elements_ = std::max<std::size_t>(1, core_.segment_bytes() / layout_.element_size);
+  // Note [Segment size]: a chunk of one segment cannot overlap anything: step s+1 waits for all of
+  // step s. So chunks are cut into at least kSegmentsPerChunk segments, down to kSmallestSegment
+  // (64 KiB measured no better). Measured here (2 ranks, loopback, medians of 4 interleaved
+  // runs): 1 MiB allreduces went from 0.81 to 1.21 GB/s. From 4 MiB on the chunks hold four
+  // 512 KiB segments anyway, and 128 KiB ones measured worse there (0.98 against 1.14 GB/s).
+  const std::size_t chunk_bytes = largest * layout_.element_size;
+  const std::size_t segment_bytes =
+      std::min(core_.segment_bytes(), std::max(kSmallestSegment, chunk_bytes / kSegmentsPerChunk));
+  segment_elements_ = std::max<std::size_t>(1, segment_bytes / layout_.element_size);
   segments_ = std::max<std::size_t>(1, (largest + segment_elements_ - 1) / segment_elements_);
   total_messages_ = static_cast<std::uint64_t>(total_steps_) * segments_;
   if (total_messages_ >= (std::uint64_t{1} << 32)) {

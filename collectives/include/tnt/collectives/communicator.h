@@ -47,11 +47,12 @@ struct CommunicatorOptions {
   std::string configuration;
   // The job; default: read from the TNT_* environment (a lone process is a job of size 1).
   std::optional<JobEnvironment> environment;
-  // Share the embedding code's event loop instead of starting a progress thread. Then some
+  // Share the embedding code's event loop instead of starting progress threads. Then some
   // thread must run it, or the blocking calls below drive it themselves.
   boost::asio::io_context* io_context = nullptr;
-  // Ring pipeline segment (env TNT_SEGMENT_KB, default 512 KiB) and how many segments may be in
-  // flight per operation (TNT_PIPELINE_DEPTH, default 4). Small segments test the many-segment paths.
+  // Largest ring pipeline segment (env TNT_SEGMENT_KB, default 512 KiB; chunks are cut into at
+  // least 4 segments of at least 128 KiB below it) and how many segments may be in flight per
+  // operation (TNT_PIPELINE_DEPTH, default 4). Small segments test the many-segment paths.
   std::size_t segment_bytes = 0;
   int pipeline_depth = 0;
   // Allreduces up to this size gather every rank's buffer and reduce locally, in rank order:
@@ -68,7 +69,9 @@ struct CommunicatorOptions {
 // roots, in the same order; they are matched by issue order. Any number may be in flight.
 //
 // Threading: calls may come from any thread, one at a time (the issue order is the order of
-// the calls). Completions run on tnt's event loop.
+// the calls). Completions run on tnt's event loop: on its progress thread, or on a thread that
+// is blocked in a tnt call and runs the loop meanwhile (the embedding code's, with its own
+// io_context). A completion callback must therefore not take a lock that such a caller holds.
 //
 // Errors: the first failure (a lost or silent peer, a refused rank, mismatched calls) is
 // sticky: it fails every pending operation and every later call with a tnt::JobError that
