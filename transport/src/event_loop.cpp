@@ -30,7 +30,9 @@ using Clock = std::chrono::steady_clock;
 // 60-77 us; polling 20 us no better (the peer's data comes one wake-up of the peer later);
 // polling 50 us 18-31 us, OpenMPI's spinning TCP path 25-41 us. With two CPU hogs beside the
 // job, 50 us of polling gave 31, 31 and 155 us against 57-100 us without; OpenMPI's unbounded
-// spinning gave 29, 8012 (sic) and 40 us.
+// spinning gave 29, 8012 (sic) and 40 us. Where ranks outnumber cores, polling takes time from
+// the rank that would send the data: 4 ranks on 2 cores, 4 KiB, 418-446 us against 388-397 us
+// without (it broke even from 256 KiB on), so such runs want TNT_WAIT_POLL_US=0.
 
 namespace {
 // Bounds how long a deadline can be overshot, and a missed wake-up when another thread runs a
