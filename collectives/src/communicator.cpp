@@ -70,9 +70,34 @@ class Communicator::Impl final : public detail::CommunicatorCore {
                                  ? options.small_allreduce_bytes
                                  : env_kib("TNT_SMALL_ALLREDUCE_KB", 16 * 1024, 1 << 20);
     if (env_.size == 1) return;
+    try {
+      join_job(options.configuration);
+    } catch (...) {
+      close_planes();
+      throw;
+    }
+  }
 
+  ~Impl() {
+    loop_->wait_until([this] { return active_ops_.load() == 0; });
+    if (env_.size > 1) {
+      finishing_ = true;
+      if (!failed_) {
+        try {
+          rendezvous_->finish();
+        } catch (const std::exception& error) {
+          spdlog::warn("orderly shutdown failed: {}", error.what());
+        }
+      }
+      close_planes();
+    }
+    transport_.reset();
+    verdict_timer_.reset();
+  }
+
+  void join_job(const std::string& configuration) {
     transport_ = transport::make_transport(*loop_, env_);
-    rendezvous_ = std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{options.configuration});
+    rendezvous_ = std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{configuration});
     book_ = rendezvous_->join([this](const std::string& local_ip) { return transport_->listen(local_ip); });
     transport_->set_error_handler([this](int peer, const std::string& message) {
       if (finishing_ && active_ops_ == 0) return;  // neighbours close their channels as the job ends
@@ -99,24 +124,13 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     spdlog::debug("communicator ready: rank {} of {}, transport {}", env_.rank, env_.size, env_.transport);
   }
 
-  ~Impl() {
-    loop_->wait_until([this] { return active_ops_.load() == 0; });
-    if (env_.size > 1) {
-      finishing_ = true;
-      if (!failed_) {
-        try {
-          rendezvous_->finish();
-        } catch (const std::exception& error) {
-          spdlog::warn("orderly shutdown failed: {}", error.what());
-        }
-      }
-      transport_->close();  // reports no more errors, so posts no more to the control loop
-      control_loop_->call([] {});  // fence: what it posted before has run
-      rendezvous_.reset();  // posts no more failures to the data loop
-      loop_->call([] {});
-    }
-    transport_.reset();
-    verdict_timer_.reset();
+  // The two planes post work to each other (Note [Two loops]); this stops them in an order in
+  // which nothing posted can outlive what it refers to.
+  void close_planes() {
+    if (transport_) transport_->close();  // reports no more errors, so posts no more to the control loop
+    control_loop_->call([] {});            // fence: what it posted before has run
+    rendezvous_.reset();                   // posts no more failures to the data loop
+    loop_->call([] {});
   }
 
   // Who waits for an operation: its caller, at once (a blocking call runs the data loop
