@@ -123,18 +123,7 @@ int run_ranks(HostLaunch spec, InputLines& input) {
   }
   std::string registry_path;
   try {
-    RegistryEntry entry;
-    entry.job_id = spec.job_id;
-    entry.program = spec.program[0];
-    const char* path_env = std::getenv("PATH");
-    entry.executable = find_program(spec.program[0], path_env ? path_env : "");
-    entry.processes.push_back({getpid(), process_start_time(getpid()), -1});
-    const auto pids = ranks.pids();
-    for (std::size_t i = 0; i < pids.size(); ++i) {
-      entry.processes.push_back(
-          {pids[i], process_start_time(pids[i]), spec.first_rank + static_cast<int>(i)});
-    }
-    registry_path = write_registry(entry);
+    registry_path = register_job(spec.job_id, spec.program[0], ranks.pids(), spec.first_rank);
   } catch (const std::exception& e) {
     spdlog::warn("host {}: {} (--cleanup will not find this job)", spec.host, e.what());
   }

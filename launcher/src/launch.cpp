@@ -220,18 +220,7 @@ class Job : public RemoteListener {
 
   void register_local_job() {
     try {
-      RegistryEntry entry;
-      entry.job_id = plan_.job_id;
-      entry.program = opts_.program[0];
-      const char* path_env = std::getenv("PATH");
-      entry.executable = find_program(opts_.program[0], path_env ? path_env : "");
-      entry.processes.push_back({getpid(), process_start_time(getpid()), -1});
-      const auto pids = local_->pids();
-      for (std::size_t i = 0; i < pids.size(); ++i) {
-        entry.processes.push_back({pids[i], process_start_time(pids[i]),
-                                   local_->spec().first_rank + static_cast<int>(i)});
-      }
-      registry_path_ = write_registry(entry);
+      registry_path_ = register_job(plan_.job_id, opts_.program[0], local_->pids(), local_->spec().first_rank);
     } catch (const std::exception& e) {
       spdlog::warn("{} (--cleanup will not find this job)", e.what());
     }

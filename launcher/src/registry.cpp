@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "host_launch.h"
+#include "process.h"
 
 namespace tnt::launcher::detail {
 namespace {
@@ -82,6 +83,20 @@ unsigned long long process_start_time(pid_t pid) {
 
 bool still_running(const RegisteredProcess& p) {
   return p.pid > 0 && p.start_time != 0 && process_start_time(p.pid) == p.start_time;
+}
+
+std::string register_job(const std::string& job_id, const std::string& program, const std::vector<pid_t>& rank_pids,
+                         int first_rank) {
+  RegistryEntry entry;
+  entry.job_id = job_id;
+  entry.program = program;
+  const char* path_env = std::getenv("PATH");
+  entry.executable = find_program(program, path_env ? path_env : "");
+  entry.processes.push_back({getpid(), process_start_time(getpid()), -1});
+  for (std::size_t i = 0; i < rank_pids.size(); ++i) {
+    entry.processes.push_back({rank_pids[i], process_start_time(rank_pids[i]), first_rank + static_cast<int>(i)});
+  }
+  return write_registry(entry);
 }
 
 std::string write_registry(const RegistryEntry& entry) {

@@ -33,6 +33,10 @@ unsigned long long process_start_time(pid_t pid);
 
 // Writes (atomically) the job's entry on this host; returns its path.
 std::string write_registry(const RegistryEntry& entry);
+// Writes the entry of this process, the supervisor of the ranks `rank_pids` (in rank order from
+// `first_rank`) that run `program` (argv[0]); returns its path.
+std::string register_job(const std::string& job_id, const std::string& program, const std::vector<pid_t>& rank_pids,
+                         int first_rank);
 void remove_registry(const std::string& path);
 std::vector<RegistryEntry> read_registry();
 
