@@ -20,24 +20,36 @@ RingLayout blocks_of(std::byte* base, std::size_t count, std::size_t element_siz
 
 int previous_rank(int rank, int ranks) { return (rank + ranks - 1) % ranks; }
 
-// The reduce-scatter part of a ring over `data`: bfloat16 is widened into `work` first, so that
-// partial sums travel and add up in float32.
-RingLayout reduction_layout(CommunicatorCore& core, void* data, std::size_t count, DataType type, ReduceOp op,
-                            std::vector<std::byte>& work) {
-  const DataType carried = accumulation_type(type);
-  std::byte* base = static_cast<std::byte*>(data);
-  if (carried != type) {
-    work = core.acquire(count * size_of(carried));
-    widen(static_cast<const bfloat16*>(data), reinterpret_cast<float*>(work.data()), count);
-    base = work.data();
+}  // namespace
+
+// ---- what allreduce and reduce-scatter share --------------------------------------------------
+
+RingLayout ReductionOperation::reduction_layout() {
+  const DataType carried = accumulation_type(type_);
+  std::byte* base = static_cast<std::byte*>(data_);
+  if (carried != type_) {
+    work_ = core_.acquire(count_ * size_of(carried));
+    widen(static_cast<const bfloat16*>(data_), reinterpret_cast<float*>(work_.data()), count_);
+    base = work_.data();
   }
-  RingLayout layout = blocks_of(base, count, size_of(carried), core.size());
-  layout.reduce_steps = core.size() - 1;
-  layout.reduce = reducer_for(type, op);
+  RingLayout layout = blocks_of(base, count_, size_of(carried), core_.size());
+  layout.reduce_steps = core_.size() - 1;
+  layout.reduce = reducer_for(type_, op_);
   return layout;
 }
 
-}  // namespace
+void ReductionOperation::finish_block(std::size_t offset, std::size_t count) {
+  const int ranks = core_.size();
+  const DataType carried = accumulation_type(type_);
+  if (carried != type_) {
+    auto* sum = reinterpret_cast<float*>(work_.data()) + offset;
+    if (op_ == ReduceOp::avg) divide(sum, count, carried, ranks);
+    narrow(sum, static_cast<bfloat16*>(data_) + offset, count);
+  } else if (op_ == ReduceOp::avg) {
+    divide(static_cast<std::byte*>(data_) + offset * size_of(type_), count, type_, ranks);
+  }
+  if (!work_.empty()) core_.release(std::move(work_));
+}
 
 // ---- allreduce -----------------------------------------------------------------------------
 
@@ -64,42 +76,39 @@ void AllreduceOperation::start() {
     start_ring(std::move(layout));
     return;
   }
-  RingLayout layout = reduction_layout(core_, data_, count_, type_, op_, work_);
+  RingLayout layout = reduction_layout();
   layout.copy_steps = ranks - 1;
   layout.first_send_chunk = core_.rank();
   start_ring(std::move(layout));
 }
 
 void AllreduceOperation::ring_done() {
+  if (!small_) {
+    finish_block(0, count_);
+    finish();
+    return;
+  }
+  // work_ holds every rank's buffer, in rank order.
   const int ranks = core_.size();
   const DataType carried = accumulation_type(type_);
-  if (small_) {
-    const std::size_t bytes = count_ * size_of(type_);
-    if (carried == type_) {
-      std::memcpy(data_, work_.data(), bytes);
-      auto reduce = reducer_for(type_, op_);
-      for (int r = 1; r < ranks; ++r) reduce(data_, work_.data() + bytes * static_cast<std::size_t>(r), count_);
-      if (op_ == ReduceOp::avg) divide(data_, count_, type_, ranks);
-    } else {
-      std::vector<float> sum(count_);
-      std::vector<float> next(count_);
-      widen(reinterpret_cast<const bfloat16*>(work_.data()), sum.data(), count_);
-      auto reduce = reducer_for(type_, op_);
-      for (int r = 1; r < ranks; ++r) {
-        widen(reinterpret_cast<const bfloat16*>(work_.data() + bytes * static_cast<std::size_t>(r)), next.data(), count_);
-        reduce(sum.data(), next.data(), count_);
-      }
-      if (op_ == ReduceOp::avg) divide(sum.data(), count_, carried, ranks);
-      narrow(sum.data(), static_cast<bfloat16*>(data_), count_);
+  const std::size_t bytes = count_ * size_of(type_);
+  auto reduce = reducer_for(type_, op_);
+  if (carried == type_) {
+    std::memcpy(data_, work_.data(), bytes);
+    for (int r = 1; r < ranks; ++r) reduce(data_, work_.data() + bytes * static_cast<std::size_t>(r), count_);
+    if (op_ == ReduceOp::avg) divide(data_, count_, type_, ranks);
+  } else {
+    std::vector<float> sum(count_);
+    std::vector<float> next(count_);
+    widen(reinterpret_cast<const bfloat16*>(work_.data()), sum.data(), count_);
+    for (int r = 1; r < ranks; ++r) {
+      widen(reinterpret_cast<const bfloat16*>(work_.data() + bytes * static_cast<std::size_t>(r)), next.data(), count_);
+      reduce(sum.data(), next.data(), count_);
     }
-  } else if (carried != type_) {
-    auto* sum = reinterpret_cast<float*>(work_.data());
-    if (op_ == ReduceOp::avg) divide(sum, count_, carried, ranks);
-    narrow(sum, static_cast<bfloat16*>(data_), count_);
-  } else if (op_ == ReduceOp::avg) {
-    divide(data_, count_, type_, ranks);
+    if (op_ == ReduceOp::avg) divide(sum.data(), count_, carried, ranks);
+    narrow(sum.data(), static_cast<bfloat16*>(data_), count_);
   }
-  if (!work_.empty()) core_.release(std::move(work_));
+  core_.release(std::move(work_));
   finish();
 }
 
@@ -111,24 +120,15 @@ void ReduceScatterOperation::start() {
     finish();
     return;
   }
-  RingLayout layout = reduction_layout(core_, data_, count_, type_, op_, work_);
+  RingLayout layout = reduction_layout();
   // Chosen so that the chunk left fully reduced after ranks-1 steps is this rank's own block.
   layout.first_send_chunk = previous_rank(core_.rank(), ranks);
   start_ring(std::move(layout));
 }
 
 void ReduceScatterOperation::ring_done() {
-  const int ranks = core_.size();
-  const auto mine = Communicator::block(count_, ranks, core_.rank());
-  const DataType carried = accumulation_type(type_);
-  if (carried != type_) {
-    auto* sum = reinterpret_cast<float*>(work_.data()) + mine.offset;
-    if (op_ == ReduceOp::avg) divide(sum, mine.count, carried, ranks);
-    narrow(sum, static_cast<bfloat16*>(data_) + mine.offset, mine.count);
-    core_.release(std::move(work_));
-  } else if (op_ == ReduceOp::avg) {
-    divide(static_cast<std::byte*>(data_) + mine.offset * size_of(type_), mine.count, type_, ranks);
-  }
+  const auto mine = Communicator::block(count_, core_.size(), core_.rank());
+  finish_block(mine.offset, mine.count);
   finish();
 }
 

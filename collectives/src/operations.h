@@ -3,37 +3,46 @@
 
 namespace tnt::detail {
 
-class AllreduceOperation final : public RingOperation {
+// What allreduce and reduce-scatter share: an in-place reduction of `count` elements along the
+// ring, bfloat16 carried in float32.
+class ReductionOperation : public RingOperation {
  public:
-  AllreduceOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, void* data,
+  ReductionOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, void* data,
                      std::size_t count, DataType type, ReduceOp op)
       : RingOperation(core, sequence, std::move(state)), data_(data), count_(count), type_(type), op_(op) {}
-  void start() override;
 
- private:
-  void ring_done() override;
+ protected:
+  // The reduce-scatter part of a ring over the data: bfloat16 is widened into work_ first, so
+  // that partial sums travel and add up in float32.
+  RingLayout reduction_layout();
+  // Once `count` elements from `offset` are fully reduced: averages them, and narrows them back
+  // into the data when they were carried wider; then gives work_ back.
+  void finish_block(std::size_t offset, std::size_t count);
+
   void* data_;
   std::size_t count_;
   DataType type_;
   ReduceOp op_;
-  bool small_ = false;
   std::vector<std::byte> work_;  // float32 copy of a bfloat16 buffer, or the gathered buffers
 };
 
-class ReduceScatterOperation final : public RingOperation {
+class AllreduceOperation final : public ReductionOperation {
  public:
-  ReduceScatterOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, void* data,
-                         std::size_t count, DataType type, ReduceOp op)
-      : RingOperation(core, sequence, std::move(state)), data_(data), count_(count), type_(type), op_(op) {}
+  using ReductionOperation::ReductionOperation;
   void start() override;
 
  private:
   void ring_done() override;
-  void* data_;
-  std::size_t count_;
-  DataType type_;
-  ReduceOp op_;
-  std::vector<std::byte> work_;
+  bool small_ = false;
+};
+
+class ReduceScatterOperation final : public ReductionOperation {
+ public:
+  using ReductionOperation::ReductionOperation;
+  void start() override;
+
+ private:
+  void ring_done() override;
 };
 
 class AllgatherOperation : public RingOperation {
