@@ -21,9 +21,12 @@ inline std::size_t parse_size(const char* text) {
   char* end = nullptr;
   double value = std::strtod(text, &end);
   std::string unit(end);
-  if (unit == "K" || unit == "KiB") value *= 1024;
-  else if (unit == "M" || unit == "MiB") value *= 1024 * 1024;
-  else if (unit == "G" || unit == "GiB") value *= 1024.0 * 1024 * 1024;
+  if (unit == "K" || unit == "KiB")
+    value *= 1024;
+  else if (unit == "M" || unit == "MiB")
+    value *= 1024 * 1024;
+  else if (unit == "G" || unit == "GiB")
+    value *= 1024.0 * 1024 * 1024;
   else if (!unit.empty()) {
     std::fprintf(stderr, "bad size '%s' (use e.g. 4K, 64M)\n", text);
     std::exit(2);
@@ -42,16 +45,21 @@ inline Options parse_options(int argc, char** argv, const char* program) {
       }
       return argv[++i];
     };
-    if (arg == "--json") options.json = true;
-    else if (arg == "--min") options.min_bytes = parse_size(value());
-    else if (arg == "--max") options.max_bytes = parse_size(value());
-    else if (arg == "--seconds") options.seconds_per_size = std::atof(value());
+    if (arg == "--json")
+      options.json = true;
+    else if (arg == "--min")
+      options.min_bytes = parse_size(value());
+    else if (arg == "--max")
+      options.max_bytes = parse_size(value());
+    else if (arg == "--seconds")
+      options.seconds_per_size = std::atof(value());
     else if (arg == "--help" || arg == "-h") {
-      std::printf("usage: %s [--min 4K] [--max 256M] [--seconds 0.5] [--json]\n"
-                  "Allreduce (float32 sum, in place) of every power-of-4 size from --min to --max;\n"
-                  "prints the median time per allreduce (slowest rank per iteration) and the bus\n"
-                  "bandwidth 2(p-1)/p * bytes / time. Run it with all ranks of a job.\n",
-                  program);
+      std::printf(
+          "usage: %s [--min 4K] [--max 256M] [--seconds 0.5] [--json]\n"
+          "Allreduce (float32 sum, in place) of every power-of-4 size from --min to --max;\n"
+          "prints the median time per allreduce (slowest rank per iteration) and the bus\n"
+          "bandwidth 2(p-1)/p * bytes / time. Run it with all ranks of a job.\n",
+          program);
       std::exit(0);
     } else {
       std::fprintf(stderr, "%s: unknown option '%s' (see --help)\n", program, arg.c_str());
@@ -92,23 +100,29 @@ inline Row make_row(std::size_t bytes, int ranks, const std::vector<double>& slo
 
 inline std::string human(std::size_t bytes) {
   char text[32];
-  if (bytes >= (1u << 20)) std::snprintf(text, sizeof(text), "%zu MiB", bytes >> 20);
-  else if (bytes >= 1024) std::snprintf(text, sizeof(text), "%zu KiB", bytes >> 10);
-  else std::snprintf(text, sizeof(text), "%zu B", bytes);
+  if (bytes >= (1u << 20))
+    std::snprintf(text, sizeof(text), "%zu MiB", bytes >> 20);
+  else if (bytes >= 1024)
+    std::snprintf(text, sizeof(text), "%zu KiB", bytes >> 10);
+  else
+    std::snprintf(text, sizeof(text), "%zu B", bytes);
   return text;
 }
 
 inline void print(const char* implementation, int ranks, const std::vector<Row>& rows, bool json) {
   if (json) {
-    std::printf("{\"implementation\": \"%s\", \"ranks\": %d, \"dtype\": \"float32\", \"op\": \"sum\", \"results\": [", implementation, ranks);
+    std::printf("{\"implementation\": \"%s\", \"ranks\": %d, \"dtype\": \"float32\", \"op\": \"sum\", \"results\": [",
+                implementation, ranks);
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      std::printf("%s{\"bytes\": %zu, \"iterations\": %d, \"median_us\": %.3f, \"bus_bandwidth_GBps\": %.4f}", i ? ", " : "",
-                  rows[i].bytes, rows[i].iterations, rows[i].median_seconds * 1e6, rows[i].bus_bandwidth / 1e9);
+      std::printf("%s{\"bytes\": %zu, \"iterations\": %d, \"median_us\": %.3f, \"bus_bandwidth_GBps\": %.4f}",
+                  i ? ", " : "", rows[i].bytes, rows[i].iterations, rows[i].median_seconds * 1e6,
+                  rows[i].bus_bandwidth / 1e9);
     }
     std::printf("]}\n");
     return;
   }
-  std::printf("%s allreduce, %d ranks, float32 sum (median over iterations of the slowest rank)\n", implementation, ranks);
+  std::printf("%s allreduce, %d ranks, float32 sum (median over iterations of the slowest rank)\n", implementation,
+              ranks);
   std::printf("%12s %10s %14s %16s\n", "size", "iters", "time [us]", "busbw [GB/s]");
   for (const auto& row : rows) {
     std::printf("%12s %10d %14.1f %16.3f\n", human(row.bytes).c_str(), row.iterations, row.median_seconds * 1e6,

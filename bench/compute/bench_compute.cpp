@@ -27,9 +27,9 @@ struct Config {
 
 struct Result {
   Config config;
-  double samples_per_second;   // median over repeats
+  double samples_per_second;  // median over repeats
   double best_samples_per_second;
-  double step_ms;              // median
+  double step_ms;  // median
   int steps;
 };
 
@@ -122,8 +122,8 @@ int main(int argc, char** argv) {
       if (!json) {
         const Result& r = results.back();
         if (results.size() == 1) {
-          std::printf("%s\n%-10s %6s %8s %14s %14s %10s\n", runtime_description().c_str(), "model", "batch",
-                      "threads", "samples/s", "best", "ms/step");
+          std::printf("%s\n%-10s %6s %8s %14s %14s %10s\n", runtime_description().c_str(), "model", "batch", "threads",
+                      "samples/s", "best", "ms/step");
         }
         std::printf("%-10s %6lld %8d %14.1f %14.1f %10.3f\n", r.config.model.c_str(),
                     static_cast<long long>(r.config.batch), r.config.threads, r.samples_per_second,
@@ -140,10 +140,11 @@ int main(int argc, char** argv) {
                 runtime_description().c_str());
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      std::printf("%s\n  {\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"samples_per_second\": %.2f, "
-                  "\"best_samples_per_second\": %.2f, \"step_ms\": %.4f, \"steps_per_round\": %d, \"rounds\": %d}",
-                  i ? "," : "", r.config.model.c_str(), static_cast<long long>(r.config.batch), r.config.threads,
-                  r.samples_per_second, r.best_samples_per_second, r.step_ms, r.steps, repeats);
+      std::printf(
+          "%s\n  {\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"samples_per_second\": %.2f, "
+          "\"best_samples_per_second\": %.2f, \"step_ms\": %.4f, \"steps_per_round\": %d, \"rounds\": %d}",
+          i ? "," : "", r.config.model.c_str(), static_cast<long long>(r.config.batch), r.config.threads,
+          r.samples_per_second, r.best_samples_per_second, r.step_ms, r.steps, repeats);
     }
     std::printf("\n]}\n");
   }

@@ -23,9 +23,7 @@ using Clock = std::chrono::steady_clock;
 using tnt::data::Loader;
 using tnt::data::LoaderOptions;
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Case {
   std::string name;
@@ -81,21 +79,16 @@ Row measure(const Case& c, std::size_t prefetch, double compute_ms, std::size_t 
 int main(int argc, char** argv) {
   CLI::App app{"tnt-bench-dataset: input pipeline throughput (samples/s), with and without prefetch"};
   bool json = false, synthetic_only = false;
-  std::size_t mnist_batch = 128, synthetic_batch = 32, mnist_batches = 400, synthetic_batches = 30,
-              prefetch = 4;
+  std::size_t mnist_batch = 128, synthetic_batch = 32, mnist_batches = 400, synthetic_batches = 30, prefetch = 4;
   std::string data_dir;
   app.add_flag("--json", json, "print JSON instead of a table");
   app.add_option("--mnist-batch", mnist_batch, "Fashion-MNIST batch size")->check(CLI::PositiveNumber);
-  app.add_option("--mnist-batches", mnist_batches, "Fashion-MNIST batches timed per run")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--synthetic-batch", synthetic_batch, "synthetic 224x224x3 batch size")
-      ->check(CLI::PositiveNumber);
+  app.add_option("--mnist-batches", mnist_batches, "Fashion-MNIST batches timed per run")->check(CLI::PositiveNumber);
+  app.add_option("--synthetic-batch", synthetic_batch, "synthetic 224x224x3 batch size")->check(CLI::PositiveNumber);
   app.add_option("--synthetic-batches", synthetic_batches, "synthetic batches timed per run")
       ->check(CLI::PositiveNumber);
-  app.add_option("--prefetch", prefetch, "queue depth of the prefetching runs")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--data-dir", data_dir,
-                 "Fashion-MNIST directory (default: $TNT_DATA_DIR, then installed data sets)");
+  app.add_option("--prefetch", prefetch, "queue depth of the prefetching runs")->check(CLI::PositiveNumber);
+  app.add_option("--data-dir", data_dir, "Fashion-MNIST directory (default: $TNT_DATA_DIR, then installed data sets)");
   app.add_flag("--synthetic-only", synthetic_only, "skip Fashion-MNIST");
   CLI11_PARSE(app, argc, argv);
 
@@ -110,8 +103,8 @@ int main(int argc, char** argv) {
       const auto t = Clock::now();
       auto source = tnt::data::make_source(config);
       open_s = seconds_since(t);
-      load_note = fmt::format("Fashion-MNIST train: opened and decompressed in {:.2f} s ({})",
-                              open_s, source->describe());
+      load_note =
+          fmt::format("Fashion-MNIST train: opened and decompressed in {:.2f} s ({})", open_s, source->describe());
       Case plain{"fashion-mnist", source, {}, "normalise"};
       plain.options.plan.global_batch = mnist_batch;
       plain.options.plan.seed = 1;
@@ -124,8 +117,8 @@ int main(int argc, char** argv) {
       augmented.options.transform.horizontal_flip = true;
       cases.push_back(augmented);
     }
-    Case synthetic{"synthetic", tnt::data::make_synthetic_source({3, 224, 224}, 1000, 100000, 7),
-                   {}, "crop16+flip+normalise"};
+    Case synthetic{
+        "synthetic", tnt::data::make_synthetic_source({3, 224, 224}, 1000, 100000, 7), {}, "crop16+flip+normalise"};
     synthetic.options.plan.global_batch = synthetic_batch;
     synthetic.options.plan.seed = 1;
     synthetic.options.transform.crop_padding = 16;
@@ -138,8 +131,7 @@ int main(int argc, char** argv) {
     for (const auto& c : cases) {
       const std::size_t batches = c.name == "synthetic" ? synthetic_batches : mnist_batches;
       const Row alone = measure(c, 0, 0, batches);
-      const double load_ms = 1e3 * static_cast<double>(c.options.plan.global_batch) /
-                             alone.samples_per_s;
+      const double load_ms = 1e3 * static_cast<double>(c.options.plan.global_batch) / alone.samples_per_s;
       rows.push_back(alone);
       rows.push_back(measure(c, prefetch, 0, batches));
       rows.push_back(measure(c, 0, load_ms, batches));
@@ -147,33 +139,31 @@ int main(int argc, char** argv) {
     }
 
     if (json) {
-      std::cout << "{\"bench\": \"tnt-bench-dataset\", \"cores\": "
-                << std::thread::hardware_concurrency() << ", \"fashion_mnist_open_s\": " << open_s
-                << ", \"rows\": [";
+      std::cout << "{\"bench\": \"tnt-bench-dataset\", \"cores\": " << std::thread::hardware_concurrency()
+                << ", \"fashion_mnist_open_s\": " << open_s << ", \"rows\": [";
       for (std::size_t i = 0; i < rows.size(); ++i) {
         const auto& r = rows[i];
         std::cout << fmt::format(
             "{}\n  {{\"data\": \"{}\", \"shape\": \"{}\", \"augment\": \"{}\", \"batch\": {}, "
             "\"prefetch\": {}, \"compute_ms_per_batch\": {:.3f}, \"batches\": {}, "
             "\"samples_per_s\": {:.1f}, \"wait_ms_per_batch\": {:.3f}}}",
-            i == 0 ? "" : ",", r.name, r.shape, r.augment, r.batch, r.prefetch, r.compute_ms,
-            r.batches, r.samples_per_s, r.wait_ms);
+            i == 0 ? "" : ",", r.name, r.shape, r.augment, r.batch, r.prefetch, r.compute_ms, r.batches,
+            r.samples_per_s, r.wait_ms);
       }
       std::cout << "\n]}\n";
     } else {
       if (!load_note.empty()) std::cout << load_note << "\n";
-      std::cout << fmt::format("{} hardware threads; compute = simulated consumer work per batch "
-                               "(a sleep as long as one batch's loading without prefetch; measured)\n\n",
-                               std::thread::hardware_concurrency());
-      std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11} {:>8} {:>12} {:>10}\n",
-                               "data", "shape", "augment", "batch", "prefetch", "compute ms",
-                               "batches", "samples/s", "wait ms");
+      std::cout << fmt::format(
+          "{} hardware threads; compute = simulated consumer work per batch "
+          "(a sleep as long as one batch's loading without prefetch; measured)\n\n",
+          std::thread::hardware_concurrency());
+      std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11} {:>8} {:>12} {:>10}\n", "data", "shape",
+                               "augment", "batch", "prefetch", "compute ms", "batches", "samples/s", "wait ms");
       for (const auto& r : rows) {
-        std::cout << fmt::format(
-            "{:<14} {:<10} {:<22} {:>5} {:>8} {:>11.2f} {:>8} {:>12.0f} {:>10.3f}\n", r.name,
-            r.shape, r.augment, r.batch, r.prefetch == 0 ? std::string("off")
-                                                        : std::to_string(r.prefetch),
-            r.compute_ms, r.batches, r.samples_per_s, r.wait_ms);
+        std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11.2f} {:>8} {:>12.0f} {:>10.3f}\n", r.name,
+                                 r.shape, r.augment, r.batch,
+                                 r.prefetch == 0 ? std::string("off") : std::to_string(r.prefetch), r.compute_ms,
+                                 r.batches, r.samples_per_s, r.wait_ms);
       }
     }
   } catch (const std::exception& e) {

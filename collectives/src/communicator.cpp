@@ -25,7 +25,8 @@ std::size_t env_kib(const char* name, std::size_t fallback_bytes, std::size_t ma
   char* end = nullptr;
   const unsigned long long kib = std::strtoull(text, &end, 10);
   if (end == text || *end != '\0' || kib > max_kib) {
-    throw ConfigError(std::string(name) + "='" + text + "' is not a size in KiB in [0, " + std::to_string(max_kib) + "]");
+    throw ConfigError(std::string(name) + "='" + text + "' is not a size in KiB in [0, " + std::to_string(max_kib) +
+                      "]");
   }
   return static_cast<std::size_t>(kib) * 1024;
 }
@@ -97,7 +98,8 @@ class Communicator::Impl final : public detail::CommunicatorCore {
 
   void join_job(const std::string& configuration) {
     transport_ = transport::make_transport(*loop_, env_);
-    rendezvous_ = std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{configuration});
+    rendezvous_ =
+        std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{configuration});
     book_ = rendezvous_->join([this](const std::string& local_ip) { return transport_->listen(local_ip); });
     transport_->set_error_handler([this](int peer, const std::string& message) {
       if (finishing_ && active_ops_ == 0) return;  // neighbours close their channels as the job ends
@@ -105,7 +107,8 @@ class Communicator::Impl final : public detail::CommunicatorCore {
       // third rank's death. Ask the master, which sees every rank, and fail with its verdict;
       // only if none comes in time, fail with what was seen here.
       asio::post(control_loop_->strand(), [this, peer, message] { rendezvous_->report_peer_lost(peer, message); });
-      verdict_timer_->expires_after(std::min<std::chrono::milliseconds>(env_.peer_timeout, std::chrono::milliseconds(2000)));
+      verdict_timer_->expires_after(
+          std::min<std::chrono::milliseconds>(env_.peer_timeout, std::chrono::milliseconds(2000)));
       verdict_timer_->async_wait([this, message](const boost::system::error_code& ec) {
         if (!ec) fail_job(message);
       });
@@ -128,8 +131,8 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   // which nothing posted can outlive what it refers to.
   void close_planes() {
     if (transport_) transport_->close();  // reports no more errors, so posts no more to the control loop
-    control_loop_->call([] {});            // fence: what it posted before has run
-    rendezvous_.reset();                   // posts no more failures to the data loop
+    control_loop_->call([] {});           // fence: what it posted before has run
+    rendezvous_.reset();                  // posts no more failures to the data loop
     loop_->call([] {});
   }
 
@@ -247,7 +250,8 @@ void Request::wait() const {
 
 bool Request::wait_for(std::chrono::milliseconds timeout) const {
   if (!state_) throw Error("wait_for() on an empty tnt::Request");
-  if (!state_->loop.wait_until([this] { return state_->done(); }, std::chrono::steady_clock::now() + timeout)) return false;
+  if (!state_->loop.wait_until([this] { return state_->done(); }, std::chrono::steady_clock::now() + timeout))
+    return false;
   std::lock_guard lock(state_->mutex);
   if (!state_->error.empty()) throw JobError(state_->error);
   return true;
@@ -276,7 +280,8 @@ void check_data(const void* data, std::size_t count, const char* what) {
 }
 }  // namespace
 
-Request Communicator::allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op, CompletionCallback done) {
+Request Communicator::allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op,
+                                      CompletionCallback done) {
   check_data(data, count, "allreduce");
   return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), data, count, type, op);
 }
@@ -289,7 +294,8 @@ void Communicator::allreduce(void* data, std::size_t count, DataType type, Reduc
 namespace {
 void check_root(int root, int size) {
   if (root < 0 || root >= size) {
-    throw Error("broadcast: root " + std::to_string(root) + " is not a rank of this job (size " + std::to_string(size) + ")");
+    throw Error("broadcast: root " + std::to_string(root) + " is not a rank of this job (size " + std::to_string(size) +
+                ")");
   }
 }
 }  // namespace
@@ -306,7 +312,8 @@ void Communicator::broadcast(void* data, std::size_t bytes, int root) {
   impl_->issue<detail::BroadcastOperation>(Impl::Waiter::caller, {}, data, bytes, root).wait();
 }
 
-Request Communicator::allgather_async(const void* send, void* recv, std::size_t bytes_per_rank, CompletionCallback done) {
+Request Communicator::allgather_async(const void* send, void* recv, std::size_t bytes_per_rank,
+                                      CompletionCallback done) {
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
   return impl_->issue<detail::AllgatherOperation>(Impl::Waiter::unknown, std::move(done), send, recv, bytes_per_rank);
@@ -318,7 +325,8 @@ void Communicator::allgather(const void* send, void* recv, std::size_t bytes_per
   impl_->issue<detail::AllgatherOperation>(Impl::Waiter::caller, {}, send, recv, bytes_per_rank).wait();
 }
 
-Request Communicator::reduce_scatter_async(void* data, std::size_t count, DataType type, ReduceOp op, CompletionCallback done) {
+Request Communicator::reduce_scatter_async(void* data, std::size_t count, DataType type, ReduceOp op,
+                                           CompletionCallback done) {
   check_data(data, count, "reduce_scatter");
   return impl_->issue<detail::ReduceScatterOperation>(Impl::Waiter::unknown, std::move(done), data, count, type, op);
 }

@@ -15,7 +15,8 @@
 namespace tnt::detail {
 
 struct OperationState {
-  OperationState(transport::EventLoop& event_loop, CompletionCallback on_done) : loop(event_loop), callback(std::move(on_done)) {}
+  OperationState(transport::EventLoop& event_loop, CompletionCallback on_done)
+      : loop(event_loop), callback(std::move(on_done)) {}
   void complete(const std::string& failure);
   bool done() const {
     std::lock_guard lock(mutex);

@@ -142,13 +142,15 @@ void AllgatherOperation::start() {
     finish();
     return;
   }
-  RingLayout layout = blocks_of(static_cast<std::byte*>(recv_), bytes_per_rank_ * static_cast<std::size_t>(ranks), 1, ranks);
+  RingLayout layout =
+      blocks_of(static_cast<std::byte*>(recv_), bytes_per_rank_ * static_cast<std::size_t>(ranks), 1, ranks);
   layout.copy_steps = ranks - 1;
   layout.first_send_chunk = core_.rank();
   start_ring(std::move(layout));
 }
 
-BarrierOperation::BarrierOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state)
+BarrierOperation::BarrierOperation(CommunicatorCore& core, std::uint64_t sequence,
+                                   std::shared_ptr<OperationState> state)
     : AllgatherOperation(core, sequence, std::move(state), nullptr, nullptr, 1),
       // Every rank's byte reaches every other rank only after that rank entered the barrier.
       tokens_(static_cast<std::size_t>(core.size())) {
@@ -180,15 +182,16 @@ void BroadcastOperation::start() {
 
 void BroadcastOperation::send_segment(std::uint64_t k) {
   const std::size_t begin = k * segment_bytes_;
-  core_.right().send(tag(k), static_cast<std::byte*>(data_) + begin, std::min(segment_bytes_, bytes_ - begin), *this, k);
+  core_.right().send(tag(k), static_cast<std::byte*>(data_) + begin, std::min(segment_bytes_, bytes_ - begin), *this,
+                     k);
 }
 
 void BroadcastOperation::post_receives() {
   const auto depth = static_cast<std::uint64_t>(core_.pipeline_depth());
   while (next_receive_ < segments_ && next_receive_ - receives_done_ < depth) {
     const std::size_t begin = next_receive_ * segment_bytes_;
-    core_.left().recv(tag(next_receive_), static_cast<std::byte*>(data_) + begin, std::min(segment_bytes_, bytes_ - begin),
-                      *this, next_receive_);
+    core_.left().recv(tag(next_receive_), static_cast<std::byte*>(data_) + begin,
+                      std::min(segment_bytes_, bytes_ - begin), *this, next_receive_);
     ++next_receive_;
   }
 }

@@ -102,13 +102,14 @@ void RingOperation::on_recv_complete(std::uint64_t cookie, std::size_t bytes) {
   const std::size_t segment = index % segments_;
   const Span span = segment_of(chunk_sent_at(step + 1), segment);
   if (bytes != span.count * layout_.element_size) {
-    core_.fail_job("rank " + std::to_string(core_.left().peer_rank()) + " sent " +
-                   std::to_string(bytes) + " bytes where " + std::to_string(span.count * layout_.element_size) +
+    core_.fail_job("rank " + std::to_string(core_.left().peer_rank()) + " sent " + std::to_string(bytes) +
+                   " bytes where " + std::to_string(span.count * layout_.element_size) +
                    " were expected: the ranks called collectives with different counts or types");
     return;
   }
   if (step < layout_.reduce_steps) {
-    const std::byte* received = slots_.data() + static_cast<std::size_t>(slot) * segment_elements_ * layout_.element_size;
+    const std::byte* received =
+        slots_.data() + static_cast<std::size_t>(slot) * segment_elements_ * layout_.element_size;
     layout_.reduce(layout_.base + span.offset * layout_.element_size, received, span.count);
     free_slots_.push_back(slot);
   }

@@ -137,7 +137,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   auto root = message.initRoot<schema::Checkpoint>();
   root.setSchemaVersion(kSchemaVersion);
   using Kind = schema::Checkpoint::Kind;
-  root.setKind(c.kind == CheckpointKind::full ? Kind::FULL
+  root.setKind(c.kind == CheckpointKind::full           ? Kind::FULL
                : c.kind == CheckpointKind::architecture ? Kind::ARCHITECTURE
                                                         : Kind::WEIGHTS);
   root.setModelToml(to_toml(c.model));
@@ -295,17 +295,10 @@ Checkpoint load_checkpoint(const std::string& path) {
                          std::to_string(kSchemaVersion));
     }
     switch (root.getKind()) {
-      case schema::Checkpoint::Kind::FULL:
-        c.kind = CheckpointKind::full;
-        break;
-      case schema::Checkpoint::Kind::ARCHITECTURE:
-        c.kind = CheckpointKind::architecture;
-        break;
-      case schema::Checkpoint::Kind::WEIGHTS:
-        c.kind = CheckpointKind::weights;
-        break;
-      default:
-        bad_file(path, "unknown checkpoint kind");
+      case schema::Checkpoint::Kind::FULL: c.kind = CheckpointKind::full; break;
+      case schema::Checkpoint::Kind::ARCHITECTURE: c.kind = CheckpointKind::architecture; break;
+      case schema::Checkpoint::Kind::WEIGHTS: c.kind = CheckpointKind::weights; break;
+      default: bad_file(path, "unknown checkpoint kind");
     }
     try {
       c.model = parse_model_toml(root.getModelToml(), path + " (model)");
@@ -370,8 +363,8 @@ void restore_weights(Model& model, const Checkpoint& c) {
   for (size_t i = 0; i < c.parameters.size(); ++i) {
     const auto& p = model.parameter(i);
     if (c.parameters[i].name != p.name || c.parameters[i].shape != p.shape) {
-      throw std::invalid_argument("checkpoint parameter " + std::to_string(i) + " is '" + c.parameters[i].name +
-                                  "' " + to_string(c.parameters[i].shape) + ", model has '" + p.name + "' " +
+      throw std::invalid_argument("checkpoint parameter " + std::to_string(i) + " is '" + c.parameters[i].name + "' " +
+                                  to_string(c.parameters[i].shape) + ", model has '" + p.name + "' " +
                                   to_string(p.shape));
     }
   }

@@ -20,12 +20,12 @@ int64_t storage_floats(const dnnl::memory::desc& desc);
 // A reorder between two descriptors of the same dims, or nothing when they
 // are equal (needed() tells).
 class Reorder {
-public:
+ public:
   void prepare(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
   bool needed() const { return needed_; }
   void run(const float* from, float* to) const;
 
-private:
+ private:
   dnnl::memory::desc from_, to_;
   dnnl::reorder primitive_;
   bool needed_ = false;

@@ -39,7 +39,7 @@ struct ForwardContext {
 using ReadyFn = std::function<void(size_t)>;
 
 class Layer {
-public:
+ public:
   Layer(LayerSpec spec, std::string name) : spec_(std::move(spec)), name_(std::move(name)) {}
   virtual ~Layer() = default;
   Layer(const Layer&) = delete;
@@ -70,9 +70,8 @@ public:
 
   virtual void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
 
-protected:
-  Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in,
-                           int64_t fan_out);
+ protected:
+  Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in, int64_t fan_out);
   StateBuffer& add_state(const std::string& suffix, int64_t size, float initial);
   // Announces this layer's own parameters, highest index first.
   void announce(const ReadyFn& ready) const;
@@ -85,7 +84,7 @@ protected:
 
 // A straight sequence of layers: the model's body and each residual branch.
 class Chain {
-public:
+ public:
   void add(std::shared_ptr<Layer> layer) { layers_.push_back(std::move(layer)); }
   bool empty() const { return layers_.empty(); }
   size_t size() const { return layers_.size(); }
@@ -100,7 +99,7 @@ public:
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
 
-private:
+ private:
   struct ToPlain {  // before a layer that wants plain input
     detail::Reorder forward, backward;
     Tensor x, dx;
@@ -118,7 +117,7 @@ std::shared_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& name
 
 // Option access with clear errors ("layer conv2d_0: option 'kernel' ...").
 class OptionReader {
-public:
+ public:
   OptionReader(const LayerSpec& spec, std::string layer_name);
   int64_t integer(const std::string& key, int64_t fallback) const;
   int64_t required_integer(const std::string& key) const;
@@ -130,7 +129,7 @@ public:
   // Throws if the spec has an option not in `known`.
   void check_known(const std::vector<std::string>& known) const;
 
-private:
+ private:
   [[noreturn]] void fail(const std::string& key, const std::string& what) const;
   const LayerSpec& spec_;
   std::string layer_;

@@ -12,7 +12,7 @@ namespace tnt::compute {
 namespace {
 
 class Flatten final : public Layer {
-public:
+ public:
   using Layer::Layer;
   Shape setup(const Shape& sample) override {
     OptionReader(spec_, name_).check_known({});
@@ -37,7 +37,7 @@ public:
     return &dx_;
   }
 
-private:
+ private:
   int64_t features_ = 0;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
@@ -54,7 +54,7 @@ uint64_t mix64(uint64_t z) {
 // function of (seed, p, i), so it does not depend on threads or history and a
 // resumed run (which restores the pass counter) draws the same masks.
 class Dropout final : public Layer {
-public:
+ public:
   using Layer::Layer;
   bool accepts_blocked() const override { return true; }
   dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool) override { return input; }
@@ -107,7 +107,7 @@ public:
     return &dx_;
   }
 
-private:
+ private:
   double rate_ = 0.5;
   uint64_t seed_ = 0;
   bool training_ = false;
@@ -118,7 +118,7 @@ private:
 
 // out = act(main(x) + shortcut(x)); the Add of a residual network.
 class Residual final : public Layer {
-public:
+ public:
   Residual(const LayerSpec& spec, const std::string& name) : Layer(spec, name) {
     if (spec.branches.empty() || spec.branches.size() > 2) {
       throw std::invalid_argument("layer " + name + ": a residual block needs a main branch and an optional shortcut");
@@ -216,7 +216,7 @@ public:
     shortcut_.collect(params, states);
   }
 
-private:
+ private:
   Chain main_, shortcut_;
   bool relu_ = true;
   dnnl::memory::desc out_md_, shortcut_md_;

@@ -40,8 +40,7 @@ using Args = std::unordered_map<int, memory>;
 
 void check_rank(const std::string& layer, const Shape& sample, size_t rank, const char* what) {
   if (sample.size() != rank) {
-    throw std::invalid_argument("layer " + layer + ": expects " + what + " input per sample, got " +
-                                to_string(sample));
+    throw std::invalid_argument("layer " + layer + ": expects " + what + " input per sample, got " + to_string(sample));
   }
 }
 
@@ -80,7 +79,7 @@ memory::desc any_desc(const Shape& dims) {
 
 // ---------------------------------------------------------------- Dense
 class Dense final : public Layer {
-public:
+ public:
   using Layer::Layer;
 
   Shape setup(const Shape& sample) override {
@@ -105,13 +104,13 @@ public:
     wei_ = plain_desc({units_, in_});
     dst_ = plain_desc({batch_, units_});
     bias_md_ = bias_ ? plain_desc({units_}) : memory::desc();
-    auto fwd_pd = dnnl::inner_product_forward::primitive_desc(
-        {prop_kind::forward_training, src_, wei_, bias_md_, dst_}, cpu_engine());
+    auto fwd_pd = dnnl::inner_product_forward::primitive_desc({prop_kind::forward_training, src_, wei_, bias_md_, dst_},
+                                                              cpu_engine());
     fwd_ = dnnl::inner_product_forward(fwd_pd);
     bwd_data_ = dnnl::inner_product_backward_data(
         dnnl::inner_product_backward_data::primitive_desc({src_, wei_, dst_}, cpu_engine(), fwd_pd));
-    bwd_weights_ = dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
-        {src_, wei_, bias_md_, dst_}, cpu_engine(), fwd_pd));
+    bwd_weights_ = dnnl::inner_product_backward_weights(
+        dnnl::inner_product_backward_weights::primitive_desc({src_, wei_, bias_md_, dst_}, cpu_engine(), fwd_pd));
     return dst_;
   }
 
@@ -147,7 +146,7 @@ public:
     return &dx_;
   }
 
-private:
+ private:
   int64_t units_ = 0, in_ = 0, batch_ = 0;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
@@ -161,7 +160,7 @@ private:
 
 // ---------------------------------------------------------------- Conv2D
 class Conv2D final : public Layer {
-public:
+ public:
   using Layer::Layer;
   bool accepts_blocked() const override { return true; }
 
@@ -209,9 +208,8 @@ public:
   memory::desc prepare(const memory::desc& input, bool input_gradient) override {
     batch_ = input.dims()[0];
     in_md_ = input;
-    const Shape wdims = groups_ == 1
-                            ? weight_->info.shape
-                            : Shape{groups_, filters_ / groups_, channels_ / groups_, kernel_[0], kernel_[1]};
+    const Shape wdims = groups_ == 1 ? weight_->info.shape
+                                     : Shape{groups_, filters_ / groups_, channels_ / groups_, kernel_[0], kernel_[1]};
     user_wei_ = plain_desc(wdims);
     bias_md_ = bias_ ? plain_desc({filters_}) : memory::desc();
     // Pick the input layout whose primitives are cheapest (the first layer
@@ -253,9 +251,8 @@ public:
     if (best < 0) {
       throw std::invalid_argument("layer " + name_ + ": oneDNN has no convolution for this configuration");
     }
-    spdlog::debug("{}: input {} as {}, kernels fwd {}, bwd-weights {}, bwd-data {}", name_,
-                  detail::layout_name(input), detail::layout_name(src_), prims_.fwd_impl, prims_.bwd_weights_impl,
-                  prims_.bwd_data_impl);
+    spdlog::debug("{}: input {} as {}, kernels fwd {}, bwd-weights {}, bwd-data {}", name_, detail::layout_name(input),
+                  detail::layout_name(src_), prims_.fwd_impl, prims_.bwd_weights_impl, prims_.bwd_data_impl);
     prims_.fwd = dnnl::convolution_forward(prims_.fwd_pd);
     prims_.bwd_weights = dnnl::convolution_backward_weights(prims_.bwd_weights_pd);
     prims_.bwd_data = {};
@@ -284,7 +281,8 @@ public:
       to_fwd_wei_.run(w, fwd_wei_buf_.data());
       w = fwd_wei_buf_.data();
     }
-    Args args{{DNNL_ARG_SRC, wrap(src_, x_->data())}, {DNNL_ARG_WEIGHTS, wrap(prims_.fwd_wei, w)},
+    Args args{{DNNL_ARG_SRC, wrap(src_, x_->data())},
+              {DNNL_ARG_WEIGHTS, wrap(prims_.fwd_wei, w)},
               {DNNL_ARG_DST, wrap(dst_, y_.data())}};
     if (bias_) {
       args.emplace(DNNL_ARG_BIAS, wrap(bias_md_, bias_->value.data()));
@@ -331,7 +329,7 @@ public:
     return &dx_;
   }
 
-private:
+ private:
   struct Primitives {
     memory::desc dst, fwd_wei, bwd_wei, diff_wei;
     // Descriptors only while choosing: creating primitives for the losers
@@ -352,10 +350,9 @@ private:
     memory::dims dil{dilation_[0] - 1, dilation_[1] - 1};  // oneDNN counts the gaps
     memory::dims pad{padding_[0], padding_[1]};
     Primitives p;
-    auto fwd_pd = dnnl::convolution_forward::primitive_desc(
-        {prop_kind::forward_training, algorithm::convolution_direct, src, wei_any, bias_md_, dst, strides, dil,
-         pad, pad},
-        cpu_engine());
+    auto fwd_pd = dnnl::convolution_forward::primitive_desc({prop_kind::forward_training, algorithm::convolution_direct,
+                                                             src, wei_any, bias_md_, dst, strides, dil, pad, pad},
+                                                            cpu_engine());
     p.dst = fwd_pd.dst_desc();
     p.fwd_wei = fwd_pd.weights_desc();
     p.fwd_impl = fwd_pd.impl_info_str();
@@ -364,8 +361,7 @@ private:
     p.bwd_wei = p.bwd_data_pd.weights_desc();
     p.bwd_data_impl = p.bwd_data_pd.impl_info_str();
     auto bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
-        {algorithm::convolution_direct, src, wei_any, bias_md_, p.dst, strides, dil, pad, pad}, cpu_engine(),
-        fwd_pd);
+        {algorithm::convolution_direct, src, wei_any, bias_md_, p.dst, strides, dil, pad, pad}, cpu_engine(), fwd_pd);
     p.diff_wei = bwd_weights_pd.diff_weights_desc();
     p.bwd_weights_impl = bwd_weights_pd.impl_info_str();
     p.fwd_pd = fwd_pd;
@@ -388,7 +384,7 @@ private:
 
 // ---------------------------------------------------------------- pooling
 class Pool2D final : public Layer {
-public:
+ public:
   Pool2D(LayerSpec spec, std::string name, algorithm alg, bool global)
       : Layer(std::move(spec), std::move(name)), alg_(alg), global_(global) {}
   bool accepts_blocked() const override { return true; }
@@ -413,8 +409,7 @@ public:
           stride_[i] = kernel_[i];
         }
         if (kernel_[i] < 1 || stride_[i] < 1 || padding_[i] < 0 || padding_[i] >= kernel_[i]) {
-          throw std::invalid_argument("layer " + name_ +
-                                      ": kernel, stride must be >= 1 and 0 <= padding < kernel");
+          throw std::invalid_argument("layer " + name_ + ": kernel, stride must be >= 1 and 0 <= padding < kernel");
         }
       }
     }
@@ -500,7 +495,7 @@ public:
     return &dx_;
   }
 
-private:
+ private:
   algorithm alg_;
   bool global_;
   int64_t channels_ = 0, batch_ = 0;
@@ -524,7 +519,7 @@ private:
 // networks spend most of a step there. Ties go to the first maximum in the
 // window (as PyTorch); padding never wins.
 class MaxPool2D final : public Layer {
-public:
+ public:
   using Layer::Layer;
 
   Shape setup(const Shape& sample) override {
@@ -618,7 +613,7 @@ public:
     return &dx_;
   }
 
-private:
+ private:
   int64_t channels_ = 0, batch_ = 0;
   std::vector<int64_t> kernel_, stride_, padding_, in_hw_{0, 0}, out_hw_{0, 0};
   std::vector<int32_t> argmax_;
@@ -628,7 +623,7 @@ private:
 
 // ---------------------------------------------------------------- activations
 class Activation final : public Layer {
-public:
+ public:
   using Layer::Layer;
   bool accepts_blocked() const override { return true; }
 
@@ -671,8 +666,8 @@ public:
   memory::desc prepare(const memory::desc& input, bool) override {
     md_ = input;
     if (!identity_) {
-      auto fwd_pd = dnnl::eltwise_forward::primitive_desc({prop_kind::forward_training, alg_, md_, alpha_, 0.0f},
-                                                          cpu_engine());
+      auto fwd_pd =
+          dnnl::eltwise_forward::primitive_desc({prop_kind::forward_training, alg_, md_, alpha_, 0.0f}, cpu_engine());
       fwd_ = dnnl::eltwise_forward(fwd_pd);
       bwd_ = dnnl::eltwise_backward(
           dnnl::eltwise_backward::primitive_desc({alg_, md_, md_, alpha_, 0.0f}, cpu_engine(), fwd_pd));
@@ -706,7 +701,7 @@ public:
     return &dx_;
   }
 
-private:
+ private:
   algorithm alg_ = algorithm::eltwise_relu;
   float alpha_ = 0.0f;
   bool identity_ = false;
@@ -723,7 +718,7 @@ private:
 // running = momentum * running + (1 - momentum) * batch, with the unbiased
 // batch variance.
 class BatchNorm final : public Layer {
-public:
+ public:
   using Layer::Layer;
   bool accepts_blocked() const override { return true; }
 
@@ -736,8 +731,7 @@ public:
       throw std::invalid_argument("layer " + name_ + ": need 0 <= momentum <= 1 and epsilon > 0");
     }
     if (sample.size() != 1 && sample.size() != 3) {
-      throw std::invalid_argument("layer " + name_ + ": expects {C} or {C, H, W} per sample, got " +
-                                  to_string(sample));
+      throw std::invalid_argument("layer " + name_ + ": expects {C} or {C, H, W} per sample, got " + to_string(sample));
     }
     channels_ = sample[0];
     spatial_ = element_count(sample) / channels_;
@@ -803,21 +797,20 @@ public:
     dx_.resize_storage(x_->shape(), x_->size());
     const bool frozen = last_mode_ == Mode::inference;
     (frozen ? bwd_frozen_ : bwd_)
-        .execute(cpu_stream(),
-                 {{DNNL_ARG_SRC, wrap(data_, x_->data())},
-                  {DNNL_ARG_MEAN, wrap(stat_, frozen ? running_mean_->value.data() : mean_.data())},
-                  {DNNL_ARG_VARIANCE, wrap(stat_, frozen ? running_var_->value.data() : var_.data())},
-                  {DNNL_ARG_DIFF_DST, wrap(data_, dy.data())},
-                  {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
-                  {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())},
-                  {DNNL_ARG_DIFF_SRC, wrap(data_, dx_.data())},
-                  {DNNL_ARG_DIFF_SCALE, wrap(stat_, scale_->grad)},
-                  {DNNL_ARG_DIFF_SHIFT, wrap(stat_, shift_->grad)}});
+        .execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(data_, x_->data())},
+                                {DNNL_ARG_MEAN, wrap(stat_, frozen ? running_mean_->value.data() : mean_.data())},
+                                {DNNL_ARG_VARIANCE, wrap(stat_, frozen ? running_var_->value.data() : var_.data())},
+                                {DNNL_ARG_DIFF_DST, wrap(data_, dy.data())},
+                                {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
+                                {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())},
+                                {DNNL_ARG_DIFF_SRC, wrap(data_, dx_.data())},
+                                {DNNL_ARG_DIFF_SCALE, wrap(stat_, scale_->grad)},
+                                {DNNL_ARG_DIFF_SHIFT, wrap(stat_, shift_->grad)}});
     announce(ready);
     return need_dx ? &dx_ : nullptr;
   }
 
-private:
+ private:
   Mode last_mode_ = Mode::training;
   float momentum_ = 0.99f, epsilon_ = 1e-3f;
   int64_t channels_ = 0, spatial_ = 1, batch_ = 0;

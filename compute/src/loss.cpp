@@ -70,8 +70,8 @@ const Tensor& SoftmaxCrossEntropy::backward(float scale) {
 
 LossResult MeanSquaredError::forward(const Tensor& prediction, const Tensor& target) {
   if (prediction.shape() != target.shape() || prediction.shape().empty()) {
-    throw std::invalid_argument("mean squared error: prediction " + to_string(prediction.shape()) +
-                                " and target " + to_string(target.shape()) + " differ");
+    throw std::invalid_argument("mean squared error: prediction " + to_string(prediction.shape()) + " and target " +
+                                to_string(target.shape()) + " differ");
   }
   difference_.resize(prediction.shape());
   const int64_t n = prediction.dim(0);

@@ -141,8 +141,8 @@ void Model::initialize(uint64_t seed) {
 
 const Tensor& Model::forward(const Tensor& x, Mode mode) {
   const Shape& shape = x.shape();
-  if (shape.size() != spec_.input.size() + 1 || !std::equal(spec_.input.begin(), spec_.input.end(), shape.begin() + 1) ||
-      shape[0] < 1) {
+  if (shape.size() != spec_.input.size() + 1 ||
+      !std::equal(spec_.input.begin(), spec_.input.end(), shape.begin() + 1) || shape[0] < 1) {
     throw std::invalid_argument("model '" + spec_.name + "': input " + to_string(shape) + " does not match {N} + " +
                                 to_string(spec_.input));
   }

@@ -1,8 +1,8 @@
 // ModelSpec <-> TOML (conf/models/*.toml). See compute/README.md for the format.
+#include <toml++/toml.h>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <toml++/toml.h>
 
 #include "tnt/compute/spec.h"
 

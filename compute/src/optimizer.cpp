@@ -10,8 +10,8 @@ namespace tnt::compute {
 struct Optimizer::Impl {
   OptimizerOptions options;
   uint64_t steps = 0;
-  std::vector<std::string> slot_kinds;          // e.g. {"m", "v"}
-  std::vector<ParameterInfo> params;            // names and sizes, to check models and states
+  std::vector<std::string> slot_kinds;                 // e.g. {"m", "v"}
+  std::vector<ParameterInfo> params;                   // names and sizes, to check models and states
   std::vector<std::vector<std::vector<float>>> slots;  // [slot kind][parameter][element]
 };
 

@@ -76,8 +76,8 @@ int num_threads() { return omp_get_max_threads(); }
 std::string runtime_description() {
   const dnnl_version_t* v = dnnl_version();
   std::ostringstream out;
-  out << "oneDNN " << v->major << '.' << v->minor << '.' << v->patch << " (cpu runtime: OpenMP, "
-      << num_threads() << " threads)";
+  out << "oneDNN " << v->major << '.' << v->minor << '.' << v->patch << " (cpu runtime: OpenMP, " << num_threads()
+      << " threads)";
   return out.str();
 }
 
@@ -111,9 +111,7 @@ const char* layout_name(const dnnl::memory::desc& desc) {
   return "other";
 }
 
-int64_t storage_floats(const dnnl::memory::desc& desc) {
-  return static_cast<int64_t>(desc.get_size() / sizeof(float));
-}
+int64_t storage_floats(const dnnl::memory::desc& desc) { return static_cast<int64_t>(desc.get_size() / sizeof(float)); }
 
 void Reorder::prepare(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
   from_ = from;

@@ -31,9 +31,9 @@ LayerSpec basic_block(int64_t filters, int64_t stride, bool project) {
 }
 
 LayerSpec bottleneck(int64_t width, int64_t stride, bool project) {
-  std::vector<LayerSpec> main{conv(width, 1, 1, 0),     batch_norm(), relu(),
+  std::vector<LayerSpec> main{conv(width, 1, 1, 0),      batch_norm(), relu(),
                               conv(width, 3, stride, 1), batch_norm(), relu(),
-                              conv(width * 4, 1, 1, 0), batch_norm()};
+                              conv(width * 4, 1, 1, 0),  batch_norm()};
   std::vector<LayerSpec> shortcut;
   if (project) {
     shortcut = {conv(width * 4, 1, stride, 0), batch_norm()};

@@ -14,12 +14,9 @@ using namespace tnt::compute;
 
 const char* kind_name(CheckpointKind k) {
   switch (k) {
-    case CheckpointKind::full:
-      return "full";
-    case CheckpointKind::architecture:
-      return "architecture";
-    case CheckpointKind::weights:
-      return "weights";
+    case CheckpointKind::full: return "full";
+    case CheckpointKind::architecture: return "architecture";
+    case CheckpointKind::weights: return "weights";
   }
   return "?";
 }
@@ -78,8 +75,8 @@ struct Differ {
     }
     for (size_t i = 0; i < a.size(); ++i) {
       if (a[i].name != b[i].name || a[i].shape != b[i].shape) {
-        note(group + " " + std::to_string(i) + ": '" + a[i].name + "' " + to_string(a[i].shape) + " vs '" +
-             b[i].name + "' " + to_string(b[i].shape));
+        note(group + " " + std::to_string(i) + ": '" + a[i].name + "' " + to_string(a[i].shape) + " vs '" + b[i].name +
+             "' " + to_string(b[i].shape));
         continue;
       }
       values(group + " " + a[i].name, a[i].values, b[i].values);
@@ -177,7 +174,8 @@ int main(int argc, char** argv) {
   auto* diff = app.add_subcommand("diff", "compare two checkpoints; exit 1 when they differ");
   diff->add_option("a", file, "first checkpoint")->required();
   diff->add_option("b", other, "second checkpoint")->required();
-  diff->add_option("--rtol", rtol, "relative tolerance per element (default 0: bitwise)")->check(CLI::NonNegativeNumber);
+  diff->add_option("--rtol", rtol, "relative tolerance per element (default 0: bitwise)")
+      ->check(CLI::NonNegativeNumber);
   diff->add_option("--atol", atol, "absolute tolerance per element (default 0)")->check(CLI::NonNegativeNumber);
   try {
     app.parse(argc, argv);

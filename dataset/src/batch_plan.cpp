@@ -35,27 +35,27 @@ BatchPlan::BatchPlan(const BatchPlanOptions& options) : options_(options) {
     throw DataError("batch plan: give a global batch size or a micro-batch size (both are 0)");
   }
   if (o.global_batch != 0 && o.micro_batch != 0 && o.global_batch != o.micro_batch * w) {
-    throw DataError(fmt::format(
-        "batch plan: micro-batch size {} is inconsistent with global batch size {} on {} rank(s): "
-        "{} x {} = {}",
-        o.micro_batch, o.global_batch, w, o.micro_batch, w, o.micro_batch * w));
+    throw DataError(
+        fmt::format("batch plan: micro-batch size {} is inconsistent with global batch size {} on {} rank(s): "
+                    "{} x {} = {}",
+                    o.micro_batch, o.global_batch, w, o.micro_batch, w, o.micro_batch * w));
   }
   if (o.distribute) {
     global_batch_ = o.global_batch != 0 ? o.global_batch : o.micro_batch * w;
     if (global_batch_ < w) {
-      throw DataError(fmt::format(
-          "batch plan: global batch size {} is smaller than the number of ranks {}: every rank "
-          "needs at least one sample of a full batch",
-          global_batch_, w));
+      throw DataError(
+          fmt::format("batch plan: global batch size {} is smaller than the number of ranks {}: every rank "
+                      "needs at least one sample of a full batch",
+                      global_batch_, w));
     }
     stride_ = global_batch_;
   } else {
     // Each rank walks its own shard; a global batch size must split evenly into the ranks.
     if (o.micro_batch == 0 && o.global_batch % w != 0) {
-      throw DataError(fmt::format(
-          "batch plan: without distribution the global batch size {} must be a multiple of the "
-          "{} rank(s), or give the micro-batch size",
-          o.global_batch, w));
+      throw DataError(
+          fmt::format("batch plan: without distribution the global batch size {} must be a multiple of the "
+                      "{} rank(s), or give the micro-batch size",
+                      o.global_batch, w));
     }
     stride_ = o.micro_batch != 0 ? o.micro_batch : o.global_batch / w;
     global_batch_ = stride_ * w;
@@ -72,8 +72,7 @@ std::size_t BatchPlan::max_local_batch() const {
 
 void BatchPlan::check_step(std::size_t step) const {
   if (step >= steps_) {
-    throw DataError(fmt::format("batch plan: step {} is out of range: an epoch has {} steps", step,
-                                steps_));
+    throw DataError(fmt::format("batch plan: step {} is out of range: an epoch has {} steps", step, steps_));
   }
 }
 
@@ -115,17 +114,15 @@ std::size_t BatchPlan::local_offset(std::size_t step) const {
 std::uint64_t BatchPlan::fingerprint() const {
   const auto& o = options_;
   std::uint64_t h = detail::mix(0x746e742d64617461ULL, o.num_samples, stride_);
-  h = detail::mix(h, o.seed, (o.shuffle ? 1u : 0u) | (o.drop_remainder ? 2u : 0u) |
-                                 (o.distribute ? 4u : 0u));
+  h = detail::mix(h, o.seed, (o.shuffle ? 1u : 0u) | (o.drop_remainder ? 2u : 0u) | (o.distribute ? 4u : 0u));
   return h;
 }
 
-StepShare BatchPlan::share(std::size_t epoch, std::size_t step,
-                           const std::vector<std::size_t>& order) const {
+StepShare BatchPlan::share(std::size_t epoch, std::size_t step, const std::vector<std::size_t>& order) const {
   check_step(step);
   if (order.size() != options_.num_samples) {
-    throw DataError(fmt::format("batch plan: an order of {} indices for {} samples", order.size(),
-                                options_.num_samples));
+    throw DataError(
+        fmt::format("batch plan: an order of {} indices for {} samples", order.size(), options_.num_samples));
   }
   StepShare share;
   share.epoch = epoch;
@@ -140,17 +137,14 @@ StepShare BatchPlan::share(std::size_t epoch, std::size_t step,
   return share;
 }
 
-StepShare BatchPlan::share(std::size_t epoch, std::size_t step) const {
-  return share(epoch, step, order(epoch));
-}
+StepShare BatchPlan::share(std::size_t epoch, std::size_t step) const { return share(epoch, step, order(epoch)); }
 
 std::vector<std::size_t> BatchPlan::global_indices(std::size_t epoch, std::size_t step) const {
   check_step(step);
   const auto o = order(epoch);
   const std::size_t first = span_begin(step);
   const std::size_t span = std::min(stride_, options_.num_samples - first);
-  return {o.begin() + static_cast<std::ptrdiff_t>(first),
-          o.begin() + static_cast<std::ptrdiff_t>(first + span)};
+  return {o.begin() + static_cast<std::ptrdiff_t>(first), o.begin() + static_cast<std::ptrdiff_t>(first + span)};
 }
 
 }  // namespace tnt::data

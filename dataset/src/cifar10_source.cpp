@@ -20,16 +20,16 @@ class Cifar10Source final : public Source {
       auto bytes = read_file_bytes(path);
       if (bytes.empty()) throw DataError(path.string() + ": empty CIFAR-10 batch file");
       if (bytes.size() % kRecord != 0) {
-        throw DataError(fmt::format(
-            "{}: truncated or not a CIFAR-10 batch: {} bytes is not a multiple of the {}-byte "
-            "record (the last record has {} bytes)",
-            path.string(), bytes.size(), kRecord, bytes.size() % kRecord));
+        throw DataError(
+            fmt::format("{}: truncated or not a CIFAR-10 batch: {} bytes is not a multiple of the {}-byte "
+                        "record (the last record has {} bytes)",
+                        path.string(), bytes.size(), kRecord, bytes.size() % kRecord));
       }
       const std::size_t records = bytes.size() / kRecord;
       for (std::size_t r = 0; r < records; ++r) {
         if (bytes[r * kRecord] >= kClasses) {
-          throw DataError(fmt::format("{}: label {} of record {} is out of range [0, {})",
-                                      path.string(), int{bytes[r * kRecord]}, r, kClasses));
+          throw DataError(fmt::format("{}: label {} of record {} is out of range [0, {})", path.string(),
+                                      int{bytes[r * kRecord]}, r, kClasses));
         }
       }
       data_.insert(data_.end(), bytes.begin(), bytes.end());
@@ -51,8 +51,8 @@ class Cifar10Source final : public Source {
   }
 
   std::string describe() const override {
-    return fmt::format("cifar10 {} file(s) from {}: {} samples of 3x32x32, 10 classes",
-                       files_.size(), files_.front().string(), size_);
+    return fmt::format("cifar10 {} file(s) from {}: {} samples of 3x32x32, 10 classes", files_.size(),
+                       files_.front().string(), size_);
   }
 
  private:

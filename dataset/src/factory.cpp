@@ -11,18 +11,19 @@
 namespace tnt::data {
 namespace {
 
-constexpr std::pair<SourceKind, std::string_view> kKindNames[] = {
-    {SourceKind::fashion_mnist, "fashion-mnist"}, {SourceKind::mnist, "mnist"},
-    {SourceKind::idx, "idx"},                     {SourceKind::cifar10, "cifar10"},
-    {SourceKind::synthetic, "synthetic"},         {SourceKind::memory, "memory"}};
+constexpr std::pair<SourceKind, std::string_view> kKindNames[] = {{SourceKind::fashion_mnist, "fashion-mnist"},
+                                                                  {SourceKind::mnist, "mnist"},
+                                                                  {SourceKind::idx, "idx"},
+                                                                  {SourceKind::cifar10, "cifar10"},
+                                                                  {SourceKind::synthetic, "synthetic"},
+                                                                  {SourceKind::memory, "memory"}};
 
 // Data-set packages install under <prefix>/share/datasets/<name> (Debian: dataset-fashion-mnist).
 constexpr std::string_view kPrefixes[] = {"/usr", "/usr/local"};
 
 bool has_file(const std::filesystem::path& dir, const std::string& name) {
   std::error_code ec;
-  return std::filesystem::is_regular_file(dir / name, ec) ||
-         std::filesystem::is_regular_file(dir / (name + ".gz"), ec);
+  return std::filesystem::is_regular_file(dir / name, ec) || std::filesystem::is_regular_file(dir / (name + ".gz"), ec);
 }
 
 // The plain file if present, else its gzip form (read_file_bytes handles both).
@@ -32,8 +33,7 @@ std::filesystem::path pick_file(const std::filesystem::path& dir, const std::str
   return dir / (name + ".gz");
 }
 
-std::filesystem::path locate_any(const std::vector<std::string>& names,
-                                 const std::vector<std::string>& required,
+std::filesystem::path locate_any(const std::vector<std::string>& names, const std::vector<std::string>& required,
                                  const std::filesystem::path& explicit_dir) {
   std::vector<std::filesystem::path> candidates;
   if (!explicit_dir.empty()) {
@@ -56,10 +56,9 @@ std::filesystem::path locate_any(const std::vector<std::string>& names,
   }
   std::vector<std::string> tried;
   for (const auto& dir : candidates) tried.push_back(dir.string());
-  throw DataError(fmt::format(
-      "data set {} not found: no directory holds {} (each may be .gz); tried {}{}",
-      fmt::join(names, "/"), fmt::join(required, ", "), fmt::join(tried, ", "),
-      explicit_dir.empty() ? "; set TNT_DATA_DIR or give the path" : ""));
+  throw DataError(fmt::format("data set {} not found: no directory holds {} (each may be .gz); tried {}{}",
+                              fmt::join(names, "/"), fmt::join(required, ", "), fmt::join(tried, ", "),
+                              explicit_dir.empty() ? "; set TNT_DATA_DIR or give the path" : ""));
 }
 
 std::shared_ptr<const Source> make_mnist_like(std::string_view name, const SourceConfig& config) {
@@ -93,10 +92,10 @@ SourceKind parse_source_kind(std::string_view name) {
   for (const auto& [kind, text] : kKindNames) {
     if (text == name) return kind;
   }
-  throw DataError(fmt::format(
-      "unknown data source kind '{}' (expected fashion-mnist, mnist, idx, cifar10, synthetic or "
-      "memory)",
-      name));
+  throw DataError(
+      fmt::format("unknown data source kind '{}' (expected fashion-mnist, mnist, idx, cifar10, synthetic or "
+                  "memory)",
+                  name));
 }
 
 std::string_view to_string(SourceKind kind) {
@@ -112,8 +111,7 @@ Split parse_split(std::string_view name) {
   throw DataError(fmt::format("unknown data split '{}' (expected train or test)", name));
 }
 
-std::filesystem::path locate_dataset(std::string_view name,
-                                     const std::vector<std::string>& required,
+std::filesystem::path locate_dataset(std::string_view name, const std::vector<std::string>& required,
                                      const std::filesystem::path& explicit_dir) {
   return locate_any({std::string(name)}, required, explicit_dir);
 }
@@ -121,28 +119,21 @@ std::filesystem::path locate_dataset(std::string_view name,
 std::shared_ptr<const Source> make_source(const SourceConfig& config) {
   std::shared_ptr<const Source> source;
   switch (config.kind) {
-    case SourceKind::fashion_mnist:
-      source = make_mnist_like("fashion-mnist", config);
-      break;
-    case SourceKind::mnist:
-      source = make_mnist_like("mnist", config);
-      break;
+    case SourceKind::fashion_mnist: source = make_mnist_like("fashion-mnist", config); break;
+    case SourceKind::mnist: source = make_mnist_like("mnist", config); break;
     case SourceKind::idx:
       if (config.path.empty() || config.labels_path.empty()) {
-        throw DataError("idx source: both the image file (path) and the label file (labels_path) "
-                        "are required");
+        throw DataError(
+            "idx source: both the image file (path) and the label file (labels_path) "
+            "are required");
       }
-      source = make_idx_source(config.path, config.labels_path,
-                               config.num_classes == 0 ? 10 : config.num_classes);
+      source = make_idx_source(config.path, config.labels_path, config.num_classes == 0 ? 10 : config.num_classes);
       break;
-    case SourceKind::cifar10:
-      source = make_cifar10(config);
-      break;
+    case SourceKind::cifar10: source = make_cifar10(config); break;
     case SourceKind::synthetic:
       return make_synthetic_source(config.shape, config.num_classes, config.size, config.seed);
     case SourceKind::memory:
-      return make_memory_source(config.shape, config.num_classes, config.memory_images,
-                                config.memory_labels);
+      return make_memory_source(config.shape, config.num_classes, config.memory_images, config.memory_labels);
   }
   if (!source) throw DataError("unknown data source kind");
   if (config.size > 0) source = make_subset(std::move(source), 0, config.size);

@@ -27,8 +27,8 @@ std::size_t expected_size(const std::filesystem::path& path) {
   unsigned char tail[4] = {0, 0, 0, 0};
   in.seekg(-4, std::ios::end);
   in.read(reinterpret_cast<char*>(tail), 4);
-  const std::uint64_t isize = std::uint64_t{tail[0]} | (std::uint64_t{tail[1]} << 8) |
-                              (std::uint64_t{tail[2]} << 16) | (std::uint64_t{tail[3]} << 24);
+  const std::uint64_t isize = std::uint64_t{tail[0]} | (std::uint64_t{tail[1]} << 8) | (std::uint64_t{tail[2]} << 16) |
+                              (std::uint64_t{tail[3]} << 24);
   return static_cast<std::size_t>(std::min<std::uint64_t>(isize, on_disk * 16));
 }
 

@@ -66,8 +66,8 @@ struct Loader::State {
   }
   void check_position(LoaderPosition p) const {
     if (plan.steps_per_epoch() != 0 && p.step >= plan.steps_per_epoch()) {
-      throw DataError(fmt::format("loader: start step {} is out of range: an epoch has {} steps",
-                                  p.step, plan.steps_per_epoch()));
+      throw DataError(
+          fmt::format("loader: start step {} is out of range: an epoch has {} steps", p.step, plan.steps_per_epoch()));
     }
   }
 
@@ -159,11 +159,11 @@ Loader::Loader(std::shared_ptr<const Source> source, LoaderOptions options) {
   state_->check_position(state_->options.start);
   state_->next_position = state_->options.start;
   const auto& plan = state_->plan;
-  spdlog::debug("tnt::data: loader rank {}/{}: global batch {}, {} steps/epoch, start {}:{}, "
-                "prefetch {} ({})",
-                plan.options().rank, plan.options().world_size, plan.global_batch(),
-                plan.steps_per_epoch(), state_->next_position.epoch, state_->next_position.step,
-                state_->options.prefetch, state_->source->describe());
+  spdlog::debug(
+      "tnt::data: loader rank {}/{}: global batch {}, {} steps/epoch, start {}:{}, "
+      "prefetch {} ({})",
+      plan.options().rank, plan.options().world_size, plan.global_batch(), plan.steps_per_epoch(),
+      state_->next_position.epoch, state_->next_position.step, state_->options.prefetch, state_->source->describe());
   state_->start_worker();
 }
 

@@ -16,9 +16,7 @@ inline std::uint64_t splitmix64(std::uint64_t x) {
 }
 
 inline std::uint64_t mix(std::uint64_t a, std::uint64_t b) { return splitmix64(splitmix64(a) ^ b); }
-inline std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
-  return mix(mix(a, b), c);
-}
+inline std::uint64_t mix(std::uint64_t a, std::uint64_t b, std::uint64_t c) { return mix(mix(a, b), c); }
 
 // A small sequential generator (splitmix64 stream) seeded from a mixed key.
 class Rng {

@@ -9,9 +9,7 @@
 namespace tnt::data::detail {
 namespace {
 
-std::string shape_string(SampleShape s) {
-  return fmt::format("{}x{}x{}", s.channels, s.height, s.width);
-}
+std::string shape_string(SampleShape s) { return fmt::format("{}x{}x{}", s.channels, s.height, s.width); }
 
 // ImageNet-like stand-in: each class has its own mean per channel and a coarse spatial pattern,
 // plus per-sample noise, so a model can learn it; sample i is a pure function of (seed, i).
@@ -23,8 +21,7 @@ class SyntheticSource final : public Source {
       throw DataError("synthetic source: sample shape " + shape_string(shape) + " is empty");
     }
     if (num_classes <= 0) {
-      throw DataError(fmt::format("synthetic source: number of classes {} must be > 0",
-                                  num_classes));
+      throw DataError(fmt::format("synthetic source: number of classes {} must be > 0", num_classes));
     }
     if (size == 0) throw DataError("synthetic source: number of samples must be > 0");
   }
@@ -60,8 +57,8 @@ class SyntheticSource final : public Source {
   }
 
   std::string describe() const override {
-    return fmt::format("synthetic seed {}: {} samples of {}, {} classes", seed_, size_,
-                       shape_string(shape_), num_classes_);
+    return fmt::format("synthetic seed {}: {} samples of {}, {} classes", seed_, size_, shape_string(shape_),
+                       num_classes_);
   }
 
  private:
@@ -73,10 +70,8 @@ class SyntheticSource final : public Source {
 
 class MemorySource final : public Source {
  public:
-  MemorySource(SampleShape shape, int num_classes, std::vector<float> images,
-               std::vector<std::int32_t> labels)
-      : shape_(shape), num_classes_(num_classes), images_(std::move(images)),
-        labels_(std::move(labels)) {
+  MemorySource(SampleShape shape, int num_classes, std::vector<float> images, std::vector<std::int32_t> labels)
+      : shape_(shape), num_classes_(num_classes), images_(std::move(images)), labels_(std::move(labels)) {
     if (shape.elements() == 0) {
       throw DataError("memory source: sample shape " + shape_string(shape) + " is empty");
     }
@@ -84,14 +79,13 @@ class MemorySource final : public Source {
       throw DataError(fmt::format("memory source: number of classes {} must be > 0", num_classes));
     }
     if (images_.size() != labels_.size() * shape.elements()) {
-      throw DataError(fmt::format(
-          "memory source: image and label counts differ: {} floats are not {} labels x {} ({})",
-          images_.size(), labels_.size(), shape.elements(), shape_string(shape)));
+      throw DataError(fmt::format("memory source: image and label counts differ: {} floats are not {} labels x {} ({})",
+                                  images_.size(), labels_.size(), shape.elements(), shape_string(shape)));
     }
     for (std::size_t i = 0; i < labels_.size(); ++i) {
       if (labels_[i] < 0 || labels_[i] >= num_classes) {
-        throw DataError(fmt::format("memory source: label {} of sample {} is out of range [0, {})",
-                                    labels_[i], i, num_classes));
+        throw DataError(
+            fmt::format("memory source: label {} of sample {} is out of range [0, {})", labels_[i], i, num_classes));
       }
     }
   }
@@ -108,8 +102,7 @@ class MemorySource final : public Source {
   }
 
   std::string describe() const override {
-    return fmt::format("memory: {} samples of {}, {} classes", labels_.size(),
-                       shape_string(shape_), num_classes_);
+    return fmt::format("memory: {} samples of {}, {} classes", labels_.size(), shape_string(shape_), num_classes_);
   }
 
  private:
@@ -125,8 +118,8 @@ class SubsetSource final : public Source {
       : base_(std::move(base)), begin_(begin), count_(count) {
     if (!base_) throw DataError("subset of a null source");
     if (begin > base_->size() || count > base_->size() - begin) {
-      throw DataError(fmt::format("subset [{}, {}) does not fit in a source of {} samples ({})",
-                                  begin, begin + count, base_->size(), base_->describe()));
+      throw DataError(fmt::format("subset [{}, {}) does not fit in a source of {} samples ({})", begin, begin + count,
+                                  base_->size(), base_->describe()));
     }
   }
   std::size_t size() const override { return count_; }
@@ -150,20 +143,17 @@ class SubsetSource final : public Source {
 
 namespace tnt::data {
 
-std::shared_ptr<const Source> make_synthetic_source(SampleShape shape, int num_classes,
-                                                    std::size_t size, std::uint64_t seed) {
+std::shared_ptr<const Source> make_synthetic_source(SampleShape shape, int num_classes, std::size_t size,
+                                                    std::uint64_t seed) {
   return std::make_shared<detail::SyntheticSource>(shape, num_classes, size, seed);
 }
 
-std::shared_ptr<const Source> make_memory_source(SampleShape shape, int num_classes,
-                                                 std::vector<float> images,
+std::shared_ptr<const Source> make_memory_source(SampleShape shape, int num_classes, std::vector<float> images,
                                                  std::vector<std::int32_t> labels) {
-  return std::make_shared<detail::MemorySource>(shape, num_classes, std::move(images),
-                                                std::move(labels));
+  return std::make_shared<detail::MemorySource>(shape, num_classes, std::move(images), std::move(labels));
 }
 
-std::shared_ptr<const Source> make_subset(std::shared_ptr<const Source> base, std::size_t begin,
-                                          std::size_t count) {
+std::shared_ptr<const Source> make_subset(std::shared_ptr<const Source> base, std::size_t begin, std::size_t count) {
   return std::make_shared<detail::SubsetSource>(std::move(base), begin, count);
 }
 

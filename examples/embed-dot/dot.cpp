@@ -35,8 +35,9 @@ int main(int argc, char** argv) {
       comm.allreduce(std::span<std::int64_t>(&partial, 1), tnt::ReduceOp::sum);
       const auto expected = static_cast<std::int64_t>(n) * static_cast<std::int64_t>(n - 1);
       if (comm.is_master_rank()) {
-        std::printf("dot product over %d ranks: %lld (expected %lld) %s\n", comm.size(), static_cast<long long>(partial),
-                    static_cast<long long>(expected), partial == expected ? "OK" : "WRONG");
+        std::printf("dot product over %d ranks: %lld (expected %lld) %s\n", comm.size(),
+                    static_cast<long long>(partial), static_cast<long long>(expected),
+                    partial == expected ? "OK" : "WRONG");
       }
       if (partial != expected) status = 1;
 

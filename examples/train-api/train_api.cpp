@@ -25,8 +25,7 @@ tnt::compute::ModelSpec my_model() {
   conv.kernel = {3, 3};
   conv.padding = {1, 1};
   conv.init = "he_normal";
-  spec.layers = {conv2d(conv), activation("relu"), max_pool2d(2), flatten(), dense(64),
-                 activation("relu"), dense(10)};
+  spec.layers = {conv2d(conv), activation("relu"), max_pool2d(2), flatten(), dense(64), activation("relu"), dense(10)};
   return spec;
 }
 

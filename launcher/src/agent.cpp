@@ -173,12 +173,11 @@ int run_ranks(HostLaunch spec, InputLines& input) {
     int timeout_ms = -1;
     if (drain_until) {
       timeout_ms = static_cast<int>(std::max<long long>(
-          0, std::chrono::duration_cast<std::chrono::milliseconds>(*drain_until - Clock::now())
-                 .count())) + 1;
+                       0, std::chrono::duration_cast<std::chrono::milliseconds>(*drain_until - Clock::now()).count())) +
+                   1;
     }
     if (kill_at) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at - Clock::now()).count();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at - Clock::now()).count();
       timeout_ms = static_cast<int>(std::max<long long>(0, left));
     }
     loop.poll_once(timeout_ms);

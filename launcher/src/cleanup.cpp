@@ -42,10 +42,9 @@ int run_cleanup(const LaunchOptions& opts) {
     Session s;
     s.host = h.name;
     s.child = spawn(req);
-    write_all(s.child.stdin_fd,
-              "tnt-agent 1\ncleanup\nprogram " + escape_field(opts.program[0]) + "\nforce " +
-                  (opts.force ? "1" : "0") + "\ngrace_ms " +
-                  std::to_string(static_cast<int>(grace * 1000)) + "\nend\n");
+    write_all(s.child.stdin_fd, "tnt-agent 1\ncleanup\nprogram " + escape_field(opts.program[0]) + "\nforce " +
+                                    (opts.force ? "1" : "0") + "\ngrace_ms " +
+                                    std::to_string(static_cast<int>(grace * 1000)) + "\nend\n");
     sessions.push_back(std::move(s));
   }
   for (const auto& h : plan.hosts) {
@@ -59,8 +58,7 @@ int run_cleanup(const LaunchOptions& opts) {
     // Blocking reads are fine here: every session is bounded by the deadline below.
     while (Clock::now() < deadline) {
       pollfd fds[2] = {{s.child.stdout_fd, POLLIN, 0}, {s.child.stderr_fd, POLLIN, 0}};
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (poll(fds, 2, static_cast<int>(std::max<long long>(1, left))) <= 0) continue;
       const bool out_open = read_available(s.child.stdout_fd, s.out);
       read_available(s.child.stderr_fd, s.err);
@@ -79,8 +77,7 @@ int run_cleanup(const LaunchOptions& opts) {
     if (s.out.find("\ncleanup ") == std::string::npos && s.out.rfind("cleanup ", 0) != 0) {
       std::string why = s.err;
       while (!why.empty() && why.back() == '\n') why.pop_back();
-      spdlog::error("host {}: cleanup did not complete{}", s.host,
-                    why.empty() ? "" : " (" + why + ")");
+      spdlog::error("host {}: cleanup did not complete{}", s.host, why.empty() ? "" : " (" + why + ")");
     }
     ok = ok && s.done;
     close_fd(s.child.stdin_fd);

@@ -13,10 +13,8 @@ namespace tnt::launcher::detail {
 void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSettings& ssh) {
   std::ostringstream out;
   out << "# tnt-launch --dry-run: nothing is started\n";
-  out << "# job: " << plan.size << " rank(s) on " << plan.hosts.size() << " host(s), master "
-      << plan.master_addr << ":"
-      << (plan.master_port ? std::to_string(plan.master_port) : "<free port chosen at launch>")
-      << "\n";
+  out << "# job: " << plan.size << " rank(s) on " << plan.hosts.size() << " host(s), master " << plan.master_addr << ":"
+      << (plan.master_port ? std::to_string(plan.master_port) : "<free port chosen at launch>") << "\n";
   std::optional<NumaTopology> topo;
   if (opts.pin_to_socket && !opts.numa_topology.empty()) {
     topo = parse_numa_topology(opts.numa_topology);
@@ -47,16 +45,13 @@ void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSett
         node = node_for_local_rank(local, *host_topo);
         const auto& n = host_topo->nodes[static_cast<std::size_t>(node)];
         node_text = " [cpus " + format_cpu_list(n.cpus) +
-                    (opts.pin_memory_to_socket ? ", memory node " + std::to_string(n.memory_node)
-                                               : "") +
-                    "]";
+                    (opts.pin_memory_to_socket ? ", memory node " + std::to_string(n.memory_node) : "") + "]";
       } else if (opts.pin_to_socket) {
         node_text = " [NUMA node: local rank mod the host's node count]";
       }
-      Environment env = rank_environment(spec.job_env, spec.exports, h.first_rank + local, local,
-                                         h.n_ranks, node, opts.pin_memory_to_socket);
-      out << "  rank " << (h.first_rank + local) << node_text << ": cd " << shell_word(cwd)
-          << " && env";
+      Environment env = rank_environment(spec.job_env, spec.exports, h.first_rank + local, local, h.n_ranks, node,
+                                         opts.pin_memory_to_socket);
+      out << "  rank " << (h.first_rank + local) << node_text << ": cd " << shell_word(cwd) << " && env";
       for (const auto& [k, v] : env) {
         std::string value = v;
         if (k == "TNT_MASTER_PORT" && plan.master_port == 0) value = "<chosen at launch>";

@@ -21,7 +21,7 @@ void EventLoop::poll_once(int timeout_ms) {
     if (p.revents == 0) continue;
     auto it = handlers_.find(p.fd);
     if (it == handlers_.end()) continue;  // unwatched by an earlier handler
-    Handler h = it->second;                // the handler may unwatch itself
+    Handler h = it->second;               // the handler may unwatch itself
     h(p.revents);
   }
 }

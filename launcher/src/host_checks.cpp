@@ -44,18 +44,17 @@ CheckResult check_host(const CheckRequest& req) {
   }
   const char* path_env = std::getenv("PATH");
   if (find_program(program, path_env ? path_env : "").empty()) {
-    res.message = "program '" + req.program + "' not found or not executable on host " + req.host +
-                  (req.program.find('/') == std::string::npos
-                       ? " (not in PATH=" + std::string(path_env ? path_env : "") + ")"
-                       : "") +
-                  ": install it there or give its full path";
+    res.message =
+        "program '" + req.program + "' not found or not executable on host " + req.host +
+        (req.program.find('/') == std::string::npos ? " (not in PATH=" + std::string(path_env ? path_env : "") + ")"
+                                                    : "") +
+        ": install it there or give its full path";
     return res;
   }
   if (req.pin) {
     NumaTopology topo;
     try {
-      topo = req.numa_topology.empty() ? detect_numa_topology()
-                                       : parse_numa_topology(req.numa_topology);
+      topo = req.numa_topology.empty() ? detect_numa_topology() : parse_numa_topology(req.numa_topology);
     } catch (const std::exception& e) {
       res.message = std::string("host ") + req.host + ": " + e.what();
       return res;
@@ -63,8 +62,7 @@ CheckResult check_host(const CheckRequest& req) {
     res.numa_nodes = static_cast<int>(topo.nodes.size());
     if (req.n_ranks > res.numa_nodes) {
       res.warning = "host " + req.host + ": " + std::to_string(req.n_ranks) + " ranks but " +
-                    std::to_string(res.numa_nodes) +
-                    " NUMA node(s): ranks share nodes round-robin";
+                    std::to_string(res.numa_nodes) + " NUMA node(s): ranks share nodes round-robin";
     }
   }
   if (req.want_port >= 0) {
@@ -72,8 +70,7 @@ CheckResult check_host(const CheckRequest& req) {
     if (res.port == 0) {
       res.message = req.want_port == 0
                         ? "host " + req.host + ": cannot find a free port for the master"
-                        : "master port " + std::to_string(req.want_port) +
-                              " is already in use on host " + req.host +
+                        : "master port " + std::to_string(req.want_port) + " is already in use on host " + req.host +
                               ": choose another --master-port or leave it out";
       return res;
     }
@@ -82,8 +79,7 @@ CheckResult check_host(const CheckRequest& req) {
   return res;
 }
 
-CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force,
-                           double grace_s) {
+CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force, double grace_s) {
   CleanupResult res;
   const char* path_env = std::getenv("PATH");
   const std::string resolved = find_program(program, path_env ? path_env : "");
@@ -118,8 +114,7 @@ CleanupResult cleanup_host(const std::string& host, const std::string& program, 
   auto elapsed = [&] {
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<double>(now.tv_sec - start.tv_sec) +
-           static_cast<double>(now.tv_nsec - start.tv_nsec) * 1e-9;
+    return static_cast<double>(now.tv_sec - start.tv_sec) + static_cast<double>(now.tv_nsec - start.tv_nsec) * 1e-9;
   };
   auto total_alive = [&] {
     int n = 0;
@@ -149,14 +144,13 @@ CleanupResult cleanup_host(const std::string& host, const std::string& program, 
     int ranks = 0;
     for (const auto& p : e.processes) ranks += p.rank >= 0 ? 1 : 0;
     if (left == 0) {
-      res.messages.push_back("host " + host + ": stopped job " + e.job_id + " of '" + e.program +
-                             "' (" + std::to_string(ranks) + " rank(s))");
+      res.messages.push_back("host " + host + ": stopped job " + e.job_id + " of '" + e.program + "' (" +
+                             std::to_string(ranks) + " rank(s))");
       remove_registry(e.path);
     } else {
       res.ok = false;
-      res.messages.push_back("host " + host + ": job " + e.job_id + " still has " +
-                             std::to_string(left) + " process(es) running" +
-                             (force ? "" : "; use --cleanup --force to SIGKILL them"));
+      res.messages.push_back("host " + host + ": job " + e.job_id + " still has " + std::to_string(left) +
+                             " process(es) running" + (force ? "" : "; use --cleanup --force to SIGKILL them"));
     }
   }
   return res;
@@ -189,15 +183,24 @@ CheckRequest decode_check_request(const std::string& block) {
     const auto sp = line.find(' ');
     const std::string key = line.substr(0, sp);
     const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
-    if (key == "host") r.host = unescape_field(value);
-    else if (key == "program") r.program = unescape_field(value);
-    else if (key == "cwd") r.cwd = unescape_field(value);
-    else if (key == "n_ranks") r.n_ranks = num(value);
-    else if (key == "pin") r.pin = num(value) != 0;
-    else if (key == "numa_topology") r.numa_topology = unescape_field(value);
-    else if (key == "want_port") r.want_port = num(value);
-    else if (key == "end") break;
-    else throw std::runtime_error("check request: unknown line '" + key + "'");
+    if (key == "host")
+      r.host = unescape_field(value);
+    else if (key == "program")
+      r.program = unescape_field(value);
+    else if (key == "cwd")
+      r.cwd = unescape_field(value);
+    else if (key == "n_ranks")
+      r.n_ranks = num(value);
+    else if (key == "pin")
+      r.pin = num(value) != 0;
+    else if (key == "numa_topology")
+      r.numa_topology = unescape_field(value);
+    else if (key == "want_port")
+      r.want_port = num(value);
+    else if (key == "end")
+      break;
+    else
+      throw std::runtime_error("check request: unknown line '" + key + "'");
   }
   return r;
 }

@@ -8,21 +8,21 @@
 namespace tnt::launcher::detail {
 
 struct CheckRequest {
-  std::string host;       // for messages
-  std::string program;    // argv[0] as given
-  std::string cwd;        // where ranks will start
+  std::string host;     // for messages
+  std::string program;  // argv[0] as given
+  std::string cwd;      // where ranks will start
   int n_ranks = 0;
   bool pin = false;
   std::string numa_topology;
-  int want_port = -1;     // -1: not the master host; 0: pick a free port; P: check P is free
+  int want_port = -1;  // -1: not the master host; 0: pick a free port; P: check P is free
 };
 
 struct CheckResult {
   bool ok = false;
-  std::string message;   // what to fix, when !ok
-  std::string warning;   // e.g. ranks sharing NUMA nodes
+  std::string message;  // what to fix, when !ok
+  std::string warning;  // e.g. ranks sharing NUMA nodes
   int numa_nodes = 0;
-  int port = 0;          // with want_port >= 0
+  int port = 0;  // with want_port >= 0
 };
 
 CheckResult check_host(const CheckRequest& req);
@@ -31,14 +31,13 @@ CheckResult check_host(const CheckRequest& req);
 int probe_port(int wanted);
 
 struct CleanupResult {
-  bool ok = true;                    // nothing of the program is left running
+  bool ok = true;  // nothing of the program is left running
   std::vector<std::string> messages;
 };
 
 // Stops this user's registered jobs of `program` on this host: SIGTERM to the supervisor and each
 // rank's process group, then (with `force`) SIGKILL to what did not stop within `grace_s`.
-CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force,
-                           double grace_s);
+CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force, double grace_s);
 
 // Request blocks on the agent's standard input: "key value" lines (values escaped), then "end".
 std::string encode_check_request(const CheckRequest& r);

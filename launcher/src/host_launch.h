@@ -11,7 +11,7 @@
 namespace tnt::launcher::detail {
 
 struct HostLaunch {
-  std::string host;                  // as named in the plan, for messages
+  std::string host;  // as named in the plan, for messages
   std::string job_id;
   std::vector<std::string> program;  // argv
   std::string cwd;                   // where the ranks start ("" = stay)
@@ -21,7 +21,7 @@ struct HostLaunch {
   int n_ranks = 0;
   bool pin = false;
   bool pin_memory = false;
-  std::string numa_topology;         // explicit topology, or "" for libnuma's
+  std::string numa_topology;  // explicit topology, or "" for libnuma's
   std::string log_level = "INFO";
   double stop_grace_s = 2.0;
 };

@@ -22,8 +22,8 @@ bool valid_host_name(const std::string& h) {
   // a shell would treat specially.
   if (h.empty() || h[0] == '-') return false;
   for (char c : h) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                    c == '.' || c == '-' || c == '_' || c == ':' || c == '@' || c == '[' || c == ']';
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '-' || c == '_' || c == ':' || c == '@' || c == '[' || c == ']';
     if (!ok) return false;
   }
   return true;
@@ -53,8 +53,7 @@ std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::s
     while (words >> word) {
       std::string_view key = "slots=";
       if (word.rfind(key, 0) != 0) {
-        throw HostfileError(where + ": unexpected '" + word +
-                            "' (a line is 'host' or 'host slots=N')");
+        throw HostfileError(where + ": unexpected '" + word + "' (a line is 'host' or 'host slots=N')");
       }
       int slots = 0;
       const char* first = word.data() + key.size();
@@ -132,8 +131,7 @@ std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
       auto r1 = std::from_chars(lo_s.data(), lo_s.data() + lo_s.size(), lo);
       auto r2 = std::from_chars(hi_s.data(), hi_s.data() + hi_s.size(), hi);
       if (lo_s.empty() || hi_s.empty() || r1.ec != std::errc{} || r2.ec != std::errc{} ||
-          r1.ptr != lo_s.data() + lo_s.size() || r2.ptr != hi_s.data() + hi_s.size() || hi < lo ||
-          hi - lo > 100000) {
+          r1.ptr != lo_s.data() + lo_s.size() || r2.ptr != hi_s.data() + hi_s.size() || hi < lo || hi - lo > 100000) {
         throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "': bad range '" + range + "'");
       }
       const std::size_t width = lo_s.size();  // zero padding as written ("01")

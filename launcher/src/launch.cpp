@@ -77,8 +77,7 @@ class OutputRouter {
 class Job : public RemoteListener {
  public:
   Job(const LaunchOptions& opts, JobPlan plan, SshSettings ssh)
-      : opts_(opts), plan_(std::move(plan)), ssh_(std::move(ssh)),
-        router_(opts.output_on_all_devices) {}
+      : opts_(opts), plan_(std::move(plan)), ssh_(std::move(ssh)), router_(opts.output_on_all_devices) {}
 
   int run() {
     signal_fd_ = open_signal_fd();
@@ -95,9 +94,7 @@ class Job : public RemoteListener {
   }
 
   // RankSink / RemoteListener: called from the event loop.
-  void on_output(int rank, int stream, std::string_view line) override {
-    router_.line(rank, stream, line);
-  }
+  void on_output(int rank, int stream, std::string_view line) override { router_.line(rank, stream, line); }
   void on_exit(int rank, int status) override { on_rank_exit(rank, status); }
   void on_checked(RemoteHost& host) override {
     spdlog::debug("host {}: ready ({} NUMA node(s))", host.name(), host.check().numa_nodes);
@@ -145,13 +142,12 @@ class Job : public RemoteListener {
     }
     const auto deadline = Clock::now() + std::chrono::seconds(ssh_.connect_timeout_s + 10);
     while (!failure_ && stop_signal_ == 0 && !all_remotes_checked()) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
-                                                                              Clock::now());
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) {
         for (const auto& r : remotes_) {
           if (r->state() == RemoteHost::State::checking) {
-            failure_ = "host " + r->name() + " did not answer within " +
-                       std::to_string(ssh_.connect_timeout_s + 10) + " s";
+            failure_ =
+                "host " + r->name() + " did not answer within " + std::to_string(ssh_.connect_timeout_s + 10) + " s";
             break;
           }
         }
@@ -186,16 +182,16 @@ class Job : public RemoteListener {
       return false;
     };
     while (any_running() && Clock::now() < end) {
-      loop_.poll_once(static_cast<int>(
-          std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count() + 1));
+      loop_.poll_once(
+          static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count() + 1));
     }
     for (auto& r : remotes_) r->kill_ssh();
   }
 
   void start_all_hosts() {
     const std::string token = make_job_token();
-    spdlog::debug("job {}: {} rank(s) on {} host(s), master {}:{}", plan_.job_id, plan_.size,
-                  plan_.hosts.size(), plan_.master_addr, plan_.master_port);
+    spdlog::debug("job {}: {} rank(s) on {} host(s), master {}:{}", plan_.job_id, plan_.size, plan_.hosts.size(),
+                  plan_.master_addr, plan_.master_port);
     std::size_t next_remote = 0;
     for (const auto& h : plan_.hosts) {
       HostLaunch spec = make_host_launch(opts_, plan_, h);
@@ -234,8 +230,7 @@ class Job : public RemoteListener {
       }
       int timeout_ms = -1;
       if (next) {
-        const auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*next - Clock::now()).count();
         timeout_ms = static_cast<int>(std::max<long long>(0, left)) + 1;
       }
       loop_.poll_once(timeout_ms);
@@ -254,9 +249,10 @@ class Job : public RemoteListener {
         } else if (now >= *drain_until_) {
           const int n = local_->abandon_output();
           if (n > 0) {
-            spdlog::warn("{} output stream(s) of finished ranks still open (a process outside "
-                         "this job holds them): no longer read",
-                         n);
+            spdlog::warn(
+                "{} output stream(s) of finished ranks still open (a process outside "
+                "this job holds them): no longer read",
+                n);
           }
         }
       }
@@ -264,8 +260,8 @@ class Job : public RemoteListener {
         kill_at_.reset();
         const int left = running_ranks();
         if (left > 0) {
-          spdlog::warn("{} rank(s) still running {:.1f} s after being asked to stop: sending SIGKILL",
-                       left, opts_.stop_grace_s);
+          spdlog::warn("{} rank(s) still running {:.1f} s after being asked to stop: sending SIGKILL", left,
+                       opts_.stop_grace_s);
         }
         if (local_) local_->signal_running(SIGKILL);
         for (auto& r : remotes_) r->kill_ranks();
@@ -275,9 +271,10 @@ class Job : public RemoteListener {
         kill_ssh_at_.reset();
         for (auto& r : remotes_) {
           if (r->ssh_running()) {
-            spdlog::warn("host {}: no answer: closing its ssh connection (its ranks stop when "
-                         "their agent sees it close)",
-                         r->name());
+            spdlog::warn(
+                "host {}: no answer: closing its ssh connection (its ranks stop when "
+                "their agent sees it close)",
+                r->name());
             r->kill_ssh();
           }
         }
@@ -337,8 +334,7 @@ class Job : public RemoteListener {
         continue;
       }
       const int forward = (sig == SIGINT || sig == SIGTERM) ? sig : SIGTERM;
-      spdlog::error("interrupted by {}: stopping the job's {} rank(s)", signal_name(sig),
-                    plan_.size);
+      spdlog::error("interrupted by {}: stopping the job's {} rank(s)", signal_name(sig), plan_.size);
       begin_stop(forward);
     }
   }
@@ -354,8 +350,7 @@ class Job : public RemoteListener {
       return;
     }
     failure_status_ = status;
-    failure_ = "rank " + std::to_string(rank) + " on host " + host_of(rank) + " " +
-               describe_wait_status(status);
+    failure_ = "rank " + std::to_string(rank) + " on host " + host_of(rank) + " " + describe_wait_status(status);
     std::string msg = *failure_ + "; stopping the job";
     if (!router_.shown(rank)) {
       const std::string tail = router_.tail(rank);

@@ -42,8 +42,9 @@ SshSettings ssh_settings(const LaunchOptions& opts) {
 }
 
 std::string shell_word(const std::string& s) {
-  const bool plain = !s.empty() && s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
-                                                       "XYZ0123456789_-./:=@,+%") == std::string::npos;
+  const bool plain = !s.empty() && s.find_first_not_of(
+                                       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVW"
+                                       "XYZ0123456789_-./:=@,+%") == std::string::npos;
   if (plain) return s;
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -59,8 +60,7 @@ void require_one_local_host(const JobPlan& plan) {
   for (const auto& h : plan.hosts) {
     if (!h.local) continue;
     if (local) {
-      throw HostfileError("hosts '" + local->name + "' and '" + h.name +
-                          "' both name this machine: list it once");
+      throw HostfileError("hosts '" + local->name + "' and '" + h.name + "' both name this machine: list it once");
     }
     local = &h;
   }

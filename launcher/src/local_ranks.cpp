@@ -32,11 +32,10 @@ LocalRanks::~LocalRanks() {
 void LocalRanks::start() {
   NumaTopology topo;
   if (spec_.pin) {
-    topo = spec_.numa_topology.empty() ? detect_numa_topology()
-                                       : parse_numa_topology(spec_.numa_topology);
+    topo = spec_.numa_topology.empty() ? detect_numa_topology() : parse_numa_topology(spec_.numa_topology);
     if (spec_.n_ranks > static_cast<int>(topo.nodes.size())) {
-      spdlog::warn("{}: {} ranks but {} NUMA node(s): ranks share nodes round-robin", spec_.host,
-                   spec_.n_ranks, topo.nodes.size());
+      spdlog::warn("{}: {} ranks but {} NUMA node(s): ranks share nodes round-robin", spec_.host, spec_.n_ranks,
+                   topo.nodes.size());
     }
   }
   ranks_.reserve(static_cast<std::size_t>(spec_.n_ranks));
@@ -51,8 +50,7 @@ void LocalRanks::start() {
       const NumaNode& n = topo.nodes[static_cast<std::size_t>(node)];
       req.pin = PinRequest{n.cpus, spec_.pin_memory ? n.memory_node : -1};
     }
-    req.set_env = rank_environment(spec_.job_env, spec_.exports, rank, local, spec_.n_ranks, node,
-                                   spec_.pin_memory);
+    req.set_env = rank_environment(spec_.job_env, spec_.exports, rank, local, spec_.n_ranks, node, spec_.pin_memory);
     Child child;
     try {
       child = spawn(req);
@@ -66,10 +64,9 @@ void LocalRanks::start() {
       throw;
     }
     if (req.pin) {
-      spdlog::debug("rank {} on {}: pinned to NUMA node {} (cpus {}, memory {}): {}", rank,
-                    spec_.host, node, format_cpu_list(req.pin->cpus),
-                    spec_.pin_memory ? std::to_string(req.pin->memory_node) : "not bound",
-                    child.pin_report);
+      spdlog::debug("rank {} on {}: pinned to NUMA node {} (cpus {}, memory {}): {}", rank, spec_.host, node,
+                    format_cpu_list(req.pin->cpus),
+                    spec_.pin_memory ? std::to_string(req.pin->memory_node) : "not bound", child.pin_report);
     }
     Rank& r = ranks_.emplace_back();
     r.rank = rank;

@@ -31,19 +31,11 @@ int main(int argc, char** argv) {
   detail::set_log_level(opts.log_level);
   try {
     switch (opts.mode) {
-      case Mode::help:
-        std::fputs(opts.help_text.c_str(), stdout);
-        return 0;
-      case Mode::version:
-        std::printf("tnt-launch %s\n", TNT_VERSION);
-        return 0;
-      case Mode::agent:
-        logger->set_pattern("tnt-launch agent: %l: %v");
-        return detail::run_agent(opts);
-      case Mode::cleanup:
-        return detail::run_cleanup(opts);
-      case Mode::launch:
-        return detail::run_launch(opts);
+      case Mode::help: std::fputs(opts.help_text.c_str(), stdout); return 0;
+      case Mode::version: std::printf("tnt-launch %s\n", TNT_VERSION); return 0;
+      case Mode::agent: logger->set_pattern("tnt-launch agent: %l: %v"); return detail::run_agent(opts);
+      case Mode::cleanup: return detail::run_cleanup(opts);
+      case Mode::launch: return detail::run_launch(opts);
     }
   } catch (const UsageError& e) {
     spdlog::error("{}", e.what());

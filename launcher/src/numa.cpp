@@ -23,8 +23,8 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& cont
     auto r1 = std::from_chars(lo_s.data(), lo_s.data() + lo_s.size(), lo);
     auto r2 = std::from_chars(hi_s.data(), hi_s.data() + hi_s.size(), hi);
     if (lo_s.empty() || hi_s.empty() || r1.ec != std::errc{} || r2.ec != std::errc{} ||
-        r1.ptr != lo_s.data() + lo_s.size() || r2.ptr != hi_s.data() + hi_s.size() || lo < 0 ||
-        hi < lo || hi >= CPU_SETSIZE) {
+        r1.ptr != lo_s.data() + lo_s.size() || r2.ptr != hi_s.data() + hi_s.size() || lo < 0 || hi < lo ||
+        hi >= CPU_SETSIZE) {
       throw std::invalid_argument(context + ": bad CPU list part '" + part + "'");
     }
     for (int c = lo; c <= hi; ++c) cpus.push_back(c);
@@ -57,8 +57,7 @@ NumaTopology parse_numa_topology(const std::string& spec) {
   std::string item;
   while (std::getline(in, item, ';')) {
     if (item.empty()) continue;
-    const std::string context =
-        "--numa-topology '" + spec + "', node " + std::to_string(topo.nodes.size());
+    const std::string context = "--numa-topology '" + spec + "', node " + std::to_string(topo.nodes.size());
     NumaNode node;
     node.id = static_cast<int>(topo.nodes.size());
     const auto at = item.find('@');
@@ -67,16 +66,14 @@ NumaTopology parse_numa_topology(const std::string& spec) {
     if (at != std::string::npos) {
       const std::string mem = item.substr(at + 1);
       auto r = std::from_chars(mem.data(), mem.data() + mem.size(), node.memory_node);
-      if (mem.empty() || r.ec != std::errc{} || r.ptr != mem.data() + mem.size() ||
-          node.memory_node < 0) {
+      if (mem.empty() || r.ec != std::errc{} || r.ptr != mem.data() + mem.size() || node.memory_node < 0) {
         throw std::invalid_argument(context + ": bad memory node '" + mem + "'");
       }
     }
     topo.nodes.push_back(std::move(node));
   }
   if (topo.nodes.empty()) {
-    throw std::invalid_argument("--numa-topology '" + spec +
-                                "': no nodes (expected e.g. '0-3@0;4-7@1')");
+    throw std::invalid_argument("--numa-topology '" + spec + "': no nodes (expected e.g. '0-3@0;4-7@1')");
   }
   return topo;
 }

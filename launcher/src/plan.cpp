@@ -112,8 +112,8 @@ Environment job_environment(const LaunchOptions& opts, const JobPlan& plan) {
   };
 }
 
-Environment rank_environment(const Environment& job_env, const Environment& exports, int rank,
-                             int local_rank, int local_size, int pin_node, bool pin_memory) {
+Environment rank_environment(const Environment& job_env, const Environment& exports, int rank, int local_rank,
+                             int local_size, int pin_node, bool pin_memory) {
   Environment env = job_env;
   env.emplace_back("TNT_RANK", std::to_string(rank));
   env.emplace_back("TNT_LOCAL_RANK", std::to_string(local_rank));

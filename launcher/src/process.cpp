@@ -12,8 +12,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <fstream>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -39,9 +39,8 @@ std::vector<std::string> merged_environment(const Environment& set_env) {
 
 // Runs in the forked child only; reports through `status_fd` ("P text" after pinning,
 // "E errno where" on failure). Never returns.
-[[noreturn]] void child_main(const SpawnRequest& req, const std::string& exe,
-                             std::vector<char*>& argv, std::vector<char*>& envp, int in_fd,
-                             int out_fd, int err_fd, int status_fd, pid_t parent) {
+[[noreturn]] void child_main(const SpawnRequest& req, const std::string& exe, std::vector<char*>& argv,
+                             std::vector<char*>& envp, int in_fd, int out_fd, int err_fd, int status_fd, pid_t parent) {
   auto fail = [&](const char* where) {
     const std::string msg = "E " + std::to_string(errno) + " " + where;
     (void)!write(status_fd, msg.data(), msg.size());
@@ -57,8 +56,7 @@ std::vector<std::string> merged_environment(const Environment& set_env) {
   sigprocmask(SIG_SETMASK, &none, nullptr);
   for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
 
-  if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 ||
-      dup2(err_fd, STDERR_FILENO) < 0) {
+  if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) {
     fail("dup2");
   }
 
@@ -98,8 +96,7 @@ std::vector<std::string> merged_environment(const Environment& set_env) {
         }
       }
     }
-    const std::string msg =
-        "P Cpus_allowed_list=" + format_cpu_list(cpus) + " mempolicy=" + policy + "\n";
+    const std::string msg = "P Cpus_allowed_list=" + format_cpu_list(cpus) + " mempolicy=" + policy + "\n";
     (void)!write(status_fd, msg.data(), msg.size());
   }
 
@@ -133,8 +130,7 @@ Child spawn(const SpawnRequest& req) {
     const char* path = std::getenv("PATH");
     exe = find_program(req.argv[0], path ? path : "/usr/local/bin:/usr/bin:/bin");
     if (exe.empty()) {
-      throw std::runtime_error(req.label + ": program '" + req.argv[0] +
-                               "' not found or not executable");
+      throw std::runtime_error(req.label + ": program '" + req.argv[0] + "' not found or not executable");
     }
   }
 
@@ -164,8 +160,7 @@ Child spawn(const SpawnRequest& req) {
     in_pipe[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (in_pipe[0] < 0) throw std::runtime_error("open /dev/null: " + errno_text(errno));
   }
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      pipe2(status_pipe, O_CLOEXEC) != 0) {
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(status_pipe, O_CLOEXEC) != 0) {
     const int err = errno;
     close_all();
     throw std::runtime_error("pipe2: " + errno_text(err));
@@ -226,8 +221,7 @@ Child spawn(const SpawnRequest& req) {
       if (where == "execve") {
         throw std::runtime_error(req.label + ": cannot execute '" + exe + "': " + errno_text(err));
       }
-      throw std::runtime_error(req.label + ": " + where + " failed before starting '" + exe +
-                               "': " + errno_text(err));
+      throw std::runtime_error(req.label + ": " + where + " failed before starting '" + exe + "': " + errno_text(err));
     }
   }
   child.pin_report = report;
@@ -236,8 +230,7 @@ Child spawn(const SpawnRequest& req) {
   return child;
 }
 
-void LineSplitter::feed(std::string_view data,
-                        const std::function<void(std::string_view)>& on_line) {
+void LineSplitter::feed(std::string_view data, const std::function<void(std::string_view)>& on_line) {
   pending_.append(data);
   std::size_t start = 0;
   for (;;) {
@@ -280,7 +273,9 @@ bool write_all(int fd, std::string_view data) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) {
-        struct timespec ts{0, 1000000};
+        struct timespec ts {
+          0, 1000000
+        };
         nanosleep(&ts, nullptr);  // a non-blocking terminal: wait for room, output is not dropped
         continue;
       }

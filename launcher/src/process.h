@@ -20,12 +20,12 @@ struct PinRequest {
 };
 
 struct SpawnRequest {
-  std::string label;              // "rank 3" or "ssh to host", for messages
-  std::string path;               // what to execve; "" = search argv[0] in PATH
+  std::string label;  // "rank 3" or "ssh to host", for messages
+  std::string path;   // what to execve; "" = search argv[0] in PATH
   std::vector<std::string> argv;
-  Environment set_env;            // added to (and overriding) the inherited environment
+  Environment set_env;  // added to (and overriding) the inherited environment
   std::optional<PinRequest> pin;
-  bool pipe_stdin = false;        // else /dev/null
+  bool pipe_stdin = false;            // else /dev/null
   int parent_death_signal = SIGKILL;  // ranks must not outlive a killed launcher
 };
 

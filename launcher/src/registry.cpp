@@ -53,8 +53,7 @@ std::string registry_dir() {
       base = run_user;
     }
   }
-  const std::string dir =
-      base.empty() ? "/tmp/tnt-launch-" + std::to_string(getuid()) : base + "/tnt-launch";
+  const std::string dir = base.empty() ? "/tmp/tnt-launch-" + std::to_string(getuid()) : base + "/tnt-launch";
   ensure_private_dir(dir);
   return dir;
 }
@@ -101,8 +100,7 @@ std::string register_job(const std::string& job_id, const std::string& program, 
 
 std::string write_registry(const RegistryEntry& entry) {
   const std::string dir = registry_dir();
-  const std::string path =
-      dir + "/" + host_prefix() + entry.job_id + "." + std::to_string(getpid()) + ".job";
+  const std::string path = dir + "/" + host_prefix() + entry.job_id + "." + std::to_string(getpid()) + ".job";
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
@@ -116,8 +114,7 @@ std::string write_registry(const RegistryEntry& entry) {
     if (!out.flush()) throw std::runtime_error("cannot write job registry file " + tmp);
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("cannot write job registry file " + path + ": " +
-                             std::strerror(errno));
+    throw std::runtime_error("cannot write job registry file " + path + ": " + std::strerror(errno));
   }
   return path;
 }

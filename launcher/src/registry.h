@@ -21,7 +21,7 @@ struct RegistryEntry {
   std::string program;     // argv[0] as given
   std::string executable;  // resolved path
   std::vector<RegisteredProcess> processes;
-  std::string path;        // the file it was read from
+  std::string path;  // the file it was read from
 };
 
 // $XDG_RUNTIME_DIR/tnt-launch, else /run/user/UID/tnt-launch, else /tmp/tnt-launch-UID; created

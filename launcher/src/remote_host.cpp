@@ -30,16 +30,14 @@ std::vector<std::string> agent_command(const SshSettings& ssh, const std::string
   argv.push_back(ssh.command.at(0));
   // ssh keeps the first value it sees for an option: ours come first so that no configuration
   // can turn password prompts back on.
-  argv.insert(argv.end(), {"-o", "BatchMode=yes", "-o",
-                           "ConnectTimeout=" + std::to_string(ssh.connect_timeout_s)});
+  argv.insert(argv.end(), {"-o", "BatchMode=yes", "-o", "ConnectTimeout=" + std::to_string(ssh.connect_timeout_s)});
   argv.insert(argv.end(), ssh.command.begin() + 1, ssh.command.end());
-  argv.insert(argv.end(), {"-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2", "-T", "--",
-                           host, "exec " + shell_quote(ssh.agent_path) + " --agent"});
+  argv.insert(argv.end(), {"-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=2", "-T", "--", host,
+                           "exec " + shell_quote(ssh.agent_path) + " --agent"});
   return argv;
 }
 
-RemoteHost::RemoteHost(std::string host, SshSettings ssh, EventLoop& loop,
-                       RemoteListener& listener)
+RemoteHost::RemoteHost(std::string host, SshSettings ssh, EventLoop& loop, RemoteListener& listener)
     : host_(std::move(host)), ssh_(std::move(ssh)), loop_(loop), listener_(listener) {}
 
 RemoteHost::~RemoteHost() {
@@ -121,8 +119,7 @@ void RemoteHost::on_stdout(std::string_view line) {
     int rank = -1;
     words >> rank;
     const auto text_start = line.find(' ', kind.size() + 1);
-    const std::string text =
-        text_start == std::string_view::npos ? "" : unescape_field(line.substr(text_start + 1));
+    const std::string text = text_start == std::string_view::npos ? "" : unescape_field(line.substr(text_start + 1));
     listener_.on_output(rank, kind == "out" ? 1 : 2, text);
   } else if (kind == "exit") {
     int rank = -1;
@@ -184,18 +181,15 @@ std::string RemoteHost::ssh_failure_text(int status) const {
   std::string detail;
   for (const auto& l : stderr_tail_) detail += (detail.empty() ? "" : " / ") + l;
   if (WIFEXITED(status) && WEXITSTATUS(status) == 255) {
-    return "host " + host_ + " is not reachable over ssh" +
-           (detail.empty() ? "" : " (" + detail + ")") +
+    return "host " + host_ + " is not reachable over ssh" + (detail.empty() ? "" : " (" + detail + ")") +
            ": check the name, that sshd runs there and that key-based login works "
            "(tnt-launch uses BatchMode, so no password is asked)";
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 127) {
     return "tnt-launch not found at " + ssh_.agent_path + " on host " + host_ +
-           (detail.empty() ? "" : " (" + detail + ")") +
-           ": install tnt at the same path on every host";
+           (detail.empty() ? "" : " (" + detail + ")") + ": install tnt at the same path on every host";
   }
-  return "ssh to host " + host_ + " " + describe_wait_status(status) +
-         (detail.empty() ? "" : " (" + detail + ")");
+  return "ssh to host " + host_ + " " + describe_wait_status(status) + (detail.empty() ? "" : " (" + detail + ")");
 }
 
 bool RemoteHost::on_child_exit(pid_t pid, int status) {

@@ -27,7 +27,7 @@ class RemoteListener : public RankSink {
 struct SshSettings {
   std::vector<std::string> command{"ssh"};  // client and the user's extra options
   int connect_timeout_s = 5;
-  std::string agent_path;                   // tnt-launch on the remote host
+  std::string agent_path;  // tnt-launch on the remote host
 };
 
 // The ssh command line that starts the agent on `host` (nothing secret on it).
@@ -44,10 +44,10 @@ class RemoteHost {
 
   void start_check(const CheckRequest& req);
   void launch(const HostLaunch& spec);  // after on_checked
-  void abort();                          // before launch: tells the agent to go
+  void abort();                         // before launch: tells the agent to go
   void signal_ranks(int sig);
   void kill_ranks();
-  void kill_ssh();                       // last resort; the agent then stops its ranks itself
+  void kill_ssh();  // last resort; the agent then stops its ranks itself
   bool on_child_exit(pid_t pid, int status);
   // ssh has exited and all its output is read.
   bool finished() const { return ssh_exited_ && out_fd_ < 0 && err_fd_ < 0; }

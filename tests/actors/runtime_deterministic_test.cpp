@@ -87,8 +87,7 @@ TEST_F(DeterministicTest, StopDiscardDropsPendingMessagesAndFailsPendingRequests
     count.get();
     FAIL() << "a discarded request has no value";
   } catch (const MailboxClosed& e) {
-    EXPECT_NE(std::string(e.what()).find("stopped before actor 'recorder' answered"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("stopped before actor 'recorder' answered"), std::string::npos) << e.what();
   }
   EXPECT_TRUE(system.wait_for(0ms));
 }
@@ -138,8 +137,7 @@ TEST_F(DeterministicTest, MessageWithoutHandlerIsRejectedAtTheSender) {
     FAIL();
   } catch (const UnhandledMessage& e) {
     EXPECT_NE(std::string(e.what()).find("'counter'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("tnt::actors::test::(anonymous namespace)::Unknown"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("tnt::actors::test::(anonymous namespace)::Unknown"), std::string::npos)
         << e.what();
   }
 }
@@ -299,9 +297,7 @@ TEST_F(DeterministicTest, RequestHandlerExceptionReachesTheFutureAndStopsTheSyst
 class Asker : public Actor {
  public:
   Asker(ActorRef counter, std::vector<int>* answers) : counter_(std::move(counter)), answers_(answers) {
-    on<Note>([this](Note&) {
-      request(counter_, Get{}, [this](int sum) { answers_->push_back(sum); });
-    });
+    on<Note>([this](Note&) { request(counter_, Get{}, [this](int sum) { answers_->push_back(sum); }); });
   }
 
  private:
@@ -350,7 +346,9 @@ TEST_F(DeterministicTest, SetupMistakesAreClearErrors) {
 
   class Late : public Actor {
    public:
-    void on_start() override { on<Add>([](Add&) {}); }
+    void on_start() override {
+      on<Add>([](Add&) {});
+    }
   };
   system.spawn<Late>("late");
   system.start();

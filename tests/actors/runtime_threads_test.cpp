@@ -82,8 +82,8 @@ TEST(ActorThreads, MessagesFromOneSenderArriveInOrder) {
   CapturedLog log;
   ActorSystem system(pool_config(log, 4));
   std::atomic<int> misordered{0};
-  auto checker = system.spawn<OrderChecker>("checker", &system, (kThreadSenders + kActorSenders) * kPerSender,
-                                            &misordered);
+  auto checker =
+      system.spawn<OrderChecker>("checker", &system, (kThreadSenders + kActorSenders) * kPerSender, &misordered);
   for (int a = 0; a < kActorSenders; ++a) {
     system.spawn<TickingSender>("sender-" + std::to_string(a), checker, 100 + a, kPerSender);
   }

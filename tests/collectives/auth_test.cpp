@@ -26,8 +26,8 @@ Bytes hmac(const std::string& key, const std::string& label, const Bytes& data) 
   message.insert(message.end(), data.begin(), data.end());
   Bytes out(32);
   std::size_t length = 0;
-  EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, key.data(), key.size(), message.data(), message.size(), out.data(),
-            out.size(), &length);
+  EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, key.data(), key.size(), message.data(), message.size(),
+            out.data(), out.size(), &length);
   return out;
 }
 
@@ -52,15 +52,18 @@ struct Server {
   std::promise<std::string> verdict;
 
   std::thread serve_one() {
-    asio::co_spawn(io, [this]() -> asio::awaitable<void> {
-      tcp::socket socket = co_await acceptor.async_accept(asio::use_awaitable);
-      try {
-        auto identity = co_await authenticate_as_server(socket, kAuth, 5);
-        verdict.set_value("accepted rank " + std::to_string(identity.rank));
-      } catch (const std::exception& error) {
-        verdict.set_value(std::string("refused: ") + error.what());
-      }
-    }, asio::detached);
+    asio::co_spawn(
+        io,
+        [this]() -> asio::awaitable<void> {
+          tcp::socket socket = co_await acceptor.async_accept(asio::use_awaitable);
+          try {
+            auto identity = co_await authenticate_as_server(socket, kAuth, 5);
+            verdict.set_value("accepted rank " + std::to_string(identity.rank));
+          } catch (const std::exception& error) {
+            verdict.set_value(std::string("refused: ") + error.what());
+          }
+        },
+        asio::detached);
     return std::thread([this] { io.run(); });
   }
 };
@@ -107,7 +110,8 @@ TEST(Handshake, GenuineClientIsAccepted) {
   auto t = run_client(server.acceptor.local_endpoint().port(), preamble(3, 5, 0x11), nullptr);
   EXPECT_EQ(server.verdict.get_future().get(), "accepted rank 3");
   EXPECT_EQ(t.verdict, 0u);
-  for (const Bytes* record : {&t.sent_preamble, &t.sent_proof, &t.challenge}) EXPECT_FALSE(contains(*record, kAuth.job_token));
+  for (const Bytes* record : {&t.sent_preamble, &t.sent_proof, &t.challenge})
+    EXPECT_FALSE(contains(*record, kAuth.job_token));
   thread.join();
 }
 

@@ -26,7 +26,8 @@ namespace {
 asio::awaitable<tcp::socket> connect_authenticated(const tnt::JobEnvironment& env) {
   tcp::socket socket(co_await asio::this_coro::executor);
   tcp::resolver resolver(socket.get_executor());
-  auto endpoints = co_await resolver.async_resolve(env.master_addr, std::to_string(env.master_port), asio::use_awaitable);
+  auto endpoints =
+      co_await resolver.async_resolve(env.master_addr, std::to_string(env.master_port), asio::use_awaitable);
   for (int attempt = 0;; ++attempt) {  // the master may not be listening yet
     boost::system::error_code ec;
     co_await asio::async_connect(socket, endpoints, asio::redirect_error(asio::use_awaitable, ec));
@@ -75,7 +76,8 @@ asio::awaitable<std::string> send_oversized(tnt::JobEnvironment env) {
 asio::awaitable<std::string> flood(tnt::JobEnvironment env, int connections) {
   auto executor = co_await asio::this_coro::executor;
   tcp::resolver resolver(executor);
-  auto endpoints = co_await resolver.async_resolve(env.master_addr, std::to_string(env.master_port), asio::use_awaitable);
+  auto endpoints =
+      co_await resolver.async_resolve(env.master_addr, std::to_string(env.master_port), asio::use_awaitable);
   std::mt19937 random(12345);
   std::vector<tcp::socket> open;
   int connected = 0;
@@ -88,7 +90,8 @@ asio::awaitable<std::string> flood(tnt::JobEnvironment env, int connections) {
     std::vector<std::uint8_t> garbage(random() % 300);
     for (auto& byte : garbage) byte = static_cast<std::uint8_t>(random());
     if (i % 3 == 1) garbage.assign({'T', 'N', 'T', 1});  // a plausible start, then silence
-    if (i % 3 != 2) co_await asio::async_write(socket, asio::buffer(garbage), asio::redirect_error(asio::use_awaitable, ec));
+    if (i % 3 != 2)
+      co_await asio::async_write(socket, asio::buffer(garbage), asio::redirect_error(asio::use_awaitable, ec));
     open.push_back(std::move(socket));  // keep some open and silent
   }
   co_return "flooded with " + std::to_string(connected) + " connections";
@@ -108,8 +111,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     std::string answer;
-    if (mode == "malformed") answer = loop.run(send_malformed(env));
-    else if (mode == "oversized") answer = loop.run(send_oversized(env));
+    if (mode == "malformed")
+      answer = loop.run(send_malformed(env));
+    else if (mode == "oversized")
+      answer = loop.run(send_oversized(env));
     else if (mode == "flood") {
       std::printf("bad-peer: %s\n", loop.run(flood(env, argc > 2 ? std::stoi(argv[2]) : 100)).c_str());
       return 0;

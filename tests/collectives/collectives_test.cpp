@@ -18,7 +18,8 @@ std::string describe(const std::vector<Outcome>& outcomes) {
   std::string text;
   for (std::size_t i = 0; i < outcomes.size(); ++i) {
     text += "--- process " + std::to_string(i) + ": exit " + std::to_string(outcomes[i].exit_code) + " signal " +
-            std::to_string(outcomes[i].signal) + (outcomes[i].timed_out ? " TIMED OUT" : "") + "\n" + outcomes[i].output;
+            std::to_string(outcomes[i].signal) + (outcomes[i].timed_out ? " TIMED OUT" : "") + "\n" +
+            outcomes[i].output;
   }
   return text;
 }
@@ -46,10 +47,12 @@ TEST_P(CollectivesCheck, MatchSerialReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesCheck,
-                         ::testing::Values(CheckCase{1, false}, CheckCase{2, false}, CheckCase{3, false}, CheckCase{4, false},
-                                           CheckCase{2, true}, CheckCase{3, true}, CheckCase{4, true}),
+                         ::testing::Values(CheckCase{1, false}, CheckCase{2, false}, CheckCase{3, false},
+                                           CheckCase{4, false}, CheckCase{2, true}, CheckCase{3, true},
+                                           CheckCase{4, true}),
                          [](const auto& test_info) {
-                           return std::to_string(test_info.param.ranks) + "ranks" + (test_info.param.ring_only ? "_ring_only" : "");
+                           return std::to_string(test_info.param.ranks) + "ranks" +
+                                  (test_info.param.ring_only ? "_ring_only" : "");
                          });
 
 // ---- start-up refusals -------------------------------------------------------------------------
@@ -70,7 +73,8 @@ TEST(Rendezvous, WrongJobTokenIsRefused) {
   EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
   EXPECT_NE(outcomes[0].output.find("rank(s) 1 never joined"), std::string::npos) << describe(outcomes);
   EXPECT_NE(outcomes[1].exit_code, 0);
-  EXPECT_NE(outcomes[1].output.find("could not prove it holds this job's token"), std::string::npos) << describe(outcomes);
+  EXPECT_NE(outcomes[1].output.find("could not prove it holds this job's token"), std::string::npos)
+      << describe(outcomes);
   for (auto& o : outcomes) EXPECT_FALSE(o.timed_out);
 }
 
@@ -98,7 +102,8 @@ TEST(Transport, UnknownCongestionControlIsAClearError) {
     EXPECT_FALSE(o.timed_out);
     EXPECT_NE(o.exit_code, 0) << describe(outcomes);
   }
-  EXPECT_NE(describe(outcomes).find("TNT_TCP_CONGESTION='nosuchcc' cannot be used here"), std::string::npos) << describe(outcomes);
+  EXPECT_NE(describe(outcomes).find("TNT_TCP_CONGESTION='nosuchcc' cannot be used here"), std::string::npos)
+      << describe(outcomes);
 }
 
 TEST(Rendezvous, DifferentConfigurationIsRefused) {
@@ -141,7 +146,8 @@ TEST(Rendezvous, OversizedHelloIsRefusedWithoutAllocating) {
   job.start({kBadPeer, "oversized"}, quick(job.rank_env(1)));
   auto outcomes = job.wait(20s);
   EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
-  EXPECT_NE(outcomes[0].output.find("invalid length of 1073741824 bytes (limit 65536"), std::string::npos) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("invalid length of 1073741824 bytes (limit 65536"), std::string::npos)
+      << describe(outcomes);
   EXPECT_EQ(outcomes[1].exit_code, 0) << describe(outcomes);
 }
 
@@ -151,7 +157,8 @@ TEST(Rendezvous, UnreachableMasterIsReportedWithItsAddress) {
   auto outcomes = job.wait(20s);
   EXPECT_NE(outcomes[0].exit_code, 0);
   EXPECT_FALSE(outcomes[0].timed_out);
-  EXPECT_NE(outcomes[0].output.find("cannot reach the master rank at 127.0.0.1:" + std::to_string(job.port())), std::string::npos)
+  EXPECT_NE(outcomes[0].output.find("cannot reach the master rank at 127.0.0.1:" + std::to_string(job.port())),
+            std::string::npos)
       << describe(outcomes);
   EXPECT_LT(outcomes[0].seconds, 10);
 }

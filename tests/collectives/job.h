@@ -61,11 +61,16 @@ class Job {
 
   // The environment tnt-launch would give rank `rank`.
   Env rank_env(int rank) const {
-    return {{"TNT_RANK", std::to_string(rank)},         {"TNT_SIZE", std::to_string(size_)},
-            {"TNT_LOCAL_RANK", std::to_string(rank)},   {"TNT_LOCAL_SIZE", std::to_string(size_)},
-            {"TNT_MASTER_ADDR", "127.0.0.1"},           {"TNT_MASTER_PORT", std::to_string(port_)},
-            {"TNT_JOB_ID", "test-job"},                 {"TNT_JOB_TOKEN", token_},
-            {"TNT_CONNECT_TIMEOUT_S", "20"},            {"TNT_PEER_TIMEOUT_S", "10"}};
+    return {{"TNT_RANK", std::to_string(rank)},
+            {"TNT_SIZE", std::to_string(size_)},
+            {"TNT_LOCAL_RANK", std::to_string(rank)},
+            {"TNT_LOCAL_SIZE", std::to_string(size_)},
+            {"TNT_MASTER_ADDR", "127.0.0.1"},
+            {"TNT_MASTER_PORT", std::to_string(port_)},
+            {"TNT_JOB_ID", "test-job"},
+            {"TNT_JOB_TOKEN", token_},
+            {"TNT_CONNECT_TIMEOUT_S", "20"},
+            {"TNT_PEER_TIMEOUT_S", "10"}};
   }
 
   // Starts one process; returns its index in this job.

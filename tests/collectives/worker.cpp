@@ -33,14 +33,18 @@ double input_value(int rank, std::size_t index, DataType type) {
 
 template <class T>
 T from_double(double value) {
-  if constexpr (std::is_same_v<T, bfloat16>) return bfloat16(static_cast<float>(value));
-  else return static_cast<T>(value);
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return bfloat16(static_cast<float>(value));
+  else
+    return static_cast<T>(value);
 }
 
 template <class T>
 double to_double(T value) {
-  if constexpr (std::is_same_v<T, bfloat16>) return static_cast<double>(static_cast<float>(value));
-  else return static_cast<double>(value);
+  if constexpr (std::is_same_v<T, bfloat16>)
+    return static_cast<double>(static_cast<float>(value));
+  else
+    return static_cast<double>(value);
 }
 
 int failures = 0;
@@ -62,13 +66,18 @@ std::vector<T> make_input(int rank, std::size_t count) {
 template <class T>
 double reference(int ranks, std::size_t index, ReduceOp op) {
   using Acc = std::conditional_t<std::is_same_v<T, bfloat16>, float, T>;
-  auto value = [&](int r) { return static_cast<Acc>(to_double(from_double<T>(input_value(r, index, tnt::data_type_of<T>())))); };
+  auto value = [&](int r) {
+    return static_cast<Acc>(to_double(from_double<T>(input_value(r, index, tnt::data_type_of<T>()))));
+  };
   Acc acc = value(0);
   for (int r = 1; r < ranks; ++r) {
     Acc v = value(r);
-    if (op == ReduceOp::min) acc = v < acc ? v : acc;
-    else if (op == ReduceOp::max) acc = acc < v ? v : acc;
-    else acc = static_cast<Acc>(acc + v);
+    if (op == ReduceOp::min)
+      acc = v < acc ? v : acc;
+    else if (op == ReduceOp::max)
+      acc = acc < v ? v : acc;
+    else
+      acc = static_cast<Acc>(acc + v);
   }
   if (op == ReduceOp::avg) acc = static_cast<Acc>(acc / static_cast<Acc>(ranks));
   return to_double(from_double<T>(static_cast<double>(acc)));
@@ -83,8 +92,10 @@ void verify(const std::vector<T>& data, int ranks, ReduceOp op, const std::strin
     const double want = reference<T>(ranks, i, op);
     const double got = to_double(data[i]);
     ++checks;
-    const double tolerance = exact || op == ReduceOp::min || op == ReduceOp::max ? 0.0 : 1e-6 * (1 + std::fabs(want)) * ranks +
-                                                                                             (std::is_same_v<T, bfloat16> ? std::fabs(want) / 128 : 0);
+    const double tolerance =
+        exact || op == ReduceOp::min || op == ReduceOp::max
+            ? 0.0
+            : 1e-6 * (1 + std::fabs(want)) * ranks + (std::is_same_v<T, bfloat16> ? std::fabs(want) / 128 : 0);
     if (!(std::fabs(got - want) <= tolerance)) {
       report(what + " index " + std::to_string(i) + ": got " + std::to_string(got) + " want " + std::to_string(want));
       return;
@@ -97,7 +108,8 @@ void check_type(tnt::Communicator& comm, const std::vector<std::size_t>& counts)
   const DataType type = tnt::data_type_of<T>();
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg, ReduceOp::min, ReduceOp::max}) {
     for (std::size_t count : counts) {
-      const std::string what = std::string(tnt::name_of(type)) + " " + std::string(tnt::name_of(op)) + " count " + std::to_string(count);
+      const std::string what =
+          std::string(tnt::name_of(type)) + " " + std::string(tnt::name_of(op)) + " count " + std::to_string(count);
       auto data = make_input<T>(comm.rank(), count);
       comm.allreduce(data.data(), count, type, op);
       verify(data, comm.size(), op, "allreduce " + what);
@@ -157,14 +169,16 @@ void check_progress(tnt::Communicator& comm) {
   auto b = make_input<std::int32_t>(comm.rank(), 1000);
   std::atomic<bool> chained_done{false};
   tnt::Request chained;
-  auto first = comm.allreduce_async(a.data(), a.size(), DataType::float32, ReduceOp::sum, [&](const std::string& error) {
-    if (!error.empty()) return;
-    chained = comm.allreduce_async(b.data(), b.size(), DataType::int32, ReduceOp::max,
-                                   [&](const std::string& e) { chained_done = e.empty(); });
-  });
+  auto first =
+      comm.allreduce_async(a.data(), a.size(), DataType::float32, ReduceOp::sum, [&](const std::string& error) {
+        if (!error.empty()) return;
+        chained = comm.allreduce_async(b.data(), b.size(), DataType::int32, ReduceOp::max,
+                                       [&](const std::string& e) { chained_done = e.empty(); });
+      });
   expect_done_without_waiting(first, "asynchronous allreduce");
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (!chained_done && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (!chained_done && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ++checks;
   if (!chained_done) report("allreduce issued from a completion callback did not finish");
   verify(a, comm.size(), ReduceOp::sum, "nobody-waits float32 sum");
@@ -192,15 +206,18 @@ void check_progress(tnt::Communicator& comm) {
 }
 
 void check_data_movement(tnt::Communicator& comm) {
-  for (std::size_t bytes : {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(3 << 20) + 5}) {
+  for (std::size_t bytes :
+       {std::size_t(0), std::size_t(1), std::size_t(7), std::size_t(1000), std::size_t(3 << 20) + 5}) {
     for (int root = 0; root < comm.size(); ++root) {
       std::vector<std::uint8_t> data(bytes);
-      for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::uint8_t>(comm.rank() == root ? (i * 31 + root) : 0xEE);
+      for (std::size_t i = 0; i < bytes; ++i)
+        data[i] = static_cast<std::uint8_t>(comm.rank() == root ? (i * 31 + root) : 0xEE);
       comm.broadcast(data.data(), bytes, root);
       for (std::size_t i = 0; i < bytes; ++i) {
         ++checks;
         if (data[i] != static_cast<std::uint8_t>(i * 31 + root)) {
-          report("broadcast root " + std::to_string(root) + " bytes " + std::to_string(bytes) + " index " + std::to_string(i));
+          report("broadcast root " + std::to_string(root) + " bytes " + std::to_string(bytes) + " index " +
+                 std::to_string(i));
           break;
         }
       }
@@ -212,7 +229,8 @@ void check_data_movement(tnt::Communicator& comm) {
       for (std::size_t i = 0; i < bytes; ++i) {
         ++checks;
         if (all[static_cast<std::size_t>(r) * bytes + i] != static_cast<std::uint8_t>(i * 13 + r * 101)) {
-          report("allgather bytes " + std::to_string(bytes) + " block " + std::to_string(r) + " index " + std::to_string(i));
+          report("allgather bytes " + std::to_string(bytes) + " block " + std::to_string(r) + " index " +
+                 std::to_string(i));
           break;
         }
       }

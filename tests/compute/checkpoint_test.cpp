@@ -18,11 +18,10 @@ namespace {
 namespace fs = std::filesystem;
 
 class CheckpointTest : public ::testing::Test {
-protected:
+ protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tnt_ckpt_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("tnt_ckpt_test_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -39,8 +38,8 @@ ModelSpec small_net() {
   c.padding = {1, 1};
   return {"small",
           {1, 8, 8},
-          {conv2d(c), batch_norm(0.9), activation("relu"),
-           residual({conv2d(c), batch_norm(0.9)}), max_pool2d(2), flatten(), dropout(0.3, 5), dense(10)}};
+          {conv2d(c), batch_norm(0.9), activation("relu"), residual({conv2d(c), batch_norm(0.9)}), max_pool2d(2),
+           flatten(), dropout(0.3, 5), dense(10)}};
 }
 
 void train(Model& model, Optimizer& opt, int steps, uint64_t seed) {

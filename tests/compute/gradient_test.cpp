@@ -92,7 +92,8 @@ TEST_P(LayerGradient, MatchesFiniteDifferences) {
   };
   loss();
   std::vector<size_t> ready;
-  const Tensor* dx = model.backward(r, [&](size_t i) { ready.push_back(i); }, true);
+  const Tensor* dx = model.backward(
+      r, [&](size_t i) { ready.push_back(i); }, true);
   ASSERT_NE(dx, nullptr);
   ASSERT_EQ(dx->shape(), x.shape());
   const Tensor input_grad = *dx;
@@ -166,7 +167,8 @@ std::vector<Case> cases() {
       {"batch_norm_inference", {batch_norm()}, {4, 3, 3, 3}, Mode::inference},
       {"dropout_train", {dropout(0.4, 11)}, {4, 10}},
       {"dropout_inference", {dropout(0.4, 11)}, {4, 10}, Mode::inference},
-      {"residual_identity", {residual({conv2d(conv(3, 3, 1, 1)), activation("tanh"), conv2d(conv(3, 3, 1, 1))})},
+      {"residual_identity",
+       {residual({conv2d(conv(3, 3, 1, 1)), activation("tanh"), conv2d(conv(3, 3, 1, 1))})},
        {2, 3, 5, 5}},
       {"residual_projection",
        {residual({conv2d(conv(4, 3, 2, 1)), batch_norm()}, {conv2d(conv(4, 1, 2, 0))}, "linear")},

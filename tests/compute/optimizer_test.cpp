@@ -37,7 +37,8 @@ TEST(Optimizer, AdamFirstStepMovesByLearningRate) {
 
 TEST(Optimizer, AllKindsStateRoundTripResumesBitwise) {
   for (std::string kind : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) {
-    OptimizerOptions o{.kind = kind, .momentum = kind == "adam" || kind == "adamw" || kind == "adagrad" ? 0.0 : 0.9,
+    OptimizerOptions o{.kind = kind,
+                       .momentum = kind == "adam" || kind == "adamw" || kind == "adagrad" ? 0.0 : 0.9,
                        .weight_decay = 0.01};
     Model a = scalar_model(0.5f), b = scalar_model(0.5f);
     Optimizer oa(o, a);

@@ -13,8 +13,7 @@ struct Dataset {
   std::vector<int32_t> labels;
 };
 
-inline Dataset make_synthetic(int64_t samples, int64_t classes, const Shape& sample_shape, float noise,
-                              uint64_t seed) {
+inline Dataset make_synthetic(int64_t samples, int64_t classes, const Shape& sample_shape, float noise, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> gauss(0.0f, 1.0f);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
@@ -33,7 +32,8 @@ inline Dataset make_synthetic(int64_t samples, int64_t classes, const Shape& sam
     auto label = static_cast<int32_t>(i % classes);
     d.labels.push_back(label);
     for (int64_t j = 0; j < per_sample; ++j) {
-      d.images[i * per_sample + j] = prototypes[static_cast<size_t>(label)][static_cast<size_t>(j)] + noise * gauss(rng);
+      d.images[i * per_sample + j] =
+          prototypes[static_cast<size_t>(label)][static_cast<size_t>(j)] + noise * gauss(rng);
     }
   }
   return d;

@@ -10,8 +10,8 @@
 namespace tnt::data {
 namespace {
 
-BatchPlanOptions options(std::size_t n, std::size_t global_batch, int rank, int world,
-                         bool drop, std::uint64_t seed = 11) {
+BatchPlanOptions options(std::size_t n, std::size_t global_batch, int rank, int world, bool drop,
+                         std::uint64_t seed = 11) {
   BatchPlanOptions o;
   o.num_samples = n;
   o.global_batch = global_batch;
@@ -33,8 +33,7 @@ TEST(BatchPlan, RanksPartitionTheSerialGlobalBatch) {
           const BatchPlan serial(options(n, b, 0, 1, drop));
           std::vector<BatchPlan> ranks;
           for (int r = 0; r < w; ++r) ranks.emplace_back(options(n, b, r, w, drop));
-          SCOPED_TRACE(testing::Message() << "n=" << n << " B=" << b << " W=" << w
-                                          << " drop=" << drop);
+          SCOPED_TRACE(testing::Message() << "n=" << n << " B=" << b << " W=" << w << " drop=" << drop);
           ASSERT_EQ(serial.steps_per_epoch(), drop ? n / b : (n + b - 1) / b);
           for (std::size_t epoch = 0; epoch < 2; ++epoch) {
             const auto order = serial.order(epoch);
@@ -54,8 +53,7 @@ TEST(BatchPlan, RanksPartitionTheSerialGlobalBatch) {
                 smallest = std::min(smallest, share.local_count());
                 // The first (count mod W) ranks take the extra sample.
                 const std::size_t count = share.global_count;
-                ASSERT_EQ(share.local_count(),
-                          count / w + (static_cast<std::size_t>(r) < count % w ? 1 : 0));
+                ASSERT_EQ(share.local_count(), count / w + (static_cast<std::size_t>(r) < count % w ? 1 : 0));
                 joined.insert(joined.end(), share.indices.begin(), share.indices.end());
               }
               ASSERT_LE(largest - smallest, 1u);
@@ -130,13 +128,11 @@ TEST(BatchPlan, MicroBatchGivesGlobalBatch) {
 TEST(BatchPlan, InconsistentMicroBatchIsAnError) {
   auto o = options(100, 10, 0, 3, false);
   o.micro_batch = 4;
-  expect_data_error([&] { BatchPlan{o}; },
-                    {"micro-batch size 4", "global batch size 10", "3 rank(s)", "= 12"});
+  expect_data_error([&] { BatchPlan{o}; }, {"micro-batch size 4", "global batch size 10", "3 rank(s)", "= 12"});
 }
 
 TEST(BatchPlan, GlobalBatchSmallerThanRanksIsAnError) {
-  expect_data_error([] { BatchPlan{options(100, 3, 0, 4, false)}; },
-                    {"global batch size 3", "number of ranks 4"});
+  expect_data_error([] { BatchPlan{options(100, 3, 0, 4, false)}; }, {"global batch size 3", "number of ranks 4"});
 }
 
 TEST(BatchPlan, OtherBadOptionsAreErrors) {

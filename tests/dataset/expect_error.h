@@ -15,8 +15,7 @@ void expect_data_error(Fn&& fn, std::initializer_list<std::string> parts) {
   } catch (const tnt::data::DataError& e) {
     const std::string message = e.what();
     for (const auto& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos)
-          << "message lacks '" << part << "': " << message;
+      EXPECT_NE(message.find(part), std::string::npos) << "message lacks '" << part << "': " << message;
     }
   }
 }

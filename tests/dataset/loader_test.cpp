@@ -12,9 +12,7 @@
 namespace tnt::data {
 namespace {
 
-std::shared_ptr<const Source> small_source(std::size_t n = 37) {
-  return make_synthetic_source({2, 6, 5}, 4, n, 123);
-}
+std::shared_ptr<const Source> small_source(std::size_t n = 37) { return make_synthetic_source({2, 6, 5}, 4, n, 123); }
 
 LoaderOptions base_options(std::size_t batch, int rank, int world, std::size_t prefetch) {
   LoaderOptions o;

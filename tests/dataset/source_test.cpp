@@ -92,8 +92,7 @@ TEST(IdxSource, TruncatedHeaderIsNamed) {
   TempDir dir;
   const auto files = test::write_mnist_like(dir.path(), "train", 3, 2, 2, false);
   test::write_bytes(files.labels, {0, 0, 8, 1, 0, 0});
-  expect_data_error([&] { make_idx_source(files.images, files.labels); },
-                    {files.labels.string(), "truncated"});
+  expect_data_error([&] { make_idx_source(files.images, files.labels); }, {files.labels.string(), "truncated"});
 }
 
 TEST(IdxSource, TruncatedGzipIsNamed) {
@@ -101,8 +100,7 @@ TEST(IdxSource, TruncatedGzipIsNamed) {
   const auto files = test::write_mnist_like(dir.path(), "train", 200, 28, 28, true);
   const auto full = std::filesystem::file_size(files.images);
   std::filesystem::resize_file(files.images, full / 2);
-  expect_data_error([&] { make_idx_source(files.images, files.labels); },
-                    {files.images.string(), "truncated"});
+  expect_data_error([&] { make_idx_source(files.images, files.labels); }, {files.images.string(), "truncated"});
 }
 
 // Every cut of a valid file, raw or gzip, is an error that names the file, never a crash.
@@ -115,8 +113,7 @@ TEST(IdxSource, EveryTruncationIsAnError) {
       const auto cut_path = dir / "cut";
       if (gzip) {
         // A complete gzip stream of a cut file, then the cut gzip stream of the whole file.
-        test::write_bytes(cut_path, {whole.begin(), whole.begin() + static_cast<long>(length)},
-                          true);
+        test::write_bytes(cut_path, {whole.begin(), whole.begin() + static_cast<long>(length)}, true);
       } else {
         test::write_bytes(cut_path, {whole.begin(), whole.begin() + static_cast<long>(length)});
       }
@@ -127,12 +124,10 @@ TEST(IdxSource, EveryTruncationIsAnError) {
       test::write_bytes(dir / "whole.gz", whole, true);
       const auto gz = std::filesystem::file_size(dir / "whole.gz");
       for (std::uintmax_t length = 1; length < gz; ++length) {
-        std::filesystem::copy_file(dir / "whole.gz", dir / "cut.gz",
-                                   std::filesystem::copy_options::overwrite_existing);
+        std::filesystem::copy_file(dir / "whole.gz", dir / "cut.gz", std::filesystem::copy_options::overwrite_existing);
         std::filesystem::resize_file(dir / "cut.gz", length);
         SCOPED_TRACE(testing::Message() << "gzip stream cut at " << length);
-        expect_data_error([&] { make_idx_source(dir / "cut.gz", files.labels); },
-                          {(dir / "cut.gz").string()});
+        expect_data_error([&] { make_idx_source(dir / "cut.gz", files.labels); }, {(dir / "cut.gz").string()});
       }
     }
   }
@@ -154,8 +149,7 @@ TEST(IdxSource, WrongMagicIsNamed) {
                     {files.labels.string(), "wrong magic number 0x00000801", "image"});
   // A float IDX file (type 0x0d) is not what tnt reads either.
   test::write_bytes(dir / "float", test::idx_bytes({3, 2, 2}, std::vector<std::uint8_t>(48), 0x0d));
-  expect_data_error([&] { make_idx_source(dir / "float", files.labels); },
-                    {"wrong magic number 0x00000d03"});
+  expect_data_error([&] { make_idx_source(dir / "float", files.labels); }, {"wrong magic number 0x00000d03"});
   test::write_bytes(dir / "text", {'h', 'e', 'l', 'l', 'o', '\n'});
   expect_data_error([&] { make_idx_source(files.images, dir / "text"); },
                     {(dir / "text").string(), "wrong magic number"});
@@ -176,8 +170,7 @@ TEST(IdxSource, CountMismatchNamesBothFiles) {
   const auto files = test::write_mnist_like(dir.path(), "train", 3, 2, 2, false);
   test::write_bytes(files.labels, test::idx_bytes({4}, {1, 2, 3, 4}));
   expect_data_error([&] { make_idx_source(files.images, files.labels); },
-                    {"counts differ", files.images.string(), "3 images", files.labels.string(),
-                     "4 labels"});
+                    {"counts differ", files.images.string(), "3 images", files.labels.string(), "4 labels"});
 }
 
 TEST(IdxSource, ReadChecksIndexAndBuffer) {
@@ -289,8 +282,8 @@ TEST(SubsetSource, RenumbersAndChecksRange) {
 }
 
 TEST(Factory, KindNamesRoundTrip) {
-  for (auto kind : {SourceKind::fashion_mnist, SourceKind::mnist, SourceKind::idx,
-                    SourceKind::cifar10, SourceKind::synthetic, SourceKind::memory}) {
+  for (auto kind : {SourceKind::fashion_mnist, SourceKind::mnist, SourceKind::idx, SourceKind::cifar10,
+                    SourceKind::synthetic, SourceKind::memory}) {
     EXPECT_EQ(parse_source_kind(to_string(kind)), kind);
   }
   expect_data_error([] { parse_source_kind("imagenet"); }, {"'imagenet'"});

@@ -32,8 +32,7 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-inline void write_bytes(const std::filesystem::path& path, const std::vector<std::uint8_t>& bytes,
-                        bool gzip = false) {
+inline void write_bytes(const std::filesystem::path& path, const std::vector<std::uint8_t>& bytes, bool gzip = false) {
   if (gzip) {
     gzFile f = gzopen(path.c_str(), "wb");
     if (f == nullptr) throw std::runtime_error("gzopen " + path.string());
@@ -47,8 +46,7 @@ inline void write_bytes(const std::filesystem::path& path, const std::vector<std
 
 // IDX bytes: {0, 0, type, ndims} then dims (big endian) then data.
 inline std::vector<std::uint8_t> idx_bytes(const std::vector<std::uint32_t>& dims,
-                                           const std::vector<std::uint8_t>& data,
-                                           std::uint8_t type = 0x08) {
+                                           const std::vector<std::uint8_t>& data, std::uint8_t type = 0x08) {
   std::vector<std::uint8_t> b{0, 0, type, static_cast<std::uint8_t>(dims.size())};
   for (auto d : dims) {
     for (int shift = 24; shift >= 0; shift -= 8) b.push_back(static_cast<std::uint8_t>(d >> shift));
@@ -61,9 +59,8 @@ inline std::vector<std::uint8_t> idx_bytes(const std::vector<std::uint32_t>& dim
 struct IdxPair {
   std::filesystem::path images, labels;
 };
-inline IdxPair write_mnist_like(const std::filesystem::path& dir, const std::string& prefix,
-                                std::uint32_t n, std::uint32_t h, std::uint32_t w, bool gzip,
-                                int classes = 10) {
+inline IdxPair write_mnist_like(const std::filesystem::path& dir, const std::string& prefix, std::uint32_t n,
+                                std::uint32_t h, std::uint32_t w, bool gzip, int classes = 10) {
   std::vector<std::uint8_t> pixels(std::size_t{n} * h * w), labels(n);
   for (std::size_t i = 0; i < n; ++i) {
     for (std::size_t k = 0; k < std::size_t{h} * w; ++k) {
@@ -72,8 +69,7 @@ inline IdxPair write_mnist_like(const std::filesystem::path& dir, const std::str
     labels[i] = static_cast<std::uint8_t>(i % static_cast<std::size_t>(classes));
   }
   const std::string suffix = gzip ? ".gz" : "";
-  IdxPair p{dir / (prefix + "-images-idx3-ubyte" + suffix),
-            dir / (prefix + "-labels-idx1-ubyte" + suffix)};
+  IdxPair p{dir / (prefix + "-images-idx3-ubyte" + suffix), dir / (prefix + "-labels-idx1-ubyte" + suffix)};
   write_bytes(p.images, idx_bytes({n, h, w}, pixels), gzip);
   write_bytes(p.labels, idx_bytes({n}, labels), gzip);
   return p;

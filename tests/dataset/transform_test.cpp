@@ -73,10 +73,10 @@ TEST(Transform, CropShiftsAndZeroFills) {
       for (std::size_t y = 0; y < 4; ++y)
         for (std::size_t x = 0; x < 5; ++x) {
           const long sy = static_cast<long>(y + d.dy) - 2, sx = static_cast<long>(x + d.dx) - 2;
-          const float expected = (sy < 0 || sy >= 4 || sx < 0 || sx >= 5)
-                                     ? 0.0f
-                                     : original[(c * 4 + static_cast<std::size_t>(sy)) * 5 +
-                                                static_cast<std::size_t>(sx)];
+          const float expected =
+              (sy < 0 || sy >= 4 || sx < 0 || sx >= 5)
+                  ? 0.0f
+                  : original[(c * 4 + static_cast<std::size_t>(sy)) * 5 + static_cast<std::size_t>(sx)];
           ASSERT_EQ(v[(c * 4 + y) * 5 + x], expected) << index;
         }
   }

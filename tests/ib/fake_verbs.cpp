@@ -313,8 +313,7 @@ int _ibv_query_gid_ex(ibv_context*, std::uint32_t port, std::uint32_t index, ibv
       entry->gid_type = IBV_GID_TYPE_ROCE_V2;
       entry->gid = loopback_v4_gid();
       return 0;
-    default:
-      return ENODATA;
+    default: return ENODATA;
   }
 }
 
@@ -489,20 +488,13 @@ int ibv_destroy_qp(ibv_qp* qp) {
 
 const char* ibv_wc_status_str(ibv_wc_status status) {
   switch (status) {
-    case IBV_WC_SUCCESS:
-      return "success";
-    case IBV_WC_RETRY_EXC_ERR:
-      return "transport retry counter exceeded";
-    case IBV_WC_RNR_RETRY_EXC_ERR:
-      return "RNR retry counter exceeded";
-    case IBV_WC_REM_ACCESS_ERR:
-      return "remote access error";
-    case IBV_WC_LOC_PROT_ERR:
-      return "local protection error";
-    case IBV_WC_WR_FLUSH_ERR:
-      return "Work Request Flushed Error";
-    default:
-      return "other error";
+    case IBV_WC_SUCCESS: return "success";
+    case IBV_WC_RETRY_EXC_ERR: return "transport retry counter exceeded";
+    case IBV_WC_RNR_RETRY_EXC_ERR: return "RNR retry counter exceeded";
+    case IBV_WC_REM_ACCESS_ERR: return "remote access error";
+    case IBV_WC_LOC_PROT_ERR: return "local protection error";
+    case IBV_WC_WR_FLUSH_ERR: return "Work Request Flushed Error";
+    default: return "other error";
   }
 }
 

@@ -36,8 +36,7 @@ std::string read_file(const std::string& path) {
 
 int RunResult::exit_code() const { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
 
-Launched::Launched(const std::vector<std::string>& argv,
-                   const std::vector<std::pair<std::string, std::string>>& env) {
+Launched::Launched(const std::vector<std::string>& argv, const std::vector<std::pair<std::string, std::string>>& env) {
   int out[2];
   int err[2];
   if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe2");

@@ -79,19 +79,15 @@ int main(int argc, char** argv) {
   utsname u{};
   uname(&u);
   const std::string token = env("TNT_JOB_TOKEN");
-  std::string line = "probe rank=" + env("TNT_RANK") + " size=" + env("TNT_SIZE") +
-                     " local_rank=" + env("TNT_LOCAL_RANK") + " local_size=" +
-                     env("TNT_LOCAL_SIZE") + " host=" + u.nodename + " master=" +
-                     env("TNT_MASTER_ADDR") + ":" + env("TNT_MASTER_PORT") + " job_id=" +
-                     env("TNT_JOB_ID") + " token_len=" +
-                     std::to_string(token == "<unset>" ? 0 : token.size()) + " transport=" +
-                     env("TNT_TRANSPORT") + " fusion_kb=" + env("TNT_FUSION_THRESHOLD_KB") +
-                     " log_level=" + env("TNT_LOG_LEVEL") + " log_all=" +
-                     env("TNT_LOG_ON_ALL_DEVICES") + " output_all=" +
-                     env("TNT_OUTPUT_ON_ALL_DEVICES") + " pin_socket=" + env("TNT_PIN_SOCKET") +
-                     " pin_memory=" + env("TNT_PIN_MEMORY") + " cpus=" +
-                     status_field("Cpus_allowed_list") + " mempolicy=" + heap_policy() +
-                     " pid=" + std::to_string(getpid());
+  std::string line =
+      "probe rank=" + env("TNT_RANK") + " size=" + env("TNT_SIZE") + " local_rank=" + env("TNT_LOCAL_RANK") +
+      " local_size=" + env("TNT_LOCAL_SIZE") + " host=" + u.nodename + " master=" + env("TNT_MASTER_ADDR") + ":" +
+      env("TNT_MASTER_PORT") + " job_id=" + env("TNT_JOB_ID") +
+      " token_len=" + std::to_string(token == "<unset>" ? 0 : token.size()) + " transport=" + env("TNT_TRANSPORT") +
+      " fusion_kb=" + env("TNT_FUSION_THRESHOLD_KB") + " log_level=" + env("TNT_LOG_LEVEL") +
+      " log_all=" + env("TNT_LOG_ON_ALL_DEVICES") + " output_all=" + env("TNT_OUTPUT_ON_ALL_DEVICES") +
+      " pin_socket=" + env("TNT_PIN_SOCKET") + " pin_memory=" + env("TNT_PIN_MEMORY") +
+      " cpus=" + status_field("Cpus_allowed_list") + " mempolicy=" + heap_policy() + " pid=" + std::to_string(getpid());
   for (const auto& v : vars) line += " " + v + "=" + env(v.c_str());
   if (show_token) line += " token=" + token;
   std::printf("%s\n", line.c_str());

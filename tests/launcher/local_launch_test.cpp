@@ -20,10 +20,29 @@ void expect_no_leftovers(const std::string& marker) {
 
 TEST(LocalLaunch, EveryRankGetsTheDesignEnvironment) {
   const std::string m = unique_marker();
-  auto r = run({kLaunch, "-n", "3", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "-x",
-                "FIRST=1", "-x", "SECOND=two words", "--transport", "ib", "--fusion-threshold",
-                "64", "--log-level", "debug", "--log-on-all-devices", "--", kProbe, "--var",
-                "FIRST", "--var", "SECOND"});
+  auto r = run({kLaunch,
+                "-n",
+                "3",
+                "--output-on-all-devices",
+                "-x",
+                "TNT_TEST_MARKER=" + m,
+                "-x",
+                "FIRST=1",
+                "-x",
+                "SECOND=two words",
+                "--transport",
+                "ib",
+                "--fusion-threshold",
+                "64",
+                "--log-level",
+                "debug",
+                "--log-on-all-devices",
+                "--",
+                kProbe,
+                "--var",
+                "FIRST",
+                "--var",
+                "SECOND"});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   const auto lines = lines_with(r.out, "probe rank=");
   ASSERT_EQ(lines.size(), 3u) << r.out;
@@ -70,15 +89,14 @@ TEST(LocalLaunch, JobIdAndTokenAreFreshEachRun) {
 }
 
 TEST(LocalLaunch, ExportsAreAppliedInOrderAndMayOverride) {
-  auto r = run({kLaunch, "-n", "1", "-x", "V=first", "-x", "V=second", "-x", "TNT_TRANSPORT=x",
-                "--", "/bin/sh", "-c", "echo V=$V T=$TNT_TRANSPORT"});
+  auto r = run({kLaunch, "-n", "1", "-x", "V=first", "-x", "V=second", "-x", "TNT_TRANSPORT=x", "--", "/bin/sh", "-c",
+                "echo V=$V T=$TNT_TRANSPORT"});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(r.out, "V=second T=x\n");
 }
 
 TEST(LocalLaunch, ByDefaultOnlyTheMasterRankIsShown) {
-  auto r = run({kLaunch, "-n", "3", "--", "/bin/sh", "-c",
-                "echo out-$TNT_RANK; echo err-$TNT_RANK >&2"});
+  auto r = run({kLaunch, "-n", "3", "--", "/bin/sh", "-c", "echo out-$TNT_RANK; echo err-$TNT_RANK >&2"});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(r.out, "out-0\n");
   EXPECT_EQ(r.err, "err-0\n");
@@ -98,20 +116,18 @@ TEST(LocalLaunch, OutputOnAllDevicesPrefixesEveryLineOnItsOwnStream) {
 
 TEST(LocalLaunch, RankExitingWithStatus3StopsTheOthers) {
   const std::string m = unique_marker();
-  auto r = run({kLaunch, "-n", "3", "-x", "TNT_TEST_MARKER=" + m, "--", kProbe, "--wait",
-                "--exit-rank", "1", "--exit-code", "3"});
+  auto r = run({kLaunch, "-n", "3", "-x", "TNT_TEST_MARKER=" + m, "--", kProbe, "--wait", "--exit-rank", "1",
+                "--exit-code", "3"});
   EXPECT_FALSE(r.timed_out);
   EXPECT_LT(r.seconds, 10);
   EXPECT_EQ(r.exit_code(), 3);
-  EXPECT_NE(r.err.find("rank 1 on host localhost exited with status 3"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("rank 1 on host localhost exited with status 3"), std::string::npos) << r.err;
   expect_no_leftovers(m);
 }
 
 TEST(LocalLaunch, RankKilledBySigkillStopsTheOthers) {
   const std::string m = unique_marker();
-  Launched l({kLaunch, "-n", "3", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--",
-              kProbe, "--wait"});
+  Launched l({kLaunch, "-n", "3", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--", kProbe, "--wait"});
   ASSERT_TRUE(l.wait_for("ready rank=", 3, 10)) << l.err();
   const auto lines = lines_with(l.out(), "probe rank=2 ");
   ASSERT_EQ(lines.size(), 1u);
@@ -120,8 +136,7 @@ TEST(LocalLaunch, RankKilledBySigkillStopsTheOthers) {
   auto r = l.finish(10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code(), 0);
-  EXPECT_NE(r.err.find("rank 2 on host localhost was killed by SIGKILL"), std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("rank 2 on host localhost was killed by SIGKILL"), std::string::npos) << r.err;
   expect_no_leftovers(m);
 }
 
@@ -130,8 +145,7 @@ class LocalSignal : public ::testing::TestWithParam<int> {};
 TEST_P(LocalSignal, StopsEveryRankAndExitsWith128PlusSignal) {
   const int sig = GetParam();
   const std::string m = unique_marker();
-  Launched l({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--",
-              kProbe, "--wait"});
+  Launched l({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--", kProbe, "--wait"});
   ASSERT_TRUE(l.wait_for("ready rank=", 2, 10)) << l.err();
   // SIGINT as a terminal sends it on Ctrl+C: to the whole foreground process group.
   if (sig == SIGINT) {
@@ -151,8 +165,8 @@ INSTANTIATE_TEST_SUITE_P(CtrlCAndTerm, LocalSignal, ::testing::Values(SIGINT, SI
 
 TEST(LocalLaunch, RanksIgnoringSigtermAreKilledWithinFiveSeconds) {
   const std::string m = unique_marker();
-  Launched l({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--",
-              kProbe, "--wait", "--ignore-term"});
+  Launched l({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--", kProbe, "--wait",
+              "--ignore-term"});
   ASSERT_TRUE(l.wait_for("ready rank=", 2, 10)) << l.err();
   l.send(SIGTERM);
   auto r = l.finish(10);
@@ -165,8 +179,7 @@ TEST(LocalLaunch, RanksIgnoringSigtermAreKilledWithinFiveSeconds) {
 
 TEST(LocalLaunch, RanksDieWhenTheLauncherIsKilled) {
   const std::string m = unique_marker();
-  Launched l({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--",
-              kProbe, "--wait"});
+  Launched l({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--", kProbe, "--wait"});
   ASSERT_TRUE(l.wait_for("ready rank=", 2, 10)) << l.err();
   l.send(SIGKILL);
   l.finish(5);
@@ -178,8 +191,7 @@ TEST(LocalLaunch, RanksDieWhenTheLauncherIsKilled) {
 TEST(LocalLaunch, LeftoverChildrenOfARankAreStopped) {
   const std::string m = unique_marker();
   // The rank starts a background child that would outlive it.
-  auto r = run({kLaunch, "-n", "1", "-x", "TNT_TEST_MARKER=" + m, "--", "/bin/sh", "-c",
-                "sleep 30 & echo started"});
+  auto r = run({kLaunch, "-n", "1", "-x", "TNT_TEST_MARKER=" + m, "--", "/bin/sh", "-c", "sleep 30 & echo started"});
   EXPECT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_LT(r.seconds, 10);
   expect_no_leftovers(m);
@@ -188,8 +200,8 @@ TEST(LocalLaunch, LeftoverChildrenOfARankAreStopped) {
 TEST(LocalLaunch, ProcessesEscapingTheRanksGroupAreStoppedToo) {
   const std::string m = unique_marker();
   // setsid leaves the rank's process group; the launcher adopts and stops it when the rank ends.
-  auto r = run({kLaunch, "-n", "2", "-x", "TNT_TEST_MARKER=" + m, "--", "/bin/sh", "-c",
-                "setsid sleep 30 & echo started"});
+  auto r =
+      run({kLaunch, "-n", "2", "-x", "TNT_TEST_MARKER=" + m, "--", "/bin/sh", "-c", "setsid sleep 30 & echo started"});
   EXPECT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_LT(r.seconds, 5);
   expect_no_leftovers(m);
@@ -222,8 +234,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"ZeroRanks", {"-n", "0", "--", "/bin/true"}, "-n 0: the number of ranks must be at least 1"},
         BadInvocation{"UnknownOption", {"--no-such-option", "--", "/bin/true"}, "--no-such-option"},
         BadInvocation{"NoProgram", {"-n", "2"}, "no program given"},
-        BadInvocation{"MissingProgram", {"-n", "2", "--", "/no/such/program"},
-                      "program '/no/such/program' not found"},
+        BadInvocation{"MissingProgram", {"-n", "2", "--", "/no/such/program"}, "program '/no/such/program' not found"},
         BadInvocation{"BadTransport", {"-n", "2", "--transport", "udp", "--", "/bin/true"}, "udp"},
         BadInvocation{"BadExportName", {"-n", "2", "-x", "1BAD=x", "--", "/bin/true"}, "not a valid environment"},
         BadInvocation{"ProgramWithoutSeparator", {"-n", "2", "/bin/true"}, "put the program after --"}),
@@ -248,10 +259,9 @@ TEST(LocalLaunch, VersionAndHelp) {
   EXPECT_EQ(v.out.rfind("tnt-launch ", 0), 0u) << v.out;
   auto h = run({kLaunch, "--help"});
   EXPECT_EQ(h.exit_code(), 0);
-  for (const char* opt : {"--hostfile", "--n-per-node", "--pin-to-socket", "--pin-memory-to-socket",
-                          "--transport", "-x", "--fusion-threshold", "--log-level",
-                          "--log-on-all-devices", "--output-on-all-devices", "--dry-run",
-                          "--cleanup", "--force"}) {
+  for (const char* opt : {"--hostfile", "--n-per-node", "--pin-to-socket", "--pin-memory-to-socket", "--transport",
+                          "-x", "--fusion-threshold", "--log-level", "--log-on-all-devices", "--output-on-all-devices",
+                          "--dry-run", "--cleanup", "--force"}) {
     EXPECT_NE(h.out.find(opt), std::string::npos) << opt;
   }
 }

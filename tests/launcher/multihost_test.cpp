@@ -110,9 +110,9 @@ class ClusterEnvironment : public ::testing::Environment {
 
 const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new ClusterEnvironment);
 
-#define REQUIRE_CLUSTER()                                          \
-  do {                                                             \
-    if (!cluster().ready) GTEST_SKIP() << cluster().skip_reason;   \
+#define REQUIRE_CLUSTER()                                        \
+  do {                                                           \
+    if (!cluster().ready) GTEST_SKIP() << cluster().skip_reason; \
   } while (0)
 
 std::string write_hostfile(const std::string& name, const std::string& text) {
@@ -129,8 +129,7 @@ std::string hostfile_of(const std::vector<int>& hosts) {
 }
 
 std::vector<std::string> launch_args(const std::string& hostfile, const std::string& marker) {
-  return {kLaunch,  "--hostfile", hostfile, "--ssh-command", cluster().ssh,
-          "-x",     "TNT_TEST_MARKER=" + marker};
+  return {kLaunch, "--hostfile", hostfile, "--ssh-command", cluster().ssh, "-x", "TNT_TEST_MARKER=" + marker};
 }
 
 // Processes of a job anywhere: ranks (by marker), ssh clients (their command line names our
@@ -138,8 +137,7 @@ std::vector<std::string> launch_args(const std::string& hostfile, const std::str
 std::vector<std::string> leftovers(const std::string& marker) {
   std::vector<std::string> left;
   for (pid_t p : live_processes("TNT_TEST_MARKER=" + marker, cluster().dir + "/ssh_config")) {
-    left.push_back("pid " + std::to_string(p) + ": " +
-                   shell("tr '\\0' ' ' < /proc/" + std::to_string(p) + "/cmdline"));
+    left.push_back("pid " + std::to_string(p) + ": " + shell("tr '\\0' ' ' < /proc/" + std::to_string(p) + "/cmdline"));
   }
   for (std::size_t i = 0; i < cluster().hosts.size(); ++i) {
     std::ifstream pidfile(cluster().dir + "/sshd" + std::to_string(i + 1) + ".pid");
@@ -151,8 +149,7 @@ std::vector<std::string> leftovers(const std::string& marker) {
       if (p == sshd) continue;
       const std::string stat = shell("cat /proc/" + p + "/stat 2>/dev/null");
       if (stat.empty() || stat.find(") Z") != std::string::npos) continue;
-      left.push_back(cluster().hosts[i].name + " pid " + p + ": " +
-                     shell("tr '\\0' ' ' < /proc/" + p + "/cmdline"));
+      left.push_back(cluster().hosts[i].name + " pid " + p + ": " + shell("tr '\\0' ' ' < /proc/" + p + "/cmdline"));
     }
   }
   return left;
@@ -175,11 +172,9 @@ TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
   // Two NUMA nodes of one CPU each (the same CPU on a one-CPU machine).
   const bool two_cpus = sysconf(_SC_NPROCESSORS_ONLN) >= 2;
   auto args = launch_args(hostfile_of({0, 1, 2}), m);
-  for (const char* a : {"--n-per-node", "2", "--output-on-all-devices", "-x", "ALPHA=1", "-x",
-                        "BETA=b", "--pin-memory-to-socket", "--numa-topology",
-                        two_cpus ? "0@0;1@0" : "0@0;0@0",
-                        "--log-level", "DEBUG", "--", "PROBE", "--var", "ALPHA", "--var",
-                        "BETA"}) {
+  for (const char* a : {"--n-per-node", "2", "--output-on-all-devices", "-x", "ALPHA=1", "-x", "BETA=b",
+                        "--pin-memory-to-socket", "--numa-topology", two_cpus ? "0@0;1@0" : "0@0;0@0", "--log-level",
+                        "DEBUG", "--", "PROBE", "--var", "ALPHA", "--var", "BETA"}) {
     args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
   }
   auto r = run(args, 20);
@@ -196,9 +191,7 @@ TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
     EXPECT_EQ(field(l, "local_rank"), std::to_string(rank % 2)) << l;
     EXPECT_EQ(field(l, "local_size"), "2") << l;
     EXPECT_EQ(field(l, "host"), h.name) << l;
-    EXPECT_EQ(field(l, "master").substr(0, cluster().hosts[0].addr.size() + 1),
-              cluster().hosts[0].addr + ":")
-        << l;
+    EXPECT_EQ(field(l, "master").substr(0, cluster().hosts[0].addr.size() + 1), cluster().hosts[0].addr + ":") << l;
     EXPECT_EQ(field(l, "token_len"), "64") << l;
     EXPECT_EQ(field(l, "ALPHA"), "1") << l;
     EXPECT_EQ(field(l, "BETA"), "b") << l;
@@ -207,8 +200,8 @@ TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
     EXPECT_EQ(field(l, "pin_socket"), std::to_string(rank % 2)) << l;
     EXPECT_EQ(field(l, "cpus"), two_cpus ? std::to_string(rank % 2) : "0") << l;
     EXPECT_EQ(field(l, "mempolicy"), "bind:0") << l;
-    EXPECT_NE(r.err.find("[" + h.addr + "] tnt-launch agent: debug: rank " + std::to_string(rank) +
-                         " on " + h.addr + ": pinned to NUMA node " + std::to_string(rank % 2)),
+    EXPECT_NE(r.err.find("[" + h.addr + "] tnt-launch agent: debug: rank " + std::to_string(rank) + " on " + h.addr +
+                         ": pinned to NUMA node " + std::to_string(rank % 2)),
               std::string::npos)
         << r.err;
     job_ids.insert(field(l, "job_id"));
@@ -271,8 +264,7 @@ TEST(MultiHost, RanksIgnoringSigtermAreKilledWithinFiveSeconds) {
   const auto start = std::chrono::steady_clock::now();
   l.send(SIGTERM);
   auto r = l.finish(10);
-  const double stop_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double stop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_FALSE(r.timed_out);
   EXPECT_LT(stop_s, 5.0);
   EXPECT_EQ(r.exit_code(), 128 + SIGTERM);
@@ -318,8 +310,7 @@ TEST(MultiHost, RankKilledWithSigkillStopsTheJob) {
   auto r = l.finish(10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_NE(r.exit_code(), 0);
-  EXPECT_NE(r.err.find("rank 3 on host " + cluster().hosts[1].addr + " was killed by SIGKILL"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("rank 3 on host " + cluster().hosts[1].addr + " was killed by SIGKILL"), std::string::npos)
       << r.err;
   expect_no_leftovers(m);
 }
@@ -328,15 +319,13 @@ TEST(MultiHost, RankExitingWithStatus3StopsTheJob) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
   auto args = launch_args(hostfile_of({0, 1, 2}), m);
-  for (const char* a : {"--n-per-node", "2", "--", "PROBE", "--wait", "--exit-rank", "4",
-                        "--exit-code", "3"}) {
+  for (const char* a : {"--n-per-node", "2", "--", "PROBE", "--wait", "--exit-rank", "4", "--exit-code", "3"}) {
     args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
   }
   auto r = run(args, 10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 3);
-  EXPECT_NE(r.err.find("rank 4 on host " + cluster().hosts[2].addr + " exited with status 3"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("rank 4 on host " + cluster().hosts[2].addr + " exited with status 3"), std::string::npos)
       << r.err;
   expect_no_leftovers(m);
 }
@@ -363,8 +352,7 @@ TEST(MultiHost, LosingAHostStopsTheJob) {
   auto r = l.finish(10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 1);
-  EXPECT_NE(r.err.find("lost host " + cluster().hosts[1].addr + ": its ssh connection ended"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("lost host " + cluster().hosts[1].addr + ": its ssh connection ended"), std::string::npos)
       << r.err;
   expect_no_leftovers(m);
 }
@@ -394,8 +382,7 @@ TEST(MultiHost, RanksStopWhenTheLauncherIsKilled) {
 TEST(MultiHost, UnreachableHostFailsFast) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
-  const std::string hf =
-      write_hostfile("unreachable", cluster().hosts[0].addr + "\n" + cluster().unreachable + "\n");
+  const std::string hf = write_hostfile("unreachable", cluster().hosts[0].addr + "\n" + cluster().unreachable + "\n");
   auto args = launch_args(hf, m);
   for (const char* a : {"--ssh-connect-timeout", "2", "--", "PROBE"}) {
     args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
@@ -403,9 +390,7 @@ TEST(MultiHost, UnreachableHostFailsFast) {
   auto r = run(args, 10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 1);
-  EXPECT_NE(r.err.find("host " + cluster().unreachable + " is not reachable over ssh"),
-            std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("host " + cluster().unreachable + " is not reachable over ssh"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");  // nothing started
   expect_no_leftovers(m);
 }
@@ -419,9 +404,9 @@ TEST(MultiHost, MissingProgramOnOneHostFailsBeforeAnythingStarts) {
   auto r = run(args, 10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 1);
-  EXPECT_NE(r.err.find("program '" + cluster().probe + "' not found or not executable on host " +
-                       cluster().hosts[3].addr),
-            std::string::npos)
+  EXPECT_NE(
+      r.err.find("program '" + cluster().probe + "' not found or not executable on host " + cluster().hosts[3].addr),
+      std::string::npos)
       << r.err;
   EXPECT_EQ(r.out, "");
   expect_no_leftovers(m);
@@ -439,8 +424,7 @@ TEST(MultiHost, LauncherMissingOnAHostIsNamed) {
   auto r = run(args, 10);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code(), 1);
-  EXPECT_NE(r.err.find("tnt-launch not found at " + launcher_copy + " on host " +
-                       cluster().hosts[3].addr),
+  EXPECT_NE(r.err.find("tnt-launch not found at " + launcher_copy + " on host " + cluster().hosts[3].addr),
             std::string::npos)
       << r.err;
   expect_no_leftovers(m);
@@ -450,8 +434,8 @@ TEST(MultiHost, SlurmNodeListIsUsedWithoutAHostfile) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
   const std::string nodes = cluster().hosts[0].addr + "," + cluster().hosts[1].addr;
-  auto r = run({kLaunch, "--ssh-command", cluster().ssh, "-x", "TNT_TEST_MARKER=" + m,
-                "--npernode", "2", "--output-on-all-devices", "--", cluster().probe},
+  auto r = run({kLaunch, "--ssh-command", cluster().ssh, "-x", "TNT_TEST_MARKER=" + m, "--npernode", "2",
+                "--output-on-all-devices", "--", cluster().probe},
                20, {{"SLURM_JOB_NODELIST", nodes}});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   const auto lines = lines_with(r.out, "probe rank=");
@@ -488,21 +472,18 @@ TEST(MultiHost, DryRunPrintsEachHostsCommandsAndStartsNothing) {
   REQUIRE_CLUSTER();
   const std::string m = unique_marker();
   auto args = launch_args(hostfile_of({0, 1}), m);
-  for (const char* a : {"--n-per-node", "2", "--dry-run", "-x", "GREETING=hello world", "--",
-                        "PROBE", "--wait"}) {
+  for (const char* a : {"--n-per-node", "2", "--dry-run", "-x", "GREETING=hello world", "--", "PROBE", "--wait"}) {
     args.push_back(std::string(a) == "PROBE" ? cluster().probe : a);
   }
   auto r = run(args, 10);
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   for (std::size_t i = 0; i < 2; ++i) {
     const std::string& addr = cluster().hosts[i].addr;
-    EXPECT_NE(r.out.find("host " + addr + ": ranks " + std::to_string(2 * i) + "-" +
-                         std::to_string(2 * i + 1) + ", started through: ssh -o BatchMode=yes"),
+    EXPECT_NE(r.out.find("host " + addr + ": ranks " + std::to_string(2 * i) + "-" + std::to_string(2 * i + 1) +
+                         ", started through: ssh -o BatchMode=yes"),
               std::string::npos)
         << r.out;
-    EXPECT_NE(r.out.find("-T -- " + addr + " 'exec '\\''" + kLaunch + "'\\'' --agent'"),
-              std::string::npos)
-        << r.out;
+    EXPECT_NE(r.out.find("-T -- " + addr + " 'exec '\\''" + kLaunch + "'\\'' --agent'"), std::string::npos) << r.out;
   }
   for (int rank = 0; rank < 4; ++rank) {
     const auto lines = lines_with(r.out, "  rank " + std::to_string(rank) + ": cd ");
@@ -512,8 +493,7 @@ TEST(MultiHost, DryRunPrintsEachHostsCommandsAndStartsNothing) {
     EXPECT_NE(l.find(" TNT_LOCAL_RANK=" + std::to_string(rank % 2) + " "), std::string::npos) << l;
     EXPECT_NE(l.find(" TNT_SIZE=4 "), std::string::npos) << l;
     EXPECT_NE(l.find(" TNT_MASTER_ADDR=" + cluster().hosts[0].addr + " "), std::string::npos);
-    EXPECT_NE(l.find(" GREETING='hello world' " + cluster().probe + " --wait"), std::string::npos)
-        << l;
+    EXPECT_NE(l.find(" GREETING='hello world' " + cluster().probe + " --wait"), std::string::npos) << l;
     EXPECT_NE(l.find("TNT_JOB_TOKEN=<secret made at launch>"), std::string::npos) << l;
   }
   EXPECT_TRUE(leftovers(m).empty());
@@ -535,12 +515,10 @@ TEST(MultiHost, CleanupStopsTheJobOnEveryHost) {
   // A stuck launcher is what --cleanup is for: it must not be the one that stops the ranks.
   job.send(SIGSTOP);
 
-  auto c = run({kLaunch, "--cleanup", "--hostfile", hf, "--ssh-command", cluster().ssh, "--", prog},
-               15);
+  auto c = run({kLaunch, "--cleanup", "--hostfile", hf, "--ssh-command", cluster().ssh, "--", prog}, 15);
   EXPECT_EQ(c.exit_code(), 0) << c.out << c.err;
   for (std::size_t i = 0; i < 2; ++i) {
-    EXPECT_NE(c.out.find("host " + cluster().hosts[i].name + ": stopped job "), std::string::npos)
-        << c.out << c.err;
+    EXPECT_NE(c.out.find("host " + cluster().hosts[i].name + ": stopped job "), std::string::npos) << c.out << c.err;
   }
   job.send(SIGCONT);
   auto r = job.finish(10);

@@ -17,8 +17,8 @@ const std::string kProbe = LAUNCH_PROBE_BIN;
 
 TEST(Pinning, RanksGoRoundRobinOverAnExplicitTopology) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs 2 CPUs for a 2-node topology";
-  auto r = run({kLaunch, "-n", "3", "--pin-memory-to-socket", "--numa-topology", "0@0;1@0",
-                "--log-level", "DEBUG", "--output-on-all-devices", "--", kProbe});
+  auto r = run({kLaunch, "-n", "3", "--pin-memory-to-socket", "--numa-topology", "0@0;1@0", "--log-level", "DEBUG",
+                "--output-on-all-devices", "--", kProbe});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   const char* expected_cpus[] = {"0", "1", "0"};
   const char* expected_node[] = {"0", "1", "0"};
@@ -32,8 +32,7 @@ TEST(Pinning, RanksGoRoundRobinOverAnExplicitTopology) {
     EXPECT_EQ(field(lines[0], "pin_memory"), "1") << lines[0];
     EXPECT_NE(r.err.find("debug: rank " + std::to_string(rank) + " on localhost: pinned to NUMA node " +
                          expected_node[rank] + " (cpus " + expected_cpus[rank] +
-                         ", memory 0): Cpus_allowed_list=" + expected_cpus[rank] +
-                         " mempolicy=bind:0"),
+                         ", memory 0): Cpus_allowed_list=" + expected_cpus[rank] + " mempolicy=bind:0"),
               std::string::npos)
         << r.err;
   }
@@ -45,8 +44,8 @@ TEST(Pinning, RanksGoRoundRobinOverAnExplicitTopology) {
 
 TEST(Pinning, CpuPinningAloneLeavesTheMemoryPolicyAlone) {
   if (sysconf(_SC_NPROCESSORS_ONLN) < 2) GTEST_SKIP() << "needs 2 CPUs for a 2-node topology";
-  auto r = run({kLaunch, "-n", "2", "--pin-to-socket", "--numa-topology", "1;0",
-                "--output-on-all-devices", "--", kProbe});
+  auto r =
+      run({kLaunch, "-n", "2", "--pin-to-socket", "--numa-topology", "1;0", "--output-on-all-devices", "--", kProbe});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   const auto l0 = lines_with(r.out, "probe rank=0 ");
   const auto l1 = lines_with(r.out, "probe rank=1 ");
@@ -63,9 +62,7 @@ TEST(Pinning, DetectedTopologyPinsEveryRank) {
   // libnuma's view of this machine (one node here): every rank gets that node's CPUs.
   auto r = run({kLaunch, "-n", "2", "--pin-to-socket", "--output-on-all-devices", "--", kProbe});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
-  EXPECT_EQ(lines_with(r.out, " pin_socket=0 ").size() + lines_with(r.out, " pin_socket=1 ").size(),
-            2u)
-      << r.out;
+  EXPECT_EQ(lines_with(r.out, " pin_socket=0 ").size() + lines_with(r.out, " pin_socket=1 ").size(), 2u) << r.out;
 }
 
 TEST(Pinning, BadTopologyIsRefused) {
@@ -77,12 +74,10 @@ TEST(Pinning, BadTopologyIsRefused) {
 TEST(DryRun, LocalJobPrintsEveryRankAndRunsNothing) {
   const std::string m = unique_marker();
   const std::string witness = "/tmp/tnt-launch-dry-run-" + m;
-  auto r = run({kLaunch, "-n", "2", "--dry-run", "--pin-to-socket", "--numa-topology", "0;1",
-                "--master-port", "29500", "-x", "TNT_TEST_MARKER=" + m, "--", "/bin/sh", "-c",
-                "touch " + witness});
+  auto r = run({kLaunch, "-n", "2", "--dry-run", "--pin-to-socket", "--numa-topology", "0;1", "--master-port", "29500",
+                "-x", "TNT_TEST_MARKER=" + m, "--", "/bin/sh", "-c", "touch " + witness});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
-  EXPECT_NE(r.out.find("# job: 2 rank(s) on 1 host(s), master 127.0.0.1:29500"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("# job: 2 rank(s) on 1 host(s), master 127.0.0.1:29500"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("host localhost: ranks 0-1, started here by fork/exec"), std::string::npos);
   EXPECT_NE(r.out.find("  rank 1 [cpus 1]: cd "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(" TNT_MASTER_PORT=29500 "), std::string::npos);
@@ -102,8 +97,8 @@ TEST(Cleanup, StopsAStuckLaunchersRanksAndForceKillsWhatIgnoresSigterm) {
     dst << src.rdbuf();
   }
   chmod(prog.c_str(), 0755);
-  Launched job({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--",
-                prog, "--wait", "--ignore-term"});
+  Launched job({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--", prog, "--wait",
+                "--ignore-term"});
   ASSERT_TRUE(job.wait_for("ready rank=", 2, 10)) << job.err();
   job.send(SIGSTOP);  // a launcher that no longer reacts
 

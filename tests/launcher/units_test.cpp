@@ -51,9 +51,8 @@ TEST(Options, DefaultsAndValues) {
   EXPECT_EQ(o.fusion_threshold_kb, 32);
   EXPECT_EQ(o.log_level, "INFO");
   EXPECT_FALSE(o.pin_to_socket);
-  o = parse({"--transport", "ib", "--fusion-threshold", "128", "--log-level", "warning",
-             "--pin-memory-to-socket", "--log-on-all-devices", "--output-on-all-devices", "--",
-             "p"});
+  o = parse({"--transport", "ib", "--fusion-threshold", "128", "--log-level", "warning", "--pin-memory-to-socket",
+             "--log-on-all-devices", "--output-on-all-devices", "--", "p"});
   EXPECT_EQ(o.transport, "ib");
   EXPECT_EQ(o.fusion_threshold_kb, 128);
   EXPECT_EQ(o.log_level, "WARNING");
@@ -76,10 +75,8 @@ TEST(Options, MistakesAreUsageErrorsThatSayWhatIsWrong) {
   EXPECT_NE(message({"-n", "-3", "--", "p"}).find("at least 1"), std::string::npos);
   EXPECT_NE(message({"-n", "two", "--", "p"}).find("two"), std::string::npos);
   EXPECT_NE(message({"--log-level", "LOUD", "--", "p"}).find("LOUD"), std::string::npos);
-  EXPECT_NE(message({"-n", "2", "--hostfile", "h", "--", "p"}).find("exclude each other"),
-            std::string::npos);
-  EXPECT_NE(message({"--force", "--", "p"}).find("--force only goes with --cleanup"),
-            std::string::npos);
+  EXPECT_NE(message({"-n", "2", "--hostfile", "h", "--", "p"}).find("exclude each other"), std::string::npos);
+  EXPECT_NE(message({"--force", "--", "p"}).find("--force only goes with --cleanup"), std::string::npos);
   EXPECT_NE(message({"--bogus", "--", "p"}).find("--bogus"), std::string::npos);
   EXPECT_NE(message({"-n", "1"}).find("no program given"), std::string::npos);
   EXPECT_EQ(parse({"--help"}).mode, Mode::help);
@@ -88,8 +85,7 @@ TEST(Options, MistakesAreUsageErrorsThatSayWhatIsWrong) {
 }
 
 TEST(Hostfile, CommentsBlankLinesAndSlots) {
-  auto hosts = parse_hostfile_text("# cluster\n\nnode1\n  node2 slots=4  # fat node\n\tnode3\n",
-                                   "hf");
+  auto hosts = parse_hostfile_text("# cluster\n\nnode1\n  node2 slots=4  # fat node\n\tnode3\n", "hf");
   ASSERT_EQ(hosts.size(), 3u);
   EXPECT_EQ(hosts[0].name, "node1");
   EXPECT_FALSE(hosts[0].slots);
@@ -193,10 +189,9 @@ TEST(Plan, RankEnvironmentHasEveryDesignVariableThenTheExports) {
   p.master_port = 4242;
   auto env = rank_environment(job_environment(o, p), o.exports, 1, 1, 2, 0, true);
   std::map<std::string, std::string> m(env.begin(), env.end());
-  for (const char* name : {"TNT_RANK", "TNT_SIZE", "TNT_LOCAL_RANK", "TNT_LOCAL_SIZE",
-                           "TNT_MASTER_ADDR", "TNT_MASTER_PORT", "TNT_JOB_ID", "TNT_TRANSPORT",
-                           "TNT_FUSION_THRESHOLD_KB", "TNT_LOG_LEVEL", "TNT_LOG_ON_ALL_DEVICES",
-                           "TNT_OUTPUT_ON_ALL_DEVICES", "TNT_PIN_SOCKET", "TNT_PIN_MEMORY"}) {
+  for (const char* name : {"TNT_RANK", "TNT_SIZE", "TNT_LOCAL_RANK", "TNT_LOCAL_SIZE", "TNT_MASTER_ADDR",
+                           "TNT_MASTER_PORT", "TNT_JOB_ID", "TNT_TRANSPORT", "TNT_FUSION_THRESHOLD_KB", "TNT_LOG_LEVEL",
+                           "TNT_LOG_ON_ALL_DEVICES", "TNT_OUTPUT_ON_ALL_DEVICES", "TNT_PIN_SOCKET", "TNT_PIN_MEMORY"}) {
     EXPECT_EQ(m.count(name), 1u) << name;
   }
   EXPECT_EQ(m["TNT_RANK"], "1");

@@ -114,8 +114,8 @@ print_steps = true
 
 TEST(RunConfig, SettingsOverrideAnyKey) {
   auto path = write_file("tnt_trainer_set.toml", "[train]\nglobal_batch = 64\nepochs = 1\n");
-  auto c = trainer::load_run_config(path, {"train.epochs=3", "optimizer.nesterov=true",
-                                           "data.mean=[0.5]", "data.std=[0.25]", "optimizer.kind=\"adam\""});
+  auto c = trainer::load_run_config(path, {"train.epochs=3", "optimizer.nesterov=true", "data.mean=[0.5]",
+                                           "data.std=[0.25]", "optimizer.kind=\"adam\""});
   EXPECT_EQ(c.epochs, 3u);
   EXPECT_EQ(c.global_batch, 64u);
   EXPECT_TRUE(c.optimizer.nesterov);

@@ -59,7 +59,8 @@ Digest random_nonce() {
   return nonce;
 }
 
-Digest hmac(const std::string& key, std::string_view label, std::initializer_list<std::span<const std::uint8_t>> parts) {
+Digest hmac(const std::string& key, std::string_view label,
+            std::initializer_list<std::span<const std::uint8_t>> parts) {
   std::vector<std::uint8_t> message(label.begin(), label.end());
   for (auto part : parts) message.insert(message.end(), part.begin(), part.end());
   Digest out{};
@@ -88,7 +89,8 @@ asio::awaitable<void> write_all(tcp::socket& socket, const std::array<std::uint8
 Digest sha256(const std::string& data) {
   Digest out{};
   unsigned int len = 0;
-  if (!EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr)) throw Error("OpenSSL SHA-256 failed");
+  if (!EVP_Digest(data.data(), data.size(), out.data(), &len, EVP_sha256(), nullptr))
+    throw Error("OpenSSL SHA-256 failed");
   return out;
 }
 
@@ -122,7 +124,8 @@ asio::awaitable<void> authenticate_as_client(tcp::socket& socket, const AuthCont
   std::array<std::uint8_t, kChallengeSize> challenge{};
   co_await read_exact(socket, challenge);
   if (std::memcmp(challenge.data(), kMagic.data(), 4) != 0) {
-    throw JobError("the peer at " + peer + " does not speak tnt's handshake (is something else listening on that port?)");
+    throw JobError("the peer at " + peer +
+                   " does not speak tnt's handshake (is something else listening on that port?)");
   }
   switch (static_cast<ServerStatus>(get_u32(challenge.data() + 4))) {
     case ServerStatus::ok: break;
@@ -161,19 +164,23 @@ asio::awaitable<PeerIdentity> authenticate_as_server(tcp::socket& socket, const 
   const auto kind = get_u32(preamble_bytes.data() + 4);
   const auto client_rank = get_u32(preamble_bytes.data() + 8);
   const auto server_rank = get_u32(preamble_bytes.data() + 12);
-  if (kind != static_cast<std::uint32_t>(ChannelKind::rendezvous) && kind != static_cast<std::uint32_t>(ChannelKind::data)) {
+  if (kind != static_cast<std::uint32_t>(ChannelKind::rendezvous) &&
+      kind != static_cast<std::uint32_t>(ChannelKind::data)) {
     throw JobError("connection from " + peer + " asked for an unknown channel kind " + std::to_string(kind));
   }
 
   std::array<std::uint8_t, kChallengeSize> challenge{};
   std::memcpy(challenge.data(), kMagic.data(), 4);
   ServerStatus status = ServerStatus::ok;
-  if (!equal(sha256(auth.job_id), preamble_bytes.data() + 16)) status = ServerStatus::other_job;
-  else if (server_rank != static_cast<std::uint32_t>(my_rank)) status = ServerStatus::wrong_rank;
+  if (!equal(sha256(auth.job_id), preamble_bytes.data() + 16))
+    status = ServerStatus::other_job;
+  else if (server_rank != static_cast<std::uint32_t>(my_rank))
+    status = ServerStatus::wrong_rank;
   put_u32(challenge.data() + 4, static_cast<std::uint32_t>(status));
   if (status != ServerStatus::ok) {
     co_await write_all(socket, challenge);
-    throw JobError("connection from " + peer + (status == ServerStatus::other_job ? " belongs to another job" : " asked for another rank"));
+    throw JobError("connection from " + peer +
+                   (status == ServerStatus::other_job ? " belongs to another job" : " asked for another rank"));
   }
   const Digest nonce = random_nonce();
   const Digest server_proof = hmac(auth.job_token, "tnt-server", {preamble_bytes, nonce});

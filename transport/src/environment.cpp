@@ -48,10 +48,13 @@ JobEnvironment JobEnvironment::from_env() {
   if (const char* rank = get("TNT_RANK")) env.rank = static_cast<int>(parse_integer("TNT_RANK", rank, 0, env.size - 1));
   env.local_size = env.size;
   env.local_rank = env.rank;
-  if (const char* v = get("TNT_LOCAL_SIZE")) env.local_size = static_cast<int>(parse_integer("TNT_LOCAL_SIZE", v, 1, env.size));
-  if (const char* v = get("TNT_LOCAL_RANK")) env.local_rank = static_cast<int>(parse_integer("TNT_LOCAL_RANK", v, 0, env.local_size - 1));
+  if (const char* v = get("TNT_LOCAL_SIZE"))
+    env.local_size = static_cast<int>(parse_integer("TNT_LOCAL_SIZE", v, 1, env.size));
+  if (const char* v = get("TNT_LOCAL_RANK"))
+    env.local_rank = static_cast<int>(parse_integer("TNT_LOCAL_RANK", v, 0, env.local_size - 1));
   if (const char* v = get("TNT_MASTER_ADDR")) env.master_addr = v;
-  if (const char* v = get("TNT_MASTER_PORT")) env.master_port = static_cast<std::uint16_t>(parse_integer("TNT_MASTER_PORT", v, 1, 65535));
+  if (const char* v = get("TNT_MASTER_PORT"))
+    env.master_port = static_cast<std::uint16_t>(parse_integer("TNT_MASTER_PORT", v, 1, 65535));
   if (const char* v = get("TNT_JOB_ID")) env.job_id = v;
   if (const char* v = get("TNT_TRANSPORT")) env.transport = v;
   if (const char* v = get("TNT_DATA_ADDR")) env.data_addr = v;
@@ -66,7 +69,9 @@ JobEnvironment JobEnvironment::from_env() {
     const bool plausible = env.tcp_congestion.size() < 16 &&
                            std::all_of(env.tcp_congestion.begin(), env.tcp_congestion.end(),
                                        [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-    if (!plausible) throw ConfigError(std::string("TNT_TCP_CONGESTION='") + v + "' is not a congestion control name (e.g. reno, cubic, bbr; empty for the system's)");
+    if (!plausible)
+      throw ConfigError(std::string("TNT_TCP_CONGESTION='") + v +
+                        "' is not a congestion control name (e.g. reno, cubic, bbr; empty for the system's)");
   }
   read_seconds("TNT_CONNECT_TIMEOUT_S", env.connect_timeout);
   read_seconds("TNT_PEER_TIMEOUT_S", env.peer_timeout);
@@ -81,9 +86,13 @@ JobEnvironment JobEnvironment::from_env() {
     }
   }
   if (env.size > 1) {
-    if (!get("TNT_MASTER_PORT")) throw ConfigError("TNT_SIZE=" + std::to_string(env.size) + " but TNT_MASTER_PORT is not set (start jobs with tnt-launch)");
+    if (!get("TNT_MASTER_PORT"))
+      throw ConfigError("TNT_SIZE=" + std::to_string(env.size) +
+                        " but TNT_MASTER_PORT is not set (start jobs with tnt-launch)");
     if (env.job_token.size() < 16) {
-      throw ConfigError("TNT_JOB_TOKEN is missing or shorter than 16 characters: every rank of a job needs the job's secret token (tnt-launch provides it)");
+      throw ConfigError(
+          "TNT_JOB_TOKEN is missing or shorter than 16 characters: every rank of a job needs the job's secret token "
+          "(tnt-launch provides it)");
     }
   }
   return env;

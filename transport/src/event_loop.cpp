@@ -50,8 +50,10 @@ EventLoop::EventLoop(Progress progress, std::chrono::microseconds poll_before_sl
       poll_before_sleep_(poll_before_sleep) {
   thread_ = std::thread([this] {
     try {
-      if (progress_ == Progress::always) io_->run();
-      else progress_thread_main();
+      if (progress_ == Progress::always)
+        io_->run();
+      else
+        progress_thread_main();
     } catch (const std::exception& error) {
       // Handlers report their errors through the job's error path; reaching here is a bug.
       spdlog::critical("tnt progress thread stopped by an exception: {}", error.what());
@@ -135,8 +137,9 @@ void EventLoop::wake() {
 bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<Clock::time_point> deadline) {
   if (ready()) return true;  // also from inside a handler, e.g. a close() that already happened
   if (running_in_this_thread() || strand_.running_in_this_thread()) {
-    throw Error("a blocking tnt call was made from inside tnt's event loop (from a completion callback?): "
-                "it would wait forever; use the asynchronous form there");
+    throw Error(
+        "a blocking tnt call was made from inside tnt's event loop (from a completion callback?): "
+        "it would wait forever; use the asynchronous form there");
   }
   auto expired = [&] { return deadline && Clock::now() >= *deadline; };
   if (!own_io_) {
@@ -172,9 +175,8 @@ bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<Clo
       continue;
     }
     const auto seen = wake_count_;
-    changed_.wait_for(lock, kOwnSlice, [&] {
-      return wake_count_ != seen || (progress_ == Progress::on_demand && !driven_);
-    });
+    changed_.wait_for(lock, kOwnSlice,
+                      [&] { return wake_count_ != seen || (progress_ == Progress::on_demand && !driven_); });
   }
   return true;
 }

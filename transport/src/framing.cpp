@@ -21,8 +21,8 @@ asio::awaitable<Frame> read_frame(asio::ip::tcp::socket& socket, std::size_t max
   const std::uint32_t length = std::uint32_t{prefix[0]} | std::uint32_t{prefix[1]} << 8 |
                                std::uint32_t{prefix[2]} << 16 | std::uint32_t{prefix[3]} << 24;
   if (length == 0 || length % sizeof(capnp::word) != 0 || length > max_bytes) {
-    throw JobError(what + " from " + peer + " has an invalid length of " + std::to_string(length) +
-                   " bytes (limit " + std::to_string(max_bytes) + ", multiple of 8)");
+    throw JobError(what + " from " + peer + " has an invalid length of " + std::to_string(length) + " bytes (limit " +
+                   std::to_string(max_bytes) + ", multiple of 8)");
   }
   Frame frame;
   frame.words.resize(length / sizeof(capnp::word));

@@ -69,7 +69,10 @@ struct ControlLink {
 class Rendezvous::Impl {
  public:
   Impl(EventLoop& loop, const JobEnvironment& env, RendezvousOptions options)
-      : loop_(loop), env_(env), options_(std::move(options)), auth_{env.job_id, env.job_token},
+      : loop_(loop),
+        env_(env),
+        options_(std::move(options)),
+        auth_{env.job_id, env.job_token},
         heartbeat_timer_(loop.strand()) {}
 
   ~Impl() { shutdown(); }
@@ -134,13 +137,14 @@ class Rendezvous::Impl {
     acceptor_->set_option(tcp::acceptor::reuse_address(true));
     acceptor_->bind(endpoint, ec);
     if (ec) {
-      throw ConfigError("the master rank cannot listen on " + env_.master_addr + ":" + std::to_string(env_.master_port) +
-                        ": " + ec.message() + " (is the port in use?)");
+      throw ConfigError("the master rank cannot listen on " + env_.master_addr + ":" +
+                        std::to_string(env_.master_port) + ": " + ec.message() + " (is the port in use?)");
     }
     acceptor_->listen(asio::socket_base::max_listen_connections);
     const std::string local_ip = env_.data_addr.empty() ? endpoint.address().to_string() : env_.data_addr;
     book_[0] = PeerAddress{0, local_hostname(), data_address_for(local_ip)};
-    spdlog::debug("rendezvous: master listening on {}:{} for {} ranks", env_.master_addr, env_.master_port, env_.size - 1);
+    spdlog::debug("rendezvous: master listening on {}:{} for {} ranks", env_.master_addr, env_.master_port,
+                  env_.size - 1);
 
     asio::steady_timer deadline(loop_.strand(), env_.connect_timeout);
     deadline.async_wait([this](const boost::system::error_code& wait_error) {
@@ -149,8 +153,8 @@ class Rendezvous::Impl {
       for (int r = 1; r < env_.size; ++r) {
         if (book_[r].data_address.empty()) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       }
-      rendezvous_error_ = "rendezvous timed out after " + seconds(env_.connect_timeout) + " (TNT_CONNECT_TIMEOUT_S): rank(s) " +
-                          missing + " never joined";
+      rendezvous_error_ = "rendezvous timed out after " + seconds(env_.connect_timeout) +
+                          " (TNT_CONNECT_TIMEOUT_S): rank(s) " + missing + " never joined";
       if (!last_rejection_.empty()) rendezvous_error_ += "; last rejected connection: " + last_rejection_;
       close_acceptor();
     });
@@ -204,7 +208,8 @@ class Rendezvous::Impl {
     PeerIdentity identity{};
     try {
       identity = co_await authenticate_as_server(link->socket, auth_, 0);
-      if (identity.kind != ChannelKind::rendezvous) throw JobError("connection from " + link->address + " is not a rendezvous channel");
+      if (identity.kind != ChannelKind::rendezvous)
+        throw JobError("connection from " + link->address + " is not a rendezvous channel");
     } catch (const std::exception& error) {
       reject(deadline.expired() ? "connection from " + link->address + " sent no complete handshake within " +
                                       seconds(env_.handshake_timeout)
@@ -234,7 +239,8 @@ class Rendezvous::Impl {
         co_return;
       }
     } catch (const std::exception& error) {
-      std::string reason = deadline.expired() ? "authenticated peer " + link->address + " sent no Hello within " + seconds(env_.handshake_timeout)
+      std::string reason = deadline.expired() ? "authenticated peer " + link->address + " sent no Hello within " +
+                                                    seconds(env_.handshake_timeout)
                                               : std::string(error.what());
       fail_rendezvous(reason);
       co_return;
@@ -252,18 +258,24 @@ class Rendezvous::Impl {
     const auto rank = static_cast<long long>(hello.getRank());
     const std::string who = "rank " + std::to_string(rank) + " (" + std::string(hello.getHostname().cStr()) + ")";
     if (hello.getProtocolVersion() != options_.protocol_version) {
-      return who + " speaks tnt protocol version " + std::to_string(hello.getProtocolVersion()) + " but the master speaks " +
-             std::to_string(options_.protocol_version) + ": use the same tnt build on every host";
+      return who + " speaks tnt protocol version " + std::to_string(hello.getProtocolVersion()) +
+             " but the master speaks " + std::to_string(options_.protocol_version) +
+             ": use the same tnt build on every host";
     }
     if (rank != authenticated_rank) return who + " authenticated as rank " + std::to_string(authenticated_rank);
     if (hello.getSize() != static_cast<std::uint32_t>(env_.size)) {
-      return who + " was started with TNT_SIZE=" + std::to_string(hello.getSize()) + " but the master with " + std::to_string(env_.size);
+      return who + " was started with TNT_SIZE=" + std::to_string(hello.getSize()) + " but the master with " +
+             std::to_string(env_.size);
     }
     if (rank < 1 || rank >= env_.size) return who + " is outside the job's ranks 1.." + std::to_string(env_.size - 1);
-    if (!book_[rank].data_address.empty()) return "duplicate rank: " + who + " joined twice (two processes were given TNT_RANK=" + std::to_string(rank) + ")";
-    if (std::string(hello.getJobId().cStr()) != env_.job_id) return who + " belongs to job '" + std::string(hello.getJobId().cStr()) + "'";
+    if (!book_[rank].data_address.empty())
+      return "duplicate rank: " + who + " joined twice (two processes were given TNT_RANK=" + std::to_string(rank) +
+             ")";
+    if (std::string(hello.getJobId().cStr()) != env_.job_id)
+      return who + " belongs to job '" + std::string(hello.getJobId().cStr()) + "'";
     if (std::string(hello.getTransport().cStr()) != env_.transport) {
-      return who + " uses transport " + std::string(hello.getTransport().cStr()) + " but the master uses " + env_.transport;
+      return who + " uses transport " + std::string(hello.getTransport().cStr()) + " but the master uses " +
+             env_.transport;
     }
     const auto expected = sha256(options_.configuration);
     auto hash = hello.getConfigHash();
@@ -289,8 +301,10 @@ class Rendezvous::Impl {
   void reject(const std::string& reason) {
     last_rejection_ = reason;
     // A scanner or a flood would fill the log; the first few are what a person needs.
-    if (++rejections_ <= 5) spdlog::warn("rendezvous: ignored connection: {}", reason);
-    else if (rejections_ == 6) spdlog::warn("rendezvous: ignoring further bad connections silently");
+    if (++rejections_ <= 5)
+      spdlog::warn("rendezvous: ignored connection: {}", reason);
+    else if (rejections_ == 6)
+      spdlog::warn("rendezvous: ignoring further bad connections silently");
   }
 
   void fail_rendezvous(const std::string& reason) {
@@ -305,7 +319,8 @@ class Rendezvous::Impl {
 
   // ---- rank side ---------------------------------------------------------------------------
 
-  asio::awaitable<std::vector<PeerAddress>> connect_to_master(std::function<std::string(const std::string&)> data_address_for) {
+  asio::awaitable<std::vector<PeerAddress>> connect_to_master(
+      std::function<std::string(const std::string&)> data_address_for) {
     Task task(*this);
     const std::string master = env_.master_addr + ":" + std::to_string(env_.master_port);
     const auto give_up = Clock::now() + env_.connect_timeout;
@@ -343,8 +358,8 @@ class Rendezvous::Impl {
       }
       last_error = ec.message();
       if (Clock::now() + backoff >= give_up) {
-        throw JobError("cannot reach the master rank at " + master + " after " + std::to_string(attempts) + " attempts in " +
-                       seconds(env_.connect_timeout) + " (TNT_CONNECT_TIMEOUT_S): " + last_error);
+        throw JobError("cannot reach the master rank at " + master + " after " + std::to_string(attempts) +
+                       " attempts in " + seconds(env_.connect_timeout) + " (TNT_CONNECT_TIMEOUT_S): " + last_error);
       }
       asio::steady_timer pause(loop_.strand(), backoff);
       co_await pause.async_wait(asio::use_awaitable);
@@ -352,7 +367,8 @@ class Rendezvous::Impl {
     }
     boost::system::error_code ignored;
     link->socket.set_option(tcp::no_delay(true), ignored);
-    const std::string local_ip = env_.data_addr.empty() ? link->socket.local_endpoint().address().to_string() : env_.data_addr;
+    const std::string local_ip =
+        env_.data_addr.empty() ? link->socket.local_endpoint().address().to_string() : env_.data_addr;
 
     {
       capnp::MallocMessageBuilder message;
@@ -377,17 +393,20 @@ class Rendezvous::Impl {
         frame = co_await read_frame(link->socket, kMaxControlFrame + 1024 * static_cast<std::size_t>(env_.size),
                                     "the master's reply", master);
       } catch (const boost::system::system_error& error) {
-        throw JobError("the master at " + master + " gave no address book: " +
-                       (deadline.expired() ? "no answer within " + seconds(env_.connect_timeout) : error.code().message()));
+        throw JobError(
+            "the master at " + master + " gave no address book: " +
+            (deadline.expired() ? "no answer within " + seconds(env_.connect_timeout) : error.code().message()));
       }
     }
     std::vector<PeerAddress> book;
     try {
       auto reader = frame.reader();
       auto reply = reader.getRoot<wire::RendezvousReply>();
-      if (reply.isRefusal()) throw JobError("the master at " + master + " refused to start the job: " + reply.getRefusal().cStr());
+      if (reply.isRefusal())
+        throw JobError("the master at " + master + " refused to start the job: " + reply.getRefusal().cStr());
       auto entries = reply.getAddressBook();
-      if (entries.size() != static_cast<unsigned>(env_.size)) throw JobError("the master's address book has the wrong size");
+      if (entries.size() != static_cast<unsigned>(env_.size))
+        throw JobError("the master's address book has the wrong size");
       for (auto entry : entries) {
         book.push_back(PeerAddress{static_cast<int>(entry.getRank()), entry.getHostname(), entry.getDataAddress()});
       }
@@ -423,7 +442,8 @@ class Rendezvous::Impl {
       for (auto& link : links_) {
         if (link->closed) continue;
         if (now - link->last_heard > env_.peer_timeout) {
-          lost(*link, "has been silent for " + seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - link->last_heard)) +
+          lost(*link, "has been silent for " +
+                          seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - link->last_heard)) +
                           " (stopped or hung? TNT_PEER_TIMEOUT_S=" + seconds(env_.peer_timeout) + ")");
           continue;
         }
@@ -455,8 +475,10 @@ class Rendezvous::Impl {
             break;
           case wire::Control::GOODBYE:
             link.said_goodbye = true;
-            if (env_.rank == 0) maybe_release_everyone();
-            else mark_finished();
+            if (env_.rank == 0)
+              maybe_release_everyone();
+            else
+              mark_finished();
             break;
         }
       }
@@ -477,8 +499,10 @@ class Rendezvous::Impl {
     link.closed = true;
     boost::system::error_code ignored;
     link.socket.close(ignored);
-    if (env_.rank == 0) fail_job(link.rank, peer_name(link.rank) + " " + what);
-    else fail_local(0, "the master " + peer_name(0) + " " + what);
+    if (env_.rank == 0)
+      fail_job(link.rank, peer_name(link.rank) + " " + what);
+    else
+      fail_local(0, "the master " + peer_name(0) + " " + what);
   }
 
   void maybe_release_everyone() {
@@ -552,20 +576,21 @@ class Rendezvous::Impl {
     }
     link.writing = true;
     ++active_tasks_;
-    asio::async_write(link.socket, asio::buffer(link.outbox.front()), [this, &link](const boost::system::error_code& ec, std::size_t) {
-      --active_tasks_;
-      link.outbox.pop_front();
-      --pending_writes_;
-      if (ec) {
-        pending_writes_ -= static_cast<int>(link.outbox.size());
-        link.outbox.clear();
-        link.writing = false;
-        loop_.wake();
-        return;  // the read side reports the loss
-      }
-      loop_.wake();
-      write_next(link);
-    });
+    asio::async_write(link.socket, asio::buffer(link.outbox.front()),
+                      [this, &link](const boost::system::error_code& ec, std::size_t) {
+                        --active_tasks_;
+                        link.outbox.pop_front();
+                        --pending_writes_;
+                        if (ec) {
+                          pending_writes_ -= static_cast<int>(link.outbox.size());
+                          link.outbox.clear();
+                          link.writing = false;
+                          loop_.wake();
+                          return;  // the read side reports the loss
+                        }
+                        loop_.wake();
+                        write_next(link);
+                      });
   }
 
   void shutdown() {

@@ -42,7 +42,8 @@ asio::awaitable<void> connect_to(SideChannelSetup& setup, int peer) {
   if (colon == std::string::npos) throw JobError("bad data address '" + address + "'");
   std::string host = address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  tcp::endpoint endpoint(asio::ip::make_address(host), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  tcp::endpoint endpoint(asio::ip::make_address(host),
+                         static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
   tcp::socket socket(co_await asio::this_coro::executor);
   SocketDeadline deadline(socket, setup.env.connect_timeout);
   co_await socket.async_connect(endpoint, asio::use_awaitable);
@@ -76,7 +77,8 @@ asio::awaitable<void> accept_from(tcp::acceptor& acceptor, SideChannelSetup& set
     try {
       co_await setup.establish(identity.rank, socket);
     } catch (const std::exception& e) {
-      if (error.empty()) error = "cannot connect to " + peer_name(setup.book, identity.rank) + " (" + setup.plane + "): " + e.what();
+      if (error.empty())
+        error = "cannot connect to " + peer_name(setup.book, identity.rank) + " (" + setup.plane + "): " + e.what();
       co_return;
     }
     expected.erase(identity.rank);
@@ -92,8 +94,10 @@ asio::awaitable<void> connect_side_channels(tcp::acceptor& acceptor, SideChannel
   std::set<int> to_accept;
   int to_connect = 0;
   for (int peer : peers) {
-    if (peer < setup.env.rank) ++to_connect;
-    else to_accept.insert(peer);
+    if (peer < setup.env.rank)
+      ++to_connect;
+    else
+      to_accept.insert(peer);
   }
   auto executor = co_await asio::this_coro::executor;
   std::string error;
@@ -107,7 +111,8 @@ asio::awaitable<void> connect_side_channels(tcp::acceptor& acceptor, SideChannel
   deadline.async_wait([&](const boost::system::error_code& ec) {
     if (ec) return;
     if (error.empty()) {
-      error = "timed out after " + std::to_string(setup.env.connect_timeout.count() / 1000) + " s connecting the " + setup.plane;
+      error = "timed out after " + std::to_string(setup.env.connect_timeout.count() / 1000) + " s connecting the " +
+              setup.plane;
     }
     boost::system::error_code ignored;
     acceptor.close(ignored);

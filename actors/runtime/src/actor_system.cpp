@@ -43,8 +43,8 @@ std::string closed_text(const Cell& cell, const std::string& what) {
     case Phase::stopping: state = "is stopping"; break;
     default: break;
   }
-  return "actor system '" + cell.system->name + "' " + state + ": cannot deliver " + what +
-         " to actor '" + cell.name + "'";
+  return "actor system '" + cell.system->name + "' " + state + ": cannot deliver " + what + " to actor '" + cell.name +
+         "'";
 }
 
 // Called with the mutex held, once no actor is live.
@@ -145,8 +145,8 @@ void check_open(const Cell& cell, const std::type_info& type) {
 }
 
 void throw_unhandled(const Cell& cell, const std::type_info& type) {
-  throw UnhandledMessage("actor '" + cell.name + "' of system '" + cell.system->name +
-                         "' has no handler for " + type_name(type));
+  throw UnhandledMessage("actor '" + cell.name + "' of system '" + cell.system->name + "' has no handler for " +
+                         type_name(type));
 }
 
 namespace {
@@ -172,12 +172,11 @@ bool try_enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> en
 
 std::exception_ptr dropped_error(const Cell& target, const std::type_info& request) {
   if (running(target)) {
-    return std::make_exception_ptr(RequestDropped("actor '" + target.name + "' dropped request " +
-                                                  type_name(request) + " without replying"));
+    return std::make_exception_ptr(
+        RequestDropped("actor '" + target.name + "' dropped request " + type_name(request) + " without replying"));
   }
-  return std::make_exception_ptr(MailboxClosed("actor system '" + target.system->name +
-                                               "' stopped before actor '" + target.name +
-                                               "' answered " + type_name(request)));
+  return std::make_exception_ptr(MailboxClosed("actor system '" + target.system->name + "' stopped before actor '" +
+                                               target.name + "' answered " + type_name(request)));
 }
 
 void fail_handling(const Cell& target, const std::string& what, std::exception_ptr cause) {
@@ -207,8 +206,7 @@ void run_pool(std::shared_ptr<detail::SystemState> system, Pool& pool, std::size
       return;
     } catch (...) {
       // An asynchronous handler an actor bound to its strand threw: no message to blame.
-      detail::fail(*system, "an asynchronous handler on pool '" + pool.name + "'",
-                   std::current_exception());
+      detail::fail(*system, "an asynchronous handler on pool '" + pool.name + "'", std::current_exception());
     }
   }
 }
@@ -239,8 +237,7 @@ ActorSystem::ActorSystem(SystemConfig config) : impl_(std::make_unique<Impl>()) 
   for (const auto& [name, threads] : config.pools) {
     if (name.empty()) throw std::invalid_argument("actor system '" + config.name + "': a pool has an empty name");
     if (threads == 0) {
-      throw std::invalid_argument("actor system '" + config.name + "': pool '" + name +
-                                  "' needs at least 1 thread");
+      throw std::invalid_argument("actor system '" + config.name + "': pool '" + name + "' needs at least 1 thread");
     }
     auto pool = std::make_unique<Pool>(name, threads);
     state.pools.push_back(&pool->io);
@@ -270,7 +267,7 @@ ActorSystem::~ActorSystem() {
   }
   for (const auto& cell : cells) cell->actor = nullptr;
   while (!impl_->actors.empty()) impl_->actors.pop_back();  // in reverse order of spawn
-  std::lock_guard lock(state.mutex);  // phase is stopped: no sender touches a strand now
+  std::lock_guard lock(state.mutex);                        // phase is stopped: no sender touches a strand now
   for (const auto& cell : cells) cell->strand.reset();
 }
 

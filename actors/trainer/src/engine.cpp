@@ -136,8 +136,7 @@ class DataActor : public Actor {
 
 class BackpropActor : public Actor {
  public:
-  BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch,
-                std::size_t step_begin, std::size_t step_end)
+  BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch, std::size_t step_begin, std::size_t step_end)
       : c_(context), refs_(refs), epoch_(epoch), step_(step_begin), end_(step_end) {
     on<Go>([this](Go&) { next(); });
     on<Reduced>([this](Reduced&) {
@@ -160,8 +159,8 @@ class BackpropActor : public Actor {
   void run(data::MicroBatch batch) {
     if (batch.epoch != epoch_ || batch.step != step_) {
       throw std::logic_error("data actor delivered epoch " + std::to_string(batch.epoch) + " step " +
-                             std::to_string(batch.step) + ", expected epoch " +
-                             std::to_string(epoch_) + " step " + std::to_string(step_));
+                             std::to_string(batch.step) + ", expected epoch " + std::to_string(epoch_) + " step " +
+                             std::to_string(step_));
     }
     batch_ = std::move(batch);
     reduced_ = 0;
@@ -208,8 +207,7 @@ class BackpropActor : public Actor {
     if (c_.timeline->enabled()) {
       const auto s = static_cast<int64_t>(optimizer.steps()) - 1;  // the step just taken
       if (reduced_us > backward_end_us_)
-        c_.timeline->add("wait for allreduce", "exposed", Timeline::compute, backward_end_us_,
-                         reduced_us, s);
+        c_.timeline->add("wait for allreduce", "exposed", Timeline::compute, backward_end_us_, reduced_us, s);
       c_.timeline->add("optimizer", "compute", Timeline::compute, reduced_us, end_us, s);
       c_.timeline->add("step", "step", Timeline::metrics, step_begin_us_, end_us, s);
     }
@@ -237,16 +235,15 @@ class BackpropActor : public Actor {
 // gradient is ready (or, without overlap, all of them after backward).
 class Bucketer : public Actor {
  public:
-  Bucketer(EngineContext& context, Refs* refs)
-      : c_(context), refs_(refs), step_(context.optimizer->steps()) {
+  Bucketer(EngineContext& context, Refs* refs) : c_(context), refs_(refs), step_(context.optimizer->steps()) {
     reset();
     on<GradReady>([this](GradReady& m) {
       const auto k = c_.layout->bucket_of.at(m.parameter);
       if (k != next_bucket_) {
         // Would break Note [Collective order]; the model promises decreasing order.
-        throw std::logic_error("gradient of parameter " + std::to_string(m.parameter) +
-                               " (bucket " + std::to_string(k) + ") ready while bucket " +
-                               std::to_string(next_bucket_) + " is incomplete");
+        throw std::logic_error("gradient of parameter " + std::to_string(m.parameter) + " (bucket " +
+                               std::to_string(k) + ") ready while bucket " + std::to_string(next_bucket_) +
+                               " is incomplete");
       }
       if (first_ready_us_ == 0) first_ready_us_ = m.time_us;
       if (--pending_[k] == 0) {
@@ -294,28 +291,27 @@ class Bucketer : public Actor {
 // from tnt's event loop as messages.
 class CommActor : public Actor {
  public:
-  CommActor(EngineContext& context, Refs* refs, std::shared_ptr<CompletionRelay> relay,
-            std::promise<void>* done)
+  CommActor(EngineContext& context, Refs* refs, std::shared_ptr<CompletionRelay> relay, std::promise<void>* done)
       : c_(context), refs_(refs), relay_(std::move(relay)), done_(done) {
     on<BucketFull>([this](BucketFull& m) {
       auto& bucket = c_.layout->buckets.at(m.bucket);
       if (c_.timeline->enabled()) {
-        c_.timeline->add("bucket " + std::to_string(m.bucket), "bucket", Timeline::bucketer,
-                         m.first_ready_us, m.full_us, static_cast<int64_t>(m.step));
+        c_.timeline->add("bucket " + std::to_string(m.bucket), "bucket", Timeline::bucketer, m.first_ready_us,
+                         m.full_us, static_cast<int64_t>(m.step));
       }
       ++in_flight_;
       const int64_t begin = now_us();
-      c_.communicator->allreduce_async(
-          c_.layout->memory.data() + bucket.offset, bucket.count, DataType::float32, ReduceOp::sum,
-          [relay = relay_, k = m.bucket, begin, step = m.step](const std::string& error) {
-            relay->send(AllreduceDone{k, begin, now_us(), step, error});
-          });
+      c_.communicator->allreduce_async(c_.layout->memory.data() + bucket.offset, bucket.count, DataType::float32,
+                                       ReduceOp::sum,
+                                       [relay = relay_, k = m.bucket, begin, step = m.step](const std::string& error) {
+                                         relay->send(AllreduceDone{k, begin, now_us(), step, error});
+                                       });
     });
     on<AllreduceDone>([this](AllreduceDone& m) {
       if (!m.error.empty()) throw JobError(m.error);
       if (c_.timeline->enabled()) {
-        c_.timeline->add("allreduce " + std::to_string(m.bucket), "allreduce", Timeline::comm,
-                         m.begin_us, m.end_us, static_cast<int64_t>(m.step));
+        c_.timeline->add("allreduce " + std::to_string(m.bucket), "allreduce", Timeline::comm, m.begin_us, m.end_us,
+                         static_cast<int64_t>(m.step));
       }
       refs_->backprop.send(Reduced{m.bucket});
       completed();
@@ -354,7 +350,7 @@ class CommActor : public Actor {
   }
 
   EngineContext& c_;
-  Refs* refs_;  // owned by run_segment, outlives the system
+  Refs* refs_;                              // owned by run_segment, outlives the system
   std::shared_ptr<CompletionRelay> relay_;  // Note [Completion relay]
   std::promise<void>* done_;
   std::size_t in_flight_ = 0;
@@ -372,8 +368,7 @@ class MetricsActor : public Actor {
 
 }  // namespace
 
-void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_begin,
-                 std::size_t step_end) {
+void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_begin, std::size_t step_end) {
   if (step_begin >= step_end) return;
   actors::SystemConfig config;
   config.name = "trainer";

@@ -21,13 +21,13 @@
 #include <memory>
 #include <vector>
 
+#include "timeline.h"
+#include "tnt/actors/asio.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
-#include "tnt/actors/asio.h"
 #include "tnt/dataset/loader.h"
-#include "timeline.h"
 
 namespace tnt {
 class Communicator;
@@ -38,8 +38,8 @@ namespace tnt::trainer {
 // Gradients fused into flat buckets, laid out once in reverse parameter order.
 struct BucketLayout {
   struct Bucket {
-    std::size_t offset = 0;  // in floats, into memory
-    std::size_t count = 0;   // floats
+    std::size_t offset = 0;               // in floats, into memory
+    std::size_t count = 0;                // floats
     std::vector<std::size_t> parameters;  // in the order they become ready (decreasing)
   };
   std::vector<float> memory;
@@ -81,7 +81,6 @@ struct EngineContext {
   std::vector<StepTimes>* step_times = nullptr;  // appended per step when not null
 };
 
-void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_begin,
-                 std::size_t step_end);
+void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_begin, std::size_t step_end);
 
 }  // namespace tnt::trainer

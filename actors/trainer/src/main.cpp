@@ -1,9 +1,9 @@
 // tnt-train: runs a training configuration (conf/*.toml) on every rank of a job.
 //   tnt-launch -n 2 -- tnt-train conf/lenet5_fashion_mnist.toml [--epochs 3 ...]
 // Exit status: 0 done, 1 the run failed (a lost rank, bad data, ...), 2 bad configuration.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -11,9 +11,9 @@
 #include <iostream>
 
 #include "run_config.h"
-#include "tnt/dataset/source.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
+#include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
 
 namespace {
@@ -89,64 +89,94 @@ int main(int argc, char** argv) {
   app.add_option("config", file, "Run file (conf/*.toml); without one, every setting comes from options")
       ->check(CLI::ExistingFile);
   Overrides o{app, {}, {}};
-  o.option("--model", [](RunConfig& c) -> auto& { return c.model; },
-           "Zoo model (lenet5, mlp, resnet20, resnet50) or a model TOML file");
-  o.option("--classes", [](RunConfig& c) -> auto& { return c.classes; },
-           "Classes of a zoo model (default: the data set's)");
-  o.option("--dataset", [](RunConfig& c) -> auto& { return c.dataset; },
-           "fashion-mnist, mnist, cifar10 or synthetic");
-  o.option("--data-path", [](RunConfig& c) -> auto& { return c.data_path; },
-           "Data set directory (default: search $TNT_DATA_DIR, /usr/share/datasets, ...)");
-  o.option("--train-size", [](RunConfig& c) -> auto& { return c.train_size; },
-           "Training samples (first N; synthetic: required)");
-  o.option("--test-size", [](RunConfig& c) -> auto& { return c.test_size; },
-           "Test samples (first N; synthetic: 0 = no test split)");
-  o.option("--shape", [](RunConfig& c) -> auto& { return c.shape; }, "Synthetic sample shape C H W")
+  o.option(
+      "--model", [](RunConfig & c) -> auto& { return c.model; },
+      "Zoo model (lenet5, mlp, resnet20, resnet50) or a model TOML file");
+  o.option(
+      "--classes", [](RunConfig & c) -> auto& { return c.classes; },
+      "Classes of a zoo model (default: the data set's)");
+  o.option(
+      "--dataset", [](RunConfig & c) -> auto& { return c.dataset; }, "fashion-mnist, mnist, cifar10 or synthetic");
+  o.option(
+      "--data-path", [](RunConfig & c) -> auto& { return c.data_path; },
+      "Data set directory (default: search $TNT_DATA_DIR, /usr/share/datasets, ...)");
+  o.option(
+      "--train-size", [](RunConfig & c) -> auto& { return c.train_size; },
+      "Training samples (first N; synthetic: required)");
+  o.option(
+      "--test-size", [](RunConfig & c) -> auto& { return c.test_size; },
+      "Test samples (first N; synthetic: 0 = no test split)");
+  o.option(
+       "--shape", [](RunConfig & c) -> auto& { return c.shape; }, "Synthetic sample shape C H W")
       ->expected(3);
-  o.option("--num-classes", [](RunConfig& c) -> auto& { return c.num_classes; }, "Synthetic classes");
-  o.option("--global-batch", [](RunConfig& c) -> auto& { return c.global_batch; },
-           "Global batch size, split across ranks at sample level");
-  o.option("--micro-batch", [](RunConfig& c) -> auto& { return c.micro_batch; },
-           "Per-rank batch size instead (global = micro x ranks)");
-  o.option("--epochs", [](RunConfig& c) -> auto& { return c.epochs; }, "Epochs");
-  o.option("--max-steps", [](RunConfig& c) -> auto& { return c.max_steps; },
-           "Stop after this many optimizer steps in all (0 = no limit)");
-  o.option("--validation-frequency", [](RunConfig& c) -> auto& { return c.validation_frequency; },
-           "Validate on the test split every N epochs (0 = never)");
-  o.option("--eval-batch", [](RunConfig& c) -> auto& { return c.eval_batch; }, "Batch size for evaluation");
-  o.option("--seed", [](RunConfig& c) -> auto& { return c.seed; }, "Seed of the weights and the data order");
-  o.option("--threads", [](RunConfig& c) -> auto& { return c.threads; },
-           "Compute threads per rank (oneDNN/OpenMP), default 1");
-  o.option("--optimizer", [](RunConfig& c) -> auto& { return c.optimizer.kind; },
-           "sgd, adam, adamw, rmsprop or adagrad");
-  o.option("--momentum", [](RunConfig& c) -> auto& { return c.optimizer.momentum; }, "SGD/RMSprop momentum");
-  o.option("--weight-decay", [](RunConfig& c) -> auto& { return c.optimizer.weight_decay; }, "Weight decay");
-  o.option("--learning-rate", [](RunConfig& c) -> auto& { return c.schedule.base_rate; }, "Base learning rate");
-  o.option("--schedule", [](RunConfig& c) -> auto& { return c.schedule.kind; },
-           "constant, piecewise or exponential");
-  o.option("--warmup-steps", [](RunConfig& c) -> auto& { return c.schedule.warmup_steps; },
-           "Linear learning-rate warm-up steps");
-  o.option("--fusion-threshold", [](RunConfig& c) -> auto& { return c.fusion_threshold_kb; },
-           "Gradient bucket size in KiB (default: TNT_FUSION_THRESHOLD_KB, else 32)");
-  o.flag("--no-overlap", [](RunConfig& c) -> auto& { return c.overlap; }, false,
-         "Start the allreduces only after backward has finished (for measurements)");
-  o.option("--transport", [](RunConfig& c) -> auto& { return c.transport; },
-           "tcp or ib (sets TNT_TRANSPORT; tnt-launch sets it too)")
+  o.option(
+      "--num-classes", [](RunConfig & c) -> auto& { return c.num_classes; }, "Synthetic classes");
+  o.option(
+      "--global-batch", [](RunConfig & c) -> auto& { return c.global_batch; },
+      "Global batch size, split across ranks at sample level");
+  o.option(
+      "--micro-batch", [](RunConfig & c) -> auto& { return c.micro_batch; },
+      "Per-rank batch size instead (global = micro x ranks)");
+  o.option(
+      "--epochs", [](RunConfig & c) -> auto& { return c.epochs; }, "Epochs");
+  o.option(
+      "--max-steps", [](RunConfig & c) -> auto& { return c.max_steps; },
+      "Stop after this many optimizer steps in all (0 = no limit)");
+  o.option(
+      "--validation-frequency", [](RunConfig & c) -> auto& { return c.validation_frequency; },
+      "Validate on the test split every N epochs (0 = never)");
+  o.option(
+      "--eval-batch", [](RunConfig & c) -> auto& { return c.eval_batch; }, "Batch size for evaluation");
+  o.option(
+      "--seed", [](RunConfig & c) -> auto& { return c.seed; }, "Seed of the weights and the data order");
+  o.option(
+      "--threads", [](RunConfig & c) -> auto& { return c.threads; },
+      "Compute threads per rank (oneDNN/OpenMP), default 1");
+  o.option(
+      "--optimizer", [](RunConfig & c) -> auto& { return c.optimizer.kind; }, "sgd, adam, adamw, rmsprop or adagrad");
+  o.option(
+      "--momentum", [](RunConfig & c) -> auto& { return c.optimizer.momentum; }, "SGD/RMSprop momentum");
+  o.option(
+      "--weight-decay", [](RunConfig & c) -> auto& { return c.optimizer.weight_decay; }, "Weight decay");
+  o.option(
+      "--learning-rate", [](RunConfig & c) -> auto& { return c.schedule.base_rate; }, "Base learning rate");
+  o.option(
+      "--schedule", [](RunConfig & c) -> auto& { return c.schedule.kind; }, "constant, piecewise or exponential");
+  o.option(
+      "--warmup-steps", [](RunConfig & c) -> auto& { return c.schedule.warmup_steps; },
+      "Linear learning-rate warm-up steps");
+  o.option(
+      "--fusion-threshold", [](RunConfig & c) -> auto& { return c.fusion_threshold_kb; },
+      "Gradient bucket size in KiB (default: TNT_FUSION_THRESHOLD_KB, else 32)");
+  o.flag(
+      "--no-overlap", [](RunConfig & c) -> auto& { return c.overlap; }, false,
+      "Start the allreduces only after backward has finished (for measurements)");
+  o.option(
+       "--transport", [](RunConfig & c) -> auto& { return c.transport; },
+       "tcp or ib (sets TNT_TRANSPORT; tnt-launch sets it too)")
       ->check(CLI::IsMember({"tcp", "ib"}));
-  o.option("--checkpoint", [](RunConfig& c) -> auto& { return c.checkpoint_path; },
-           "Checkpoint file (written by the master rank, atomically)");
-  o.option("--checkpoint-every-epochs", [](RunConfig& c) -> auto& { return c.checkpoint_every_epochs; },
-           "Write the checkpoint every N epochs");
-  o.option("--checkpoint-every-steps", [](RunConfig& c) -> auto& { return c.checkpoint_every_steps; },
-           "Write the checkpoint every N optimizer steps");
-  o.option("--resume", [](RunConfig& c) -> auto& { return c.resume; },
-           "Continue from this checkpoint (weights, optimizer state, data position)");
-  o.option("--csv", [](RunConfig& c) -> auto& { return c.csv; }, "Per-epoch metrics as CSV");
-  o.option("--timeline", [](RunConfig& c) -> auto& { return c.timeline; },
-           "Chrome-trace JSON (Perfetto) of every rank's compute, bucket and allreduce spans");
-  o.flag("--no-progress", [](RunConfig& c) -> auto& { return c.progress; }, false, "No progress bar");
-  o.flag("--print-steps", [](RunConfig& c) -> auto& { return c.print_steps; }, true,
-         "Print every step's loss and accuracy (summed over all ranks)");
+  o.option(
+      "--checkpoint", [](RunConfig & c) -> auto& { return c.checkpoint_path; },
+      "Checkpoint file (written by the master rank, atomically)");
+  o.option(
+      "--checkpoint-every-epochs", [](RunConfig & c) -> auto& { return c.checkpoint_every_epochs; },
+      "Write the checkpoint every N epochs");
+  o.option(
+      "--checkpoint-every-steps", [](RunConfig & c) -> auto& { return c.checkpoint_every_steps; },
+      "Write the checkpoint every N optimizer steps");
+  o.option(
+      "--resume", [](RunConfig & c) -> auto& { return c.resume; },
+      "Continue from this checkpoint (weights, optimizer state, data position)");
+  o.option(
+      "--csv", [](RunConfig & c) -> auto& { return c.csv; }, "Per-epoch metrics as CSV");
+  o.option(
+      "--timeline", [](RunConfig & c) -> auto& { return c.timeline; },
+      "Chrome-trace JSON (Perfetto) of every rank's compute, bucket and allreduce spans");
+  o.flag(
+      "--no-progress", [](RunConfig & c) -> auto& { return c.progress; }, false, "No progress bar");
+  o.flag(
+      "--print-steps", [](RunConfig & c) -> auto& { return c.print_steps; }, true,
+      "Print every step's loss and accuracy (summed over all ranks)");
 
   std::vector<std::string> settings;
   app.add_option("--set", settings,
@@ -177,14 +207,17 @@ int main(int argc, char** argv) {
 
   try {
     // Ranks must agree on whether they train: it decides which collectives they issue.
-    tnt::trainer::Session session({tnt::trainer::canonical_text(config) + ";evaluate_only=" +
-                                       (evaluate_checkpoint.empty() ? "0" : "1"),
-                                   config.threads});
+    tnt::trainer::Session session(
+        {tnt::trainer::canonical_text(config) + ";evaluate_only=" + (evaluate_checkpoint.empty() ? "0" : "1"),
+         config.threads});
     auto sources = tnt::trainer::make_sources(config);
     const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
     tnt::trainer::Trainer trainer(session, spec);
     trainer.initialize(config.seed);
-    trainer.compile({config.optimizer, config.schedule, config.scale_rate_with_ranks, "sparse_categorical_crossentropy",
+    trainer.compile({config.optimizer,
+                     config.schedule,
+                     config.scale_rate_with_ranks,
+                     "sparse_categorical_crossentropy",
                      {"accuracy"}});
     spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each; {}", spec.name,
                  trainer.model().total_parameter_size(), session.size(), config.threads,

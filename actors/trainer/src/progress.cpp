@@ -8,8 +8,7 @@ namespace tnt::trainer {
 ProgressBar::ProgressBar(std::FILE* out, bool enabled)
     : out_(out), enabled_(enabled), tty_(enabled && isatty(fileno(out)) == 1) {}
 
-void ProgressBar::begin_epoch(std::size_t epoch, std::size_t epochs, std::size_t steps,
-                              std::size_t first_step) {
+void ProgressBar::begin_epoch(std::size_t epoch, std::size_t epochs, std::size_t steps, std::size_t first_step) {
   if (!enabled_) return;
   steps_ = steps;
   first_ = first_step;

@@ -23,8 +23,7 @@ class ProgressBar {
   void finish(const std::vector<std::pair<std::string, double>>& logs);
 
  private:
-  std::string line(std::size_t done, const std::vector<std::pair<std::string, double>>& logs,
-                   bool final) const;
+  std::string line(std::size_t done, const std::vector<std::pair<std::string, double>>& logs, bool final) const;
   std::FILE* out_;
   bool enabled_, tty_;
   std::size_t steps_ = 0, first_ = 0, done_ = 0;

@@ -56,7 +56,7 @@ struct Reader {
     out = *v;
   }
   template <class Int>
-    requires std::is_integral_v<Int>
+  requires std::is_integral_v<Int>
   void get(const toml::table* t, const std::string& section, const char* key, Int& out) const {
     if (!t || !t->get(key)) return;
     const auto* node = t->get(key);
@@ -99,8 +99,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     try {
       root = toml::parse_file(path);
     } catch (const toml::parse_error& e) {
-      throw std::invalid_argument(fmt::format("{}:{}:{}: {}", path, e.source().begin.line,
-                                              e.source().begin.column, e.description()));
+      throw std::invalid_argument(
+          fmt::format("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description()));
     }
   }
   for (const auto& setting : settings) {
@@ -114,8 +114,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     try {
       parsed = toml::parse(std::string_view("value = " + setting.substr(eq + 1)), std::string_view("--set"));
     } catch (const toml::parse_error& e) {
-      throw std::invalid_argument(fmt::format("--set '{}': the value is not TOML ({}); strings need quotes",
-                                              setting, e.description()));
+      throw std::invalid_argument(
+          fmt::format("--set '{}': the value is not TOML ({}); strings need quotes", setting, e.description()));
     }
     if (!root.contains(section)) root.insert(section, toml::table{});
     toml::table* t = root[section].as_table();
@@ -129,9 +129,10 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     static const std::set<std::string> sections{"model",    "data",         "train",      "optimizer",
                                                 "schedule", "distribution", "checkpoint", "output"};
     if (!sections.count(std::string(key.str()))) {
-      throw std::invalid_argument(fmt::format(
-          "{}: unknown section or key '{}' (sections: model, data, train, optimizer, schedule, "
-          "distribution, checkpoint, output)", path, key.str()));
+      throw std::invalid_argument(
+          fmt::format("{}: unknown section or key '{}' (sections: model, data, train, optimizer, schedule, "
+                      "distribution, checkpoint, output)",
+                      path, key.str()));
     }
   }
   if (auto* t = r.table(root, "model", {"name", "file", "classes"})) {
@@ -141,8 +142,9 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     if (!file.empty()) c.model = resolve_path(path, file);
     r.get(t, "model", "classes", c.classes);
   }
-  if (auto* t = r.table(root, "data", {"dataset", "path", "train_size", "test_size", "shape", "classes",
-                                       "seed", "mean", "std", "crop_padding", "horizontal_flip", "prefetch"})) {
+  if (auto* t = r.table(root, "data",
+                        {"dataset", "path", "train_size", "test_size", "shape", "classes", "seed", "mean", "std",
+                         "crop_padding", "horizontal_flip", "prefetch"})) {
     r.get(t, "data", "dataset", c.dataset);
     r.get(t, "data", "path", c.data_path);
     c.data_path = resolve_path(path, c.data_path);
@@ -157,9 +159,9 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     r.get(t, "data", "horizontal_flip", c.horizontal_flip);
     r.get(t, "data", "prefetch", c.prefetch);
   }
-  if (auto* t = r.table(root, "train", {"global_batch", "micro_batch", "epochs", "max_steps",
-                                        "validation_frequency", "eval_batch", "seed", "threads",
-                                        "drop_remainder"})) {
+  if (auto* t = r.table(root, "train",
+                        {"global_batch", "micro_batch", "epochs", "max_steps", "validation_frequency", "eval_batch",
+                         "seed", "threads", "drop_remainder"})) {
     r.get(t, "train", "global_batch", c.global_batch);
     r.get(t, "train", "micro_batch", c.micro_batch);
     r.get(t, "train", "epochs", c.epochs);
@@ -170,8 +172,9 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     r.get(t, "train", "threads", c.threads);
     r.get(t, "train", "drop_remainder", c.drop_remainder);
   }
-  if (auto* t = r.table(root, "optimizer", {"kind", "momentum", "nesterov", "weight_decay", "beta1",
-                                            "beta2", "epsilon", "rho", "initial_accumulator"})) {
+  if (auto* t = r.table(root, "optimizer",
+                        {"kind", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "epsilon", "rho",
+                         "initial_accumulator"})) {
     auto& o = c.optimizer;
     r.get(t, "optimizer", "kind", o.kind);
     r.get(t, "optimizer", "momentum", o.momentum);
@@ -183,8 +186,9 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     r.get(t, "optimizer", "rho", o.rho);
     r.get(t, "optimizer", "initial_accumulator", o.initial_accumulator);
   }
-  if (auto* t = r.table(root, "schedule", {"kind", "learning_rate", "warmup_steps", "boundaries", "values",
-                                           "decay_rate", "decay_steps", "staircase", "scale_with_ranks"})) {
+  if (auto* t = r.table(root, "schedule",
+                        {"kind", "learning_rate", "warmup_steps", "boundaries", "values", "decay_rate", "decay_steps",
+                         "staircase", "scale_with_ranks"})) {
     auto& s = c.schedule;
     r.get(t, "schedule", "kind", s.kind);
     r.get(t, "schedule", "learning_rate", s.base_rate);
@@ -218,7 +222,8 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 
 void validate(const RunConfig& c) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (c.global_batch == 0 && c.micro_batch == 0) bad("give a global batch size (--global-batch) or a micro-batch size (--micro-batch)");
+  if (c.global_batch == 0 && c.micro_batch == 0)
+    bad("give a global batch size (--global-batch) or a micro-batch size (--micro-batch)");
   if (c.epochs == 0) bad("epochs must be at least 1");
   if (c.threads < 1) bad("threads must be at least 1");
   if (c.eval_batch == 0) bad("eval_batch must be at least 1");
@@ -242,18 +247,18 @@ std::string canonical_text(const RunConfig& c) {
   // Only what changes the arithmetic or the order of collectives: paths and output options may
   // differ between ranks.
   std::ostringstream s;
-  s << "model=" << c.model << ";classes=" << c.classes << ";dataset=" << c.dataset
-    << ";train_size=" << c.train_size << ";test_size=" << c.test_size << ";shape=";
+  s << "model=" << c.model << ";classes=" << c.classes << ";dataset=" << c.dataset << ";train_size=" << c.train_size
+    << ";test_size=" << c.test_size << ";shape=";
   for (auto d : c.shape) s << d << ',';
   s << ";num_classes=" << c.num_classes << ";data_seed=" << c.data_seed << ";global_batch=" << c.global_batch
     << ";micro_batch=" << c.micro_batch << ";epochs=" << c.epochs << ";max_steps=" << c.max_steps
-    << ";validation_frequency=" << c.validation_frequency << ";eval_batch=" << c.eval_batch
-    << ";seed=" << c.seed << ";drop_remainder=" << c.drop_remainder << ";optimizer=" << c.optimizer.kind
-    << ',' << c.optimizer.momentum << ',' << c.optimizer.nesterov << ',' << c.optimizer.weight_decay
-    << ";schedule=" << c.schedule.kind << ',' << c.schedule.base_rate << ',' << c.schedule.warmup_steps
-    << ";scale_with_ranks=" << c.scale_rate_with_ranks << ";fusion_kb=" << c.fusion_threshold_kb
-    << ";overlap=" << c.overlap << ";checkpoint_every=" << c.checkpoint_every_epochs << ','
-    << c.checkpoint_every_steps << ";resume=" << !c.resume.empty();
+    << ";validation_frequency=" << c.validation_frequency << ";eval_batch=" << c.eval_batch << ";seed=" << c.seed
+    << ";drop_remainder=" << c.drop_remainder << ";optimizer=" << c.optimizer.kind << ',' << c.optimizer.momentum << ','
+    << c.optimizer.nesterov << ',' << c.optimizer.weight_decay << ";schedule=" << c.schedule.kind << ','
+    << c.schedule.base_rate << ',' << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
+    << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
+    << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
+    << ";resume=" << !c.resume.empty();
   return s.str();
 }
 

@@ -72,8 +72,7 @@ void validate(const RunConfig& config);
 // Canonical text of everything that must agree across ranks (compared at start-up).
 std::string canonical_text(const RunConfig& config);
 
-compute::ModelSpec resolve_model(const RunConfig& config, int data_classes,
-                                 const data::SampleShape& data_shape);
+compute::ModelSpec resolve_model(const RunConfig& config, int data_classes, const data::SampleShape& data_shape);
 struct Sources {
   std::shared_ptr<const data::Source> train, test;  // test may be null (synthetic, test_size 0)
 };

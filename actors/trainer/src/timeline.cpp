@@ -4,8 +4,8 @@
 
 namespace tnt::trainer {
 
-void Timeline::add(const std::string& name, const char* category, Track track, int64_t begin_us,
-                   int64_t end_us, int64_t step) {
+void Timeline::add(const std::string& name, const char* category, Track track, int64_t begin_us, int64_t end_us,
+                   int64_t step) {
   if (!enabled_) return;
   std::lock_guard lock(mutex_);
   spans_.push_back({name, category, track, begin_us, end_us, step});
@@ -16,17 +16,14 @@ std::string Timeline::events_json(int rank, int64_t base_us) const {
   std::lock_guard lock(mutex_);
   std::string out;
   for (int t = 0; t < 4; ++t) {
-    out += fmt::format(
-        R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}},)", rank, t,
-        track_names[t]);
+    out += fmt::format(R"({{"name":"thread_name","ph":"M","pid":{},"tid":{},"args":{{"name":"{}"}}}},)", rank, t,
+                       track_names[t]);
   }
-  out += fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"rank {}"}}}})",
-                     rank, rank);
+  out += fmt::format(R"({{"name":"process_name","ph":"M","pid":{},"args":{{"name":"rank {}"}}}})", rank, rank);
   for (const Span& s : spans_) {
     out += fmt::format(
-        R"(,{{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"step":{}}}}})",
-        s.name, s.category, rank, static_cast<int>(s.track), s.begin - base_us,
-        std::max<int64_t>(0, s.end - s.begin), s.step);
+        R"(,{{"name":"{}","cat":"{}","ph":"X","pid":{},"tid":{},"ts":{},"dur":{},"args":{{"step":{}}}}})", s.name,
+        s.category, rank, static_cast<int>(s.track), s.begin - base_us, std::max<int64_t>(0, s.end - s.begin), s.step);
   }
   return out;
 }

@@ -12,8 +12,7 @@ namespace tnt::trainer {
 // Microseconds on the system clock: ranks on one host share it; across hosts it is as good as
 // their clock synchronisation.
 inline int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -22,8 +21,7 @@ class Timeline {
   enum Track { compute = 0, bucketer = 1, comm = 2, metrics = 3 };
   explicit Timeline(bool enabled) : enabled_(enabled) {}
   bool enabled() const { return enabled_; }
-  void add(const std::string& name, const char* category, Track track, int64_t begin_us,
-           int64_t end_us, int64_t step);
+  void add(const std::string& name, const char* category, Track track, int64_t begin_us, int64_t end_us, int64_t step);
   // This rank's events as comma-separated JSON objects (no brackets), times relative to base_us.
   std::string events_json(int rank, int64_t base_us) const;
 

@@ -48,15 +48,14 @@ int Session::rank() const { return communicator_->rank(); }
 int Session::size() const { return communicator_->size(); }
 
 bool has_batch_norm(const compute::ModelSpec& spec) {
-  std::function<bool(const std::vector<compute::LayerSpec>&)> any =
-      [&](const std::vector<compute::LayerSpec>& layers) {
-        for (const auto& l : layers) {
-          if (l.type == "batch_norm") return true;
-          for (const auto& branch : l.branches)
-            if (any(branch)) return true;
-        }
-        return false;
-      };
+  std::function<bool(const std::vector<compute::LayerSpec>&)> any = [&](const std::vector<compute::LayerSpec>& layers) {
+    for (const auto& l : layers) {
+      if (l.type == "batch_norm") return true;
+      for (const auto& branch : l.branches)
+        if (any(branch)) return true;
+    }
+    return false;
+  };
   return any(spec.layers);
 }
 
@@ -92,8 +91,10 @@ std::size_t fusion_threshold(std::size_t requested) {
     char* end = nullptr;
     const long long v = std::strtoll(kb, &end, 10);
     if (*end != '\0' || v <= 0) {
-      throw std::invalid_argument(fmt::format("TNT_FUSION_THRESHOLD_KB='{}': expected a positive "
-                                              "number of KiB", kb));
+      throw std::invalid_argument(
+          fmt::format("TNT_FUSION_THRESHOLD_KB='{}': expected a positive "
+                      "number of KiB",
+                      kb));
     }
     return static_cast<std::size_t>(v) * 1024;
   }
@@ -129,8 +130,8 @@ compute::Checkpoint load_checkpoint_everywhere(const std::string& path, Communic
   int64_t size = error.empty() ? static_cast<int64_t>(bytes.size()) : -1;
   comm.broadcast(&size, sizeof size, 0);
   if (size < 0) {
-    throw std::runtime_error(comm.is_master_rank() ? error
-                                                   : fmt::format("the master rank could not read checkpoint '{}'", path));
+    throw std::runtime_error(
+        comm.is_master_rank() ? error : fmt::format("the master rank could not read checkpoint '{}'", path));
   }
   bytes.resize(static_cast<std::size_t>(size));
   if (size > 0) comm.broadcast(bytes.data(), bytes.size(), 0);
@@ -186,8 +187,8 @@ void Trainer::initialize(uint64_t seed) { state_->model.initialize(seed); }
 
 void Trainer::compile(const CompileOptions& options) {
   if (options.loss != "sparse_categorical_crossentropy" && options.loss != "softmax_cross_entropy") {
-    throw std::invalid_argument(fmt::format(
-        "loss '{}' is not supported: use 'sparse_categorical_crossentropy'", options.loss));
+    throw std::invalid_argument(
+        fmt::format("loss '{}' is not supported: use 'sparse_categorical_crossentropy'", options.loss));
   }
   for (const auto& m : options.metrics) {
     if (m != "accuracy") {
@@ -212,8 +213,8 @@ void Trainer::save_checkpoint(const std::string& path) {
     checkpoint.extra.push_back({kFingerprintKey, std::bit_cast<int64_t>(s.fingerprint)});
   }
   compute::save_checkpoint(path, checkpoint);
-  spdlog::info("checkpoint written to {} (epoch {}, step {}, optimizer step {})", path,
-               s.position.epoch, s.position.step, s.optimizer->steps());
+  spdlog::info("checkpoint written to {} (epoch {}, step {}, optimizer step {})", path, s.position.epoch,
+               s.position.step, s.optimizer->steps());
 }
 
 void Trainer::load_weights(const std::string& path) {
@@ -250,9 +251,10 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   s.fingerprint = plan.fingerprint();
   s.has_fingerprint = true;
   if (has_batch_norm(s.model.spec()) && plan.max_local_batch() < 16) {
-    spdlog::warn("micro-batch of {} samples per rank in a model with BatchNorm: BatchNorm statistics "
-                 "are computed per rank and get noisy below 16 samples; use a larger global batch",
-                 plan.max_local_batch());
+    spdlog::warn(
+        "micro-batch of {} samples per rank in a model with BatchNorm: BatchNorm statistics "
+        "are computed per rank and get noisy below 16 samples; use a larger global batch",
+        plan.max_local_batch());
   }
 
   // Resume: weights, optimizer state and data position from the master's checkpoint.
@@ -260,24 +262,24 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   if (!options.resume_path.empty()) {
     auto checkpoint = load_checkpoint_everywhere(options.resume_path, comm);
     if (checkpoint.kind != compute::CheckpointKind::full) {
-      throw std::runtime_error(fmt::format("checkpoint '{}' is not a full checkpoint: cannot resume training",
-                                           options.resume_path));
+      throw std::runtime_error(
+          fmt::format("checkpoint '{}' is not a full checkpoint: cannot resume training", options.resume_path));
     }
     compute::restore_weights(s.model, checkpoint);
     compute::restore_optimizer(*s.optimizer, checkpoint);
     if (const auto* entry = checkpoint.find(kFingerprintKey)) {
       const auto* saved = std::get_if<int64_t>(&entry->value);
       if (!saved || std::bit_cast<uint64_t>(*saved) != s.fingerprint) {
-        throw std::runtime_error(fmt::format(
-            "checkpoint '{}' was written with another data order (data set size, batch size, seed "
-            "or shuffling differ): resuming would not continue the same run",
-            options.resume_path));
+        throw std::runtime_error(
+            fmt::format("checkpoint '{}' was written with another data order (data set size, batch size, seed "
+                        "or shuffling differ): resuming would not continue the same run",
+                        options.resume_path));
       }
     }
     s.position = {checkpoint.epoch, checkpoint.step};
     if (s.position.step >= steps_per_epoch) s.position = {s.position.epoch + 1, 0};
-    spdlog::info("resuming from {} at epoch {}, step {} (optimizer step {})", options.resume_path,
-                 s.position.epoch + 1, s.position.step, s.optimizer->steps());
+    spdlog::info("resuming from {} at epoch {}, step {} (optimizer step {})", options.resume_path, s.position.epoch + 1,
+                 s.position.step, s.optimizer->steps());
   }
   broadcast_model(s.model, comm);
 
@@ -287,8 +289,8 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
     compute::Model& m;
     ~Unbind() { m.unbind_gradients(); }
   } unbind{s.model};
-  spdlog::debug("{} gradient buckets over {} parameters ({} floats)", layout.buckets.size(),
-                s.model.parameter_count(), layout.memory.size());
+  spdlog::debug("{} gradient buckets over {} parameters ({} floats)", layout.buckets.size(), s.model.parameter_count(),
+                layout.memory.size());
 
   Timeline timeline(!options.timeline_path.empty());
   int64_t base_us = now_us();
@@ -312,8 +314,10 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   if (s.master() && !options.csv_path.empty()) {
     const bool fresh = !std::filesystem::exists(options.csv_path) || options.resume_path.empty();
     csv = std::fopen(options.csv_path.c_str(), fresh ? "w" : "a");
-    if (!csv) throw std::runtime_error(fmt::format("cannot open CSV file '{}': {}", options.csv_path, std::strerror(errno)));
-    if (fresh) fmt::print(csv, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n");
+    if (!csv)
+      throw std::runtime_error(fmt::format("cannot open CSV file '{}': {}", options.csv_path, std::strerror(errno)));
+    if (fresh)
+      fmt::print(csv, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n");
   }
   struct CloseFile {
     std::FILE*& f;
@@ -345,8 +349,8 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
     Logs step_logs{{"loss", f.count > 0 ? f.loss_sum / f.count : 0.0},
                    {"accuracy", f.count > 0 ? f.correct / f.count : 0.0}};
     if (out && options.print_steps) {
-      fmt::print("epoch {} step {} loss {:.6g} accuracy {:.6g}\n", f.epoch + 1, f.step + 1,
-                 step_logs["loss"], step_logs["accuracy"]);
+      fmt::print("epoch {} step {} loss {:.6g} accuracy {:.6g}\n", f.epoch + 1, f.step + 1, step_logs["loss"],
+                 step_logs["accuracy"]);
       std::fflush(stdout);
     }
     bar.update(f.step + 1, ordered({{"loss", epoch_count > 0 ? epoch_loss / epoch_count : 0.0},
@@ -364,9 +368,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
     save_checkpoint(options.checkpoint_path);
     last_saved_step = s.optimizer->steps();
   };
-  auto step_limit_reached = [&] {
-    return options.max_steps > 0 && s.optimizer->steps() >= options.max_steps;
-  };
+  auto step_limit_reached = [&] { return options.max_steps > 0 && s.optimizer->steps() >= options.max_steps; };
   Logs last_logs;
 
   while (s.position.epoch < options.epochs && !step_limit_reached()) {
@@ -382,8 +384,8 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
     std::size_t end = steps_per_epoch;
     const uint64_t global_step = s.optimizer->steps();
     if (options.checkpoint_every_steps > 0) {
-      end = std::min<std::size_t>(end, s.position.step + options.checkpoint_every_steps -
-                                           global_step % options.checkpoint_every_steps);
+      end = std::min<std::size_t>(
+          end, s.position.step + options.checkpoint_every_steps - global_step % options.checkpoint_every_steps);
     }
     if (options.max_steps > 0) {
       end = std::min<std::size_t>(end, s.position.step + (options.max_steps - global_step));
@@ -406,8 +408,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
     // Training time only: validation below is not part of the epoch's throughput.
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
     bar.end_training();
-    if (options.validation && options.validation_frequency > 0 &&
-        (epoch + 1) % options.validation_frequency == 0) {
+    if (options.validation && options.validation_frequency > 0 && (epoch + 1) % options.validation_frequency == 0) {
       const auto val = evaluate(options.validation, options.validation_batch, options.validation_transform);
       logs["val_loss"] = val.at("loss");
       logs["val_accuracy"] = val.at("accuracy");
@@ -421,8 +422,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
         return it == logs.end() ? std::string() : fmt::format("{:.6f}", it->second);
       };
       fmt::print(csv, "{},{},{},{},{},{:.6g},{:.3f},{:.1f}\n", epoch + 1, field("loss"), field("accuracy"),
-                 field("val_loss"), field("val_accuracy"), rate, seconds,
-                 seconds > 0 ? epoch_samples / seconds : 0.0);
+                 field("val_loss"), field("val_accuracy"), rate, seconds, seconds > 0 ? epoch_samples / seconds : 0.0);
       std::fflush(csv);
     }
     history.epochs.push_back(logs);

@@ -169,8 +169,7 @@ bool Channel::post_item(Item& item) {
       header.send_handle = item.handle;
       header.recv_handle = item.peer_handle;
       break;
-    case ItemKind::write:
-      break;  // handled above
+    case ItemKind::write: break;  // handled above
   }
   post_control(slot, header, payload);
   return true;
@@ -394,9 +393,7 @@ void Channel::on_recv(std::uint32_t slot, std::size_t bytes) {
         repost(slot, true);
         break;
       }
-      case MessageKind::credit:
-        repost(slot, false);
-        break;
+      case MessageKind::credit: repost(slot, false); break;
       default:
         fail("protocol violation: " + peer_name_ + " sent a message of unknown kind " +
              std::to_string(static_cast<int>(header.kind)));

@@ -113,18 +113,12 @@ MemoryRegion register_memory(ibv_pd* pd, void* data, std::size_t bytes, int acce
 
 const char* port_state_name(ibv_port_state state) {
   switch (state) {
-    case IBV_PORT_NOP:
-      return "NOP";
-    case IBV_PORT_DOWN:
-      return "DOWN";
-    case IBV_PORT_INIT:
-      return "INIT";
-    case IBV_PORT_ARMED:
-      return "ARMED";
-    case IBV_PORT_ACTIVE:
-      return "ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER:
-      return "ACTIVE_DEFER";
+    case IBV_PORT_NOP: return "NOP";
+    case IBV_PORT_DOWN: return "DOWN";
+    case IBV_PORT_INIT: return "INIT";
+    case IBV_PORT_ARMED: return "ARMED";
+    case IBV_PORT_ACTIVE: return "ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER: return "ACTIVE_DEFER";
   }
   return "UNKNOWN";
 }

@@ -50,7 +50,8 @@ class TcpPair final : public Pair {
 
   int peer_rank() const override { return peer_; }
 
-  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override {
+  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
+            std::uint64_t cookie) override {
     if (failed_) return;
     queue_.push_back(Outgoing{Header{tag, bytes}, data, &sink, cookie});
     if (writing_.empty()) write_more();
@@ -223,7 +224,8 @@ class TcpTransport final : public Transport {
     if (env_.tcp_congestion.empty()) return;
     tcp::socket probe(loop_.strand(), tcp::v4());
     if (!set_congestion_control(probe)) {
-      throw ConfigError("TNT_TCP_CONGESTION='" + env_.tcp_congestion + "' cannot be used here: " + std::strerror(errno) +
+      throw ConfigError("TNT_TCP_CONGESTION='" + env_.tcp_congestion +
+                        "' cannot be used here: " + std::strerror(errno) +
                         " (see net.ipv4.tcp_available_congestion_control and tcp_allowed_congestion_control; "
                         "TNT_TCP_CONGESTION= keeps the system's)");
     }
@@ -286,14 +288,15 @@ void TcpPair::write_more() {
 
 void TcpPair::read_header() {
   owner_.begin_io();
-  asio::async_read(socket_, asio::buffer(&incoming_, sizeof(Header)), [this](const boost::system::error_code& ec, std::size_t) {
-    owner_.end_io();
-    if (ec) {
-      fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
-      return;
-    }
-    on_header();
-  });
+  asio::async_read(socket_, asio::buffer(&incoming_, sizeof(Header)),
+                   [this](const boost::system::error_code& ec, std::size_t) {
+                     owner_.end_io();
+                     if (ec) {
+                       fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
+                       return;
+                     }
+                     on_header();
+                   });
 }
 
 void TcpPair::on_header() {

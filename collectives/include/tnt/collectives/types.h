@@ -59,11 +59,27 @@ constexpr std::string_view name_of(ReduceOp op) {
   return "?";
 }
 
-template <class T> constexpr DataType data_type_of();
-template <> constexpr DataType data_type_of<float>() { return DataType::float32; }
-template <> constexpr DataType data_type_of<double>() { return DataType::float64; }
-template <> constexpr DataType data_type_of<std::int32_t>() { return DataType::int32; }
-template <> constexpr DataType data_type_of<std::int64_t>() { return DataType::int64; }
-template <> constexpr DataType data_type_of<bfloat16>() { return DataType::bfloat16; }
+template <class T>
+constexpr DataType data_type_of();
+template <>
+constexpr DataType data_type_of<float>() {
+  return DataType::float32;
+}
+template <>
+constexpr DataType data_type_of<double>() {
+  return DataType::float64;
+}
+template <>
+constexpr DataType data_type_of<std::int32_t>() {
+  return DataType::int32;
+}
+template <>
+constexpr DataType data_type_of<std::int64_t>() {
+  return DataType::int64;
+}
+template <>
+constexpr DataType data_type_of<bfloat16>() {
+  return DataType::bfloat16;
+}
 
 }  // namespace tnt

@@ -22,25 +22,25 @@ struct LossResult {
 // logits {N, K}; computed with the log-sum-exp shift, so large logits do not
 // overflow.
 class SoftmaxCrossEntropy {
-public:
+ public:
   // labels: N class indices in [0, K); anything else throws.
   LossResult forward(const Tensor& logits, std::span<const int32_t> labels);
   // d loss / d logits = (softmax - one_hot) * scale.
   const Tensor& backward(float scale);
   const Tensor& probabilities() const { return probabilities_; }
 
-private:
+ private:
   Tensor probabilities_, gradient_;
   std::span<const int32_t> labels_;
 };
 
 // Per-sample loss = mean over features of (prediction - target)^2, as Keras.
 class MeanSquaredError {
-public:
+ public:
   LossResult forward(const Tensor& prediction, const Tensor& target);
   const Tensor& backward(float scale);
 
-private:
+ private:
   Tensor difference_, gradient_;
 };
 

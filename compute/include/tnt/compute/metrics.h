@@ -9,7 +9,7 @@
 namespace tnt::compute {
 
 class MeanMetric {  // mean loss
-public:
+ public:
   void add(double sum, int64_t count) {
     sum_ += sum;
     count_ += count;
@@ -19,13 +19,13 @@ public:
   int64_t count() const { return count_; }
   void reset() { sum_ = 0.0, count_ = 0; }
 
-private:
+ private:
   double sum_ = 0.0;
   int64_t count_ = 0;
 };
 
 class AccuracyMetric {  // sparse categorical or top-k accuracy
-public:
+ public:
   void add(int64_t correct, int64_t count) {
     correct_ += correct;
     count_ += count;
@@ -35,7 +35,7 @@ public:
   int64_t count() const { return count_; }
   void reset() { correct_ = 0, count_ = 0; }
 
-private:
+ private:
   int64_t correct_ = 0;
   int64_t count_ = 0;
 };

@@ -52,7 +52,7 @@ struct StateInfo {
 class Layer;
 
 class Model {
-public:
+ public:
   explicit Model(ModelSpec spec);
   ~Model();
   Model(Model&&) noexcept;
@@ -67,7 +67,7 @@ public:
   int64_t total_parameter_size() const;
   float* weights(size_t i);  // the live weights, plain layout, parameter(i).size floats
   const float* weights(size_t i) const;
-  float* gradient(size_t i);  // Note [Gradient memory]
+  float* gradient(size_t i);                     // Note [Gradient memory]
   void bind_gradient(size_t i, float* storage);  // storage must outlive its use; nullptr = own memory
   void unbind_gradients();
 
@@ -101,7 +101,7 @@ public:
   // Human-readable layer table (layer, output shape, parameters).
   std::string summary() const;
 
-private:
+ private:
   ModelSpec spec_;
   std::vector<std::shared_ptr<Layer>> layers_;
   struct Registry;

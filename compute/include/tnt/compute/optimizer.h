@@ -14,13 +14,13 @@ class Model;
 struct OptimizerOptions {
   // "sgd", "adam", "adamw", "rmsprop", "adagrad"
   std::string kind = "sgd";
-  double momentum = 0.0;      // sgd, rmsprop
-  bool nesterov = false;      // sgd
-  double weight_decay = 0.0;  // L2 added to the gradient (sgd, adam, rmsprop, adagrad); decoupled (adamw)
-  double beta1 = 0.9;         // adam, adamw
-  double beta2 = 0.999;       // adam, adamw
-  double epsilon = 1e-7;      // adam, adamw, rmsprop, adagrad
-  double rho = 0.9;           // rmsprop
+  double momentum = 0.0;             // sgd, rmsprop
+  bool nesterov = false;             // sgd
+  double weight_decay = 0.0;         // L2 added to the gradient (sgd, adam, rmsprop, adagrad); decoupled (adamw)
+  double beta1 = 0.9;                // adam, adamw
+  double beta2 = 0.999;              // adam, adamw
+  double epsilon = 1e-7;             // adam, adamw, rmsprop, adagrad
+  double rho = 0.9;                  // rmsprop
   double initial_accumulator = 0.1;  // adagrad
 };
 
@@ -36,7 +36,7 @@ struct OptimizerState {
 };
 
 class Optimizer {
-public:
+ public:
   // Validates the options; slots are sized from the model's parameters.
   Optimizer(const OptimizerOptions& options, const Model& model);
   ~Optimizer();
@@ -53,7 +53,7 @@ public:
   // model's parameters by name and size.
   void load_state(const OptimizerState& state);
 
-private:
+ private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

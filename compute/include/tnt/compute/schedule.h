@@ -27,12 +27,12 @@ struct ScheduleOptions {
 };
 
 class LearningRateSchedule {
-public:
+ public:
   explicit LearningRateSchedule(ScheduleOptions options);  // throws on inconsistent options
   double rate(uint64_t step) const;
   const ScheduleOptions& options() const { return options_; }
 
-private:
+ private:
   ScheduleOptions options_;
 };
 

@@ -15,7 +15,7 @@ std::string to_string(const Shape& shape);
 // reuse from step to step: resize() keeps the capacity, so a steady batch size
 // allocates nothing after the first step.
 class Tensor {
-public:
+ public:
   Tensor() = default;
   explicit Tensor(Shape shape);  // zero-filled
   Tensor(Shape shape, std::vector<float> values);
@@ -38,7 +38,7 @@ public:
   // always plain.
   void resize_storage(const Shape& shape, int64_t floats);
 
-private:
+ private:
   Shape shape_;
   std::vector<float> values_;
 };

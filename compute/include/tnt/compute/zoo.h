@@ -9,8 +9,7 @@
 namespace tnt::compute::zoo {
 
 // Dense layers with ReLU between them, on flattened input.
-ModelSpec mlp(const Shape& input = {1, 28, 28}, const std::vector<int64_t>& hidden = {256, 128},
-              int64_t classes = 10);
+ModelSpec mlp(const Shape& input = {1, 28, 28}, const std::vector<int64_t>& hidden = {256, 128}, int64_t classes = 10);
 // LeCun et al. 1998 with ReLU and max pooling: conv 6@5x5 (pad 2), pool,
 // conv 16@5x5, pool, dense 120, dense 84, dense classes.
 ModelSpec lenet5(const Shape& input = {1, 28, 28}, int64_t classes = 10);

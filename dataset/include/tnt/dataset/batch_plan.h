@@ -61,8 +61,7 @@ class BatchPlan {
 
   // This rank's share of (epoch, step); `order` must be order(epoch) (pass it to avoid
   // recomputing the permutation at every step).
-  StepShare share(std::size_t epoch, std::size_t step,
-                  const std::vector<std::size_t>& order) const;
+  StepShare share(std::size_t epoch, std::size_t step, const std::vector<std::size_t>& order) const;
   StepShare share(std::size_t epoch, std::size_t step) const;
   // Identifies the data order: equal fingerprints give the same samples at every (epoch, step)
   // of the global batch. Rank and world size are left out on purpose: with distribution the

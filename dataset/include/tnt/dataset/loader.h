@@ -21,9 +21,9 @@
 namespace tnt::data {
 
 struct MicroBatch {
-  std::vector<float> data;            // local_count × C × H × W, NCHW, contiguous
-  std::vector<std::int32_t> labels;   // local_count
-  std::vector<std::size_t> indices;   // source index of each sample
+  std::vector<float> data;           // local_count × C × H × W, NCHW, contiguous
+  std::vector<std::int32_t> labels;  // local_count
+  std::vector<std::size_t> indices;  // source index of each sample
   SampleShape shape;
   std::size_t local_count = 0;   // may be 0 on some ranks for a small last batch
   std::size_t global_count = 0;  // weight this rank's gradient by local_count / global_count
@@ -40,7 +40,7 @@ struct LoaderPosition {
 struct LoaderOptions {
   BatchPlanOptions plan;  // plan.num_samples is taken from the source
   TransformOptions transform;
-  LoaderPosition start;     // first (epoch, step) produced: resume here from a checkpoint
+  LoaderPosition start;       // first (epoch, step) produced: resume here from a checkpoint
   std::size_t end_epoch = 0;  // first epoch not produced; 0 = no end
   // Batches loaded ahead (the queue bound). 0 = no worker: next() loads in the caller's thread.
   std::size_t prefetch = 2;

@@ -65,26 +65,22 @@ struct SourceConfig {
 
 std::shared_ptr<const Source> make_source(const SourceConfig& config);
 
-std::shared_ptr<const Source> make_idx_source(const std::filesystem::path& images,
-                                              const std::filesystem::path& labels,
+std::shared_ptr<const Source> make_idx_source(const std::filesystem::path& images, const std::filesystem::path& labels,
                                               int num_classes = 10);
 std::shared_ptr<const Source> make_cifar10_source(const std::vector<std::filesystem::path>& files);
-std::shared_ptr<const Source> make_synthetic_source(SampleShape shape, int num_classes,
-                                                    std::size_t size, std::uint64_t seed);
-std::shared_ptr<const Source> make_memory_source(SampleShape shape, int num_classes,
-                                                 std::vector<float> images,
+std::shared_ptr<const Source> make_synthetic_source(SampleShape shape, int num_classes, std::size_t size,
+                                                    std::uint64_t seed);
+std::shared_ptr<const Source> make_memory_source(SampleShape shape, int num_classes, std::vector<float> images,
                                                  std::vector<std::int32_t> labels);
 // Samples [begin, begin + count) of `base`, renumbered from 0 (a shard, or a quick subset).
-std::shared_ptr<const Source> make_subset(std::shared_ptr<const Source> base, std::size_t begin,
-                                          std::size_t count);
+std::shared_ptr<const Source> make_subset(std::shared_ptr<const Source> base, std::size_t begin, std::size_t count);
 
 // Finds the directory of data set `name` ("fashion-mnist", "mnist", "cifar10") that holds every
 // file in `required` (each may also be present with a ".gz" suffix). Tried in order: `explicit_dir`
 // if not empty (and then only it), $TNT_DATA_DIR/<name>, $TNT_DATA_DIR, then
 // <prefix>/share/datasets/<name> for the prefixes /usr and /usr/local. Throws DataError listing
 // every place tried.
-std::filesystem::path locate_dataset(std::string_view name,
-                                     const std::vector<std::string>& required,
+std::filesystem::path locate_dataset(std::string_view name, const std::vector<std::string>& required,
                                      const std::filesystem::path& explicit_dir = {});
 
 }  // namespace tnt::data

@@ -13,8 +13,8 @@
 namespace tnt::data {
 
 struct TransformOptions {
-  std::vector<float> mean;  // empty = no normalisation; else 1 value or one per channel
-  std::vector<float> std;   // same count as mean, each > 0
+  std::vector<float> mean;       // empty = no normalisation; else 1 value or one per channel
+  std::vector<float> std;        // same count as mean, each > 0
   std::size_t crop_padding = 0;  // pad by this many zero pixels, crop back to H×W at random
   bool horizontal_flip = false;  // flip with probability 1/2
   std::uint64_t seed = 0;
@@ -26,8 +26,7 @@ class Transform {
   // Throws DataError if the options do not fit `shape` (channel count, std <= 0, padding >= H or W).
   Transform(TransformOptions options, SampleShape shape);
   // `sample` holds shape.elements() floats; `scratch` is reused between calls by one thread.
-  void apply(std::span<float> sample, std::size_t epoch, std::size_t index,
-             std::vector<float>& scratch) const;
+  void apply(std::span<float> sample, std::size_t epoch, std::size_t index, std::vector<float>& scratch) const;
   const TransformOptions& options() const { return options_; }
 
   // The draws for one sample, exposed for tests: crop offsets in [0, 2*padding], flip bit.

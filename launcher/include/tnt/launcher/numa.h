@@ -8,9 +8,9 @@
 namespace tnt::launcher {
 
 struct NumaNode {
-  int id = 0;               // index in the plan; TNT_PIN_SOCKET
-  std::vector<int> cpus;    // CPUs a pinned rank may run on
-  int memory_node = 0;      // kernel NUMA node that --pin-memory-to-socket binds memory to
+  int id = 0;             // index in the plan; TNT_PIN_SOCKET
+  std::vector<int> cpus;  // CPUs a pinned rank may run on
+  int memory_node = 0;    // kernel NUMA node that --pin-memory-to-socket binds memory to
 };
 
 struct NumaTopology {

@@ -38,8 +38,8 @@ Environment job_environment(const LaunchOptions& opts, const JobPlan& plan);
 
 // The full environment one rank adds to the inherited one: the job's TNT_* variables, its own,
 // then the user's -x exports in the order given. `pin_node` is -1 when not pinned.
-Environment rank_environment(const Environment& job_env, const Environment& exports, int rank,
-                             int local_rank, int local_size, int pin_node, bool pin_memory);
+Environment rank_environment(const Environment& job_env, const Environment& exports, int rank, int local_rank,
+                             int local_size, int pin_node, bool pin_memory);
 
 // A fresh random job token (hex) and a unique job id.
 std::string make_job_token();

@@ -16,7 +16,7 @@ struct JobEnvironment {
   std::string master_addr = "127.0.0.1";
   std::uint16_t master_port = 0;
   std::string job_id = "local";
-  std::string job_token;   // secret shared by the ranks; never sent over the network
+  std::string job_token;          // secret shared by the ranks; never sent over the network
   std::string transport = "tcp";  // tcp | ib
   // The address this rank's data plane listens on; empty: the local address of the
   // connection to the master (the interface that routes to the other ranks).
@@ -30,9 +30,9 @@ struct JobEnvironment {
   std::string tcp_congestion = "reno";
 
   // Network waits. Every wait on the network is bounded by one of these.
-  std::chrono::milliseconds connect_timeout{60'000};    // TNT_CONNECT_TIMEOUT_S: joining the job
-  std::chrono::milliseconds peer_timeout{30'000};       // TNT_PEER_TIMEOUT_S: silence before a peer counts as lost
-  std::chrono::milliseconds handshake_timeout{5'000};   // TNT_HANDSHAKE_TIMEOUT_S: one authentication
+  std::chrono::milliseconds connect_timeout{60'000};   // TNT_CONNECT_TIMEOUT_S: joining the job
+  std::chrono::milliseconds peer_timeout{30'000};      // TNT_PEER_TIMEOUT_S: silence before a peer counts as lost
+  std::chrono::milliseconds handshake_timeout{5'000};  // TNT_HANDSHAKE_TIMEOUT_S: one authentication
 
   // Reads TNT_RANK, TNT_SIZE, ... Throws ConfigError naming the variable that is wrong.
   static JobEnvironment from_env();

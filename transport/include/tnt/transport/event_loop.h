@@ -65,8 +65,10 @@ class EventLoop {
     auto promise = std::make_shared<std::promise<T>>();
     auto future = promise->get_future();
     boost::asio::co_spawn(strand_, std::move(task), [this, promise](std::exception_ptr error, auto... value) {
-      if (error) promise->set_exception(error);
-      else promise->set_value(std::move(value)...);
+      if (error)
+        promise->set_exception(error);
+      else
+        promise->set_value(std::move(value)...);
       wake();
     });
     wait_until([&] { return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });
@@ -104,8 +106,10 @@ inline void EventLoop::run<void>(boost::asio::awaitable<void> task) {
   auto promise = std::make_shared<std::promise<void>>();
   auto future = promise->get_future();
   boost::asio::co_spawn(strand_, std::move(task), [this, promise](std::exception_ptr error) {
-    if (error) promise->set_exception(error);
-    else promise->set_value();
+    if (error)
+      promise->set_exception(error);
+    else
+      promise->set_value();
     wake();
   });
   wait_until([&] { return future.wait_for(std::chrono::seconds(0)) == std::future_status::ready; });

@@ -122,8 +122,8 @@ std::future<reply_t<Req>> ActorRef::request(Req req) const {
   const auto& h = handler<Req>();
   auto sink = std::make_unique<detail::FutureSink<Req>>(cell_);
   auto future = sink->promise.get_future();
-  detail::enqueue(cell_, std::make_unique<detail::RequestEnvelope<Req>>(
-                             h, std::move(req), Reply<reply_t<Req>>(std::move(sink))));
+  detail::enqueue(
+      cell_, std::make_unique<detail::RequestEnvelope<Req>>(h, std::move(req), Reply<reply_t<Req>>(std::move(sink))));
   return future;
 }
 
@@ -133,13 +133,12 @@ void Actor::on(F handler) {
   if constexpr (RequestMessage<Msg>) {
     using R = reply_t<Msg>;
     if constexpr (std::is_invocable_v<F&, Msg&, Reply<R>>) {
-      handlers_[typeid(Msg)] = detail::Handler<Msg>(
-          [f = std::move(handler)](Msg& m, Reply<R>& r) mutable { f(m, std::move(r)); });
+      handlers_[typeid(Msg)] =
+          detail::Handler<Msg>([f = std::move(handler)](Msg& m, Reply<R>& r) mutable { f(m, std::move(r)); });
     } else {
       static_assert(std::is_convertible_v<std::invoke_result_t<F&, Msg&>, R>,
                     "a request handler returns reply_type or takes a Reply<reply_type>");
-      handlers_[typeid(Msg)] = detail::Handler<Msg>(
-          [f = std::move(handler)](Msg& m, Reply<R>& r) mutable { r(f(m)); });
+      handlers_[typeid(Msg)] = detail::Handler<Msg>([f = std::move(handler)](Msg& m, Reply<R>& r) mutable { r(f(m)); });
     }
   } else {
     static_assert(std::is_invocable_v<F&, Msg&>, "a message handler is void(Msg&)");
@@ -151,10 +150,10 @@ template <RequestMessage Req, class F>
 void Actor::request(const ActorRef& to, Req req, F on_reply) {
   using R = reply_t<Req>;
   const auto& h = to.handler<Req>();
-  auto sink = std::make_unique<detail::CallbackSink<Req>>(
-      cell_, to.cell_, std::function<void(R&)>(std::move(on_reply)));
-  detail::enqueue(to.cell_, std::make_unique<detail::RequestEnvelope<Req>>(
-                                h, std::move(req), Reply<R>(std::move(sink))));
+  auto sink =
+      std::make_unique<detail::CallbackSink<Req>>(cell_, to.cell_, std::function<void(R&)>(std::move(on_reply)));
+  detail::enqueue(to.cell_,
+                  std::make_unique<detail::RequestEnvelope<Req>>(h, std::move(req), Reply<R>(std::move(sink))));
 }
 
 }  // namespace tnt::actors

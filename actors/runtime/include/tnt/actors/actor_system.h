@@ -58,11 +58,14 @@ class ActorSystem {
   template <std::derived_from<Actor> A, class... Args>
   ActorRef spawn(const std::string& name, Args&&... args);
 
-  void start();                                 // starts the pools; on_start of each actor
-  void stop(StopMode mode = StopMode::drain);   // asks to stop; returns at once
-  void wait();                                  // until stopped; throws ActorFailed on failure
+  void start();                                      // starts the pools; on_start of each actor
+  void stop(StopMode mode = StopMode::drain);        // asks to stop; returns at once
+  void wait();                                       // until stopped; throws ActorFailed on failure
   bool wait_for(std::chrono::milliseconds timeout);  // as wait(); false if still running
-  void run() { start(); wait(); }
+  void run() {
+    start();
+    wait();
+  }
 
   bool stopped() const;
   std::exception_ptr error() const;  // the ActorFailed, or null

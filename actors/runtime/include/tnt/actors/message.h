@@ -9,7 +9,9 @@
 namespace tnt::actors {
 
 template <class Msg>
-concept RequestMessage = requires { typename Msg::reply_type; };
+concept RequestMessage = requires {
+  typename Msg::reply_type;
+};
 
 template <RequestMessage Req>
 using reply_t = typename Req::reply_type;
@@ -30,8 +32,7 @@ struct ReplySink {
 // to the requester (or nothing, when the system is stopping).
 template <class R>
 class Reply {
-  static_assert(std::is_move_constructible_v<R> && !std::is_void_v<R>,
-                "reply_type is a movable, non-void type");
+  static_assert(std::is_move_constructible_v<R> && !std::is_void_v<R>, "reply_type is a movable, non-void type");
 
  public:
   explicit Reply(std::unique_ptr<detail::ReplySink<R>> sink) : sink_(std::move(sink)) {}

@@ -71,7 +71,7 @@ struct CompileOptions {
   // Multiply the learning rate by the number of ranks (linear scaling rule).
   bool scale_rate_with_ranks = false;
   std::string loss = "sparse_categorical_crossentropy";  // the only loss supported for now
-  std::vector<std::string> metrics = {"accuracy"};        // "accuracy" or none
+  std::vector<std::string> metrics = {"accuracy"};       // "accuracy" or none
 };
 
 // Figures of one epoch or one evaluation, summed over all ranks (equal to a serial run's).
@@ -119,10 +119,10 @@ struct FitOptions {
   // Continue from this checkpoint: weights, optimizer state, data position.
   std::string resume_path;
 
-  std::string csv_path;       // per-epoch metrics (master)
-  std::string timeline_path;  // Chrome-trace JSON of every rank's spans (master writes)
-  bool progress_bar = true;   // Keras-style, master only
-  bool print_steps = false;   // one line per step with its loss and accuracy (master)
+  std::string csv_path;              // per-epoch metrics (master)
+  std::string timeline_path;         // Chrome-trace JSON of every rank's spans (master writes)
+  bool progress_bar = true;          // Keras-style, master only
+  bool print_steps = false;          // one line per step with its loss and accuracy (master)
   std::vector<Callback*> callbacks;  // not owned
 };
 

@@ -100,16 +100,13 @@ struct CallbackEnvelope final : Envelope {
 // The requester has no error channel: a failed or dropped request fails the system.
 template <RequestMessage Req>
 struct CallbackSink final : ReplySink<reply_t<Req>> {
-  CallbackSink(std::shared_ptr<Cell> r, std::shared_ptr<Cell> t,
-               std::function<void(reply_t<Req>&)>&& f)
+  CallbackSink(std::shared_ptr<Cell> r, std::shared_ptr<Cell> t, std::function<void(reply_t<Req>&)>&& f)
       : requester(std::move(r)), target(std::move(t)), on_reply(std::move(f)) {}
   void value(reply_t<Req> v) override {
     // A requester that is already stopping no longer wants replies.
     try_enqueue(requester, std::make_unique<CallbackEnvelope<Req>>(std::move(on_reply), std::move(v)));
   }
-  void error(std::exception_ptr e) override {
-    fail_handling(*target, type_name(typeid(Req)), std::move(e));
-  }
+  void error(std::exception_ptr e) override { fail_handling(*target, type_name(typeid(Req)), std::move(e)); }
   void dropped() override {
     if (running(*target)) fail_handling(*target, type_name(typeid(Req)), dropped_error(*target, typeid(Req)));
   }
