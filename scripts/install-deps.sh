@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
+  clang-format  # scripts/check-format.sh, run by scripts/test.sh
   libboost-dev libboost-system-dev
   capnproto libcapnp-dev
   libssl-dev

@@ -3,5 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+bash scripts/check-format.sh
 bash scripts/build.sh
 ctest --test-dir "${TNT_BUILD_DIR:-build}" --output-on-failure --timeout 600 -j "$(nproc)"
