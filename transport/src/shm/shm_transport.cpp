@@ -36,10 +36,17 @@ constexpr std::uint64_t kMaxMessageBytes = std::uint64_t{1} << 31;
 // writer. Note [Waking a waiting writer]: a writer that finds no room sets `writer_waiting`
 // and looks again; a reader that made room looks at the flag after moving `tail`. With both
 // sides sequentially consistent, one of them sees the other, so a wake-up is never lost.
+//
+// Note [Polling readers]: while the reading rank's blocked caller polls its event loop (the
+// TNT_WAIT_POLL_US window), it also looks at the ring itself, and `reader_polling` says so: the
+// writer then skips the wake-up byte, the system call that would otherwise cost most of a small
+// message's time. The reader lowers the flag before it sleeps and then looks once more; the
+// writer publishes `head` before it reads the flag; again one of them sees the other.
 struct RingControl {
   alignas(64) std::atomic<std::uint64_t> head{0};
   alignas(64) std::atomic<std::uint64_t> tail{0};
   alignas(64) std::atomic<std::uint32_t> writer_waiting{0};
+  alignas(64) std::atomic<std::uint32_t> reader_polling{0};
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
@@ -114,7 +121,7 @@ Ring ring(const Mapping& mapping, int direction) {
 
 class ShmTransport;
 
-class ShmPair final : public Pair {
+class ShmPair final : public Pair, private Poller {
  public:
   // `creator`: this rank made the segment and writes ring 0; the other rank writes ring 1.
   ShmPair(ShmTransport& owner, int peer, std::string peer_name, std::unique_ptr<Mapping> mapping, bool creator,
@@ -138,10 +145,7 @@ class ShmPair final : public Pair {
 
   void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
 
-  void start() {
-    watch();
-    read_some();  // whatever came before we watched
-  }
+  void start();
   void close();
 
  private:
@@ -176,6 +180,14 @@ class ShmPair final : public Pair {
     CompletionSink* sink = nullptr;  // null: it goes to a staging buffer
     std::uint64_t cookie = 0;
   };
+
+  // Poller
+  void set_polling(bool polling) override { in_.control->reader_polling.store(polling ? 1 : 0); }
+  void poll() override {
+    if (failed_) return;
+    read_some();
+    if (!queue_.empty()) write_some();
+  }
 
   void write_some();
   bool room_for(std::uint64_t head, std::size_t need);
@@ -335,7 +347,7 @@ void ShmPair::write_some() {
     const ChunkHeader header{message.tag, message.bytes, chunk, 0};
     out_.copy_in(head, &header, sizeof header);
     out_.copy_in(head + sizeof header, message.data + message.sent, chunk);
-    out_.control->head.store(head + sizeof header + chunk, std::memory_order_release);
+    out_.control->head.store(head + sizeof header + chunk);  // Note [Polling readers]
     wrote = true;
     message.sent += chunk;
     message.started = true;
@@ -344,7 +356,7 @@ void ShmPair::write_some() {
       queue_.pop_front();
     }
   }
-  if (wrote) notify();
+  if (wrote && out_.control->reader_polling.load() == 0) notify();
   if (done.empty()) return;
   // The data is in the ring: the caller's buffer is free. Completed later, never inside send().
   owner_.begin_io();
@@ -465,7 +477,14 @@ void ShmPair::notify() {
   ::send(side_.native_handle(), &kWake, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
+void ShmPair::start() {
+  owner_.loop().add_poller(*this);
+  watch();
+  read_some();  // whatever came before we watched
+}
+
 void ShmPair::close() {
+  owner_.loop().remove_poller(*this);
   closing_ = true;
   boost::system::error_code ignored;
   side_.shutdown(tcp::socket::shutdown_both, ignored);
