@@ -34,16 +34,18 @@ std::string listen_side_channel(tcp::acceptor& acceptor, const asio::ip::address
   return address.is_v6() ? "[" + address.to_string() + "]:" + port : address.to_string() + ":" + port;
 }
 
-namespace {
-
-asio::awaitable<void> connect_to(SideChannelSetup& setup, int peer) {
-  const auto& address = setup.book[peer].data_address;
+tcp::endpoint parse_data_address(const std::string& address) {
   const auto colon = address.rfind(':');
   if (colon == std::string::npos) throw JobError("bad data address '" + address + "'");
   std::string host = address.substr(0, colon);
   if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  tcp::endpoint endpoint(asio::ip::make_address(host),
-                         static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  return tcp::endpoint(asio::ip::make_address(host), static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+}
+
+namespace {
+
+asio::awaitable<void> connect_to(SideChannelSetup& setup, int peer) {
+  const tcp::endpoint endpoint = parse_data_address(setup.book[peer].data_address);
   tcp::socket socket(co_await asio::this_coro::executor);
   SocketDeadline deadline(socket, setup.env.connect_timeout);
   co_await socket.async_connect(endpoint, asio::use_awaitable);
