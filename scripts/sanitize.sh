@@ -77,7 +77,7 @@ run_asan() {
   fi
   timed "asan configure" configure "$dir" -DTNT_SANITIZE=address,undefined "${compiler[@]}" || return 1
   timed "asan build" cmake --build "$dir" -j "$jobs" || return 1
-  sanitizer_env "$PWD/$dir/sanitizer-reports"
+  sanitizer_env "$(realpath -m "$dir")/sanitizer-reports"
   local status=0
   timed "asan tests" ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$(nproc)" || status=1
   check_reports "$dir/sanitizer-reports" "address,undefined" || status=1
@@ -93,7 +93,7 @@ run_tsan() {
     targets+=(tnt-ib-protocol-test tnt-ib-job-test tnt-ib-fake-fabric-test)
   fi
   timed "tsan build" cmake --build "$dir" -j "$jobs" --target "${targets[@]}" || return 1
-  sanitizer_env "$PWD/$dir/sanitizer-reports"
+  sanitizer_env "$(realpath -m "$dir")/sanitizer-reports"
   local status=0
   timed "tsan tests" ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$(nproc)" \
     -L '^(collectives|transport|actors)$' || status=1
