@@ -6,7 +6,7 @@
 
 #include "framing.h"
 #include "fuzz_support.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 #include "wire.capnp.h"
 
 using namespace tnt::transport;

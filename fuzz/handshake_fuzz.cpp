@@ -7,7 +7,7 @@
 
 #include "auth.h"
 #include "fuzz_support.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 using namespace tnt::transport;
 

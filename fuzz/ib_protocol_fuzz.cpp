@@ -13,7 +13,7 @@
 
 #include "fuzz_support.h"
 #include "ib/protocol.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 using namespace tnt::transport;
 using namespace tnt::transport::ib;

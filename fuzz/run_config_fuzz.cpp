@@ -2,10 +2,10 @@
 // parsed, validated, and its canonical text (what ranks compare) taken.
 // Input: the file's text, then after a NUL byte one --set setting per line.
 #include <sstream>
-#include <stdexcept>
 
 #include "fuzz_support.h"
 #include "run_config.h"
+#include "tnt/core/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view input = tnt::fuzz::as_text(data, size);
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const auto config = tnt::trainer::parse_run_config(input.substr(0, nul), "/fuzz/run.toml", settings);
     tnt::trainer::validate(config);
     tnt::trainer::canonical_text(config);
-  } catch (const std::invalid_argument&) {
+  } catch (const tnt::ConfigError&) {
   }
   return 0;
 }

@@ -14,7 +14,7 @@
 #include <span>
 #include <string>
 
-#include "tnt/transport/asio.h"
+#include "tnt/core/asio.h"
 
 namespace tnt::transport {
 

@@ -69,7 +69,7 @@ struct RunConfig {
 // add keys of the file before it is read (path may be empty: settings only).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings = {});
 // The same from a run file's text; `origin` stands for its path (in messages, and relative paths
-// are resolved against its folder). Throws std::invalid_argument on bad input.
+// are resolved against its folder). Throws tnt::ConfigError on bad input.
 RunConfig parse_run_config(std::string_view text, const std::string& origin,
                            const std::vector<std::string>& settings = {});
 // Throws std::invalid_argument for inconsistent settings.

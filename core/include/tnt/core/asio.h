@@ -1,6 +1,6 @@
 #pragma once
-// Boost 1.74's asio/awaitable.hpp uses std::exchange without including <utility>;
-// every tnt file includes Asio through this header so that C++20 builds work.
+// The one way tnt includes Boost.Asio. Boost 1.74's asio/awaitable.hpp uses std::exchange
+// without including <utility>, which breaks under C++20 unless <utility> comes first.
 #include <utility>
 
 // Boost 1.74 turns co_await on for clang only with libc++'s <experimental/coroutine>; clang
