@@ -1,11 +1,12 @@
 // `tnt-launch --agent`: the per-host side of a remote launch, started by tnt-launch over ssh.
 //
-// Protocol on standard input (lines; values escaped with escape_field):
-//   "tnt-agent 1", then "check" + a check request block, answered with
+// Protocol on standard input (lines; values escaped with escape_field; blocks are records, Note
+// [Records] in record.h):
+//   "tnt-agent 1", then "check" + a check request record, answered with
 //   "check ok <nodes> <port> <warning>" or "check fail <message>"; then "launch" + a HostLaunch
-//   block (the job token is in it, so it never appears on a command line), or "abort".
-//   Or "cleanup" + "program P", "force 0|1", "grace_ms N", "end", answered with "info <text>"
-//   lines and "cleanup ok|fail".
+//   record (the job token is in it, so it never appears on a command line), or "abort".
+//   Or "cleanup" + a cleanup request record, answered with "info <text>" lines and
+//   "cleanup ok|fail".
 // While ranks run, the agent writes "started", "out R <line>", "err R <line>", "exit R <wait
 // status>" and finally "done"; it reads "signal N" and "kill". End of input means tnt-launch or
 // its ssh is gone: the ranks are stopped and the agent exits.
@@ -24,6 +25,7 @@
 #include "launch.h"
 #include "local_ranks.h"
 #include "process.h"
+#include "record.h"
 #include "registry.h"
 #include "signals.h"
 
@@ -32,7 +34,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Buffered line reader over standard input, blocking for the request phase.
+// Buffered line reader over standard input, blocking for the request phase. Bounded: a line or
+// a request block longer than a record may be ends the input (Note [Records] in record.h).
 class InputLines {
  public:
   bool next(std::string& line) {
@@ -43,6 +46,7 @@ class InputLines {
         buffer_.erase(0, nl + 1);
         return true;
       }
+      if (buffer_.size() > RecordLimits{}.max_bytes) return false;
       char buf[4096];
       const ssize_t r = read(STDIN_FILENO, buf, sizeof(buf));
       if (r < 0 && errno == EINTR) continue;
@@ -57,6 +61,7 @@ class InputLines {
     while (next(line)) {
       text += line + "\n";
       if (line == "end") return true;
+      if (text.size() > RecordLimits{}.max_bytes) return false;
     }
     return false;
   }
@@ -191,6 +196,25 @@ int run_ranks(HostLaunch spec, InputLines& input) {
   return 0;
 }
 
+int run_cleanup_request(InputLines& input) {
+  std::string block;
+  CleanupRequest req;
+  try {
+    if (!input.block(block)) throw RecordError("cleanup request: truncated (no 'end' line)");
+    req = decode_cleanup_request(block);
+  } catch (const RecordError& e) {
+    send_line("info " + escape_field(std::string("agent: ") + e.what()));
+    send_line("cleanup fail");
+    return 1;
+  }
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  const CleanupResult r = cleanup_host(name, req);
+  for (const auto& m : r.messages) send_line("info " + escape_field(m));
+  send_line(r.ok ? "cleanup ok" : "cleanup fail");
+  return r.ok ? 0 : 1;
+}
+
 }  // namespace
 
 int run_agent(const LaunchOptions&) {
@@ -202,31 +226,16 @@ int run_agent(const LaunchOptions&) {
     return 1;
   }
   if (!input.next(line)) return 1;
+  if (line == "cleanup") return run_cleanup_request(input);
   std::string block;
-  if (line == "cleanup") {
-    std::string program;
-    bool force = false;
-    double grace = 2.0;
-    while (input.next(line) && line != "end") {
-      const auto sp = line.find(' ');
-      const std::string key = line.substr(0, sp);
-      const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
-      if (key == "program") program = unescape_field(value);
-      if (key == "force") force = value == "1";
-      if (key == "grace_ms") grace = std::atoi(value.c_str()) / 1000.0;
-    }
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    const CleanupResult r = cleanup_host(name, program, force, grace);
-    for (const auto& m : r.messages) send_line("info " + escape_field(m));
-    send_line(r.ok ? "cleanup ok" : "cleanup fail");
-    return r.ok ? 0 : 1;
-  }
-  if (line != "check" || !input.block(block)) {
-    send_line("check fail " + escape_field("agent: malformed request"));
+  CheckRequest req;
+  try {
+    if (line != "check" || !input.block(block)) throw RecordError("malformed request");
+    req = decode_check_request(block);
+  } catch (const RecordError& e) {
+    send_line("check fail " + escape_field(std::string("agent: ") + e.what()));
     return 1;
   }
-  const CheckRequest req = decode_check_request(block);
   if (!req.cwd.empty() && chdir(req.cwd.c_str()) != 0) {
     // Not fatal: like mpirun, ranks then start in the home directory.
   }
@@ -238,8 +247,15 @@ int run_agent(const LaunchOptions&) {
   send_line("check ok " + std::to_string(res.numa_nodes) + " " + std::to_string(res.port) + " " +
             escape_field(res.warning));
   if (!input.next(line) || line != "launch") return 0;  // "abort" or tnt-launch gone
-  if (!input.block(block)) return 1;
-  return run_ranks(deserialize_host_launch(block), input);
+  HostLaunch spec;
+  try {
+    if (!input.block(block)) throw RecordError("host launch description: truncated (no 'end' line)");
+    spec = deserialize_host_launch(block);
+  } catch (const RecordError& e) {
+    send_line("fail " + escape_field(std::string("agent: ") + e.what()));
+    return 1;
+  }
+  return run_ranks(std::move(spec), input);
 }
 
 }  // namespace tnt::launcher::detail

@@ -7,13 +7,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdlib>
-#include <sstream>
 #include <stdexcept>
 
 #include "host_launch.h"
 #include "process.h"
+#include "record.h"
 #include "registry.h"
 #include "tnt/launcher/numa.h"
 
@@ -79,7 +78,10 @@ CheckResult check_host(const CheckRequest& req) {
   return res;
 }
 
-CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force, double grace_s) {
+CleanupResult cleanup_host(const std::string& host, const CleanupRequest& req) {
+  const std::string& program = req.program;
+  const bool force = req.force;
+  const double grace_s = req.grace_s;
   CleanupResult res;
   const char* path_env = std::getenv("PATH");
   const std::string resolved = find_program(program, path_env ? path_env : "");
@@ -157,51 +159,40 @@ CleanupResult cleanup_host(const std::string& host, const std::string& program, 
 }
 
 std::string encode_check_request(const CheckRequest& r) {
-  std::ostringstream out;
-  out << "host " << escape_field(r.host) << "\n";
-  out << "program " << escape_field(r.program) << "\n";
-  out << "cwd " << escape_field(r.cwd) << "\n";
-  out << "n_ranks " << r.n_ranks << "\n";
-  out << "pin " << (r.pin ? 1 : 0) << "\n";
-  out << "numa_topology " << escape_field(r.numa_topology) << "\n";
-  out << "want_port " << r.want_port << "\n";
-  out << "end\n";
-  return out.str();
+  RecordWriter w;
+  w.add("host", r.host).add("program", r.program).add("cwd", r.cwd).add("n_ranks", r.n_ranks).add("pin", r.pin);
+  w.add("numa_topology", r.numa_topology).add("want_port", r.want_port);
+  return w.finish();
 }
 
 CheckRequest decode_check_request(const std::string& block) {
+  const Record rec =
+      Record::parse(block, "check request", {"host", "program", "cwd", "n_ranks", "pin", "numa_topology", "want_port"});
   CheckRequest r;
-  std::istringstream in(block);
-  std::string line;
-  auto num = [](const std::string& v) {
-    int x = 0;
-    auto res = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (res.ec != std::errc{}) throw std::runtime_error("check request: bad number '" + v + "'");
-    return x;
-  };
-  while (std::getline(in, line)) {
-    const auto sp = line.find(' ');
-    const std::string key = line.substr(0, sp);
-    const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
-    if (key == "host")
-      r.host = unescape_field(value);
-    else if (key == "program")
-      r.program = unescape_field(value);
-    else if (key == "cwd")
-      r.cwd = unescape_field(value);
-    else if (key == "n_ranks")
-      r.n_ranks = num(value);
-    else if (key == "pin")
-      r.pin = num(value) != 0;
-    else if (key == "numa_topology")
-      r.numa_topology = unescape_field(value);
-    else if (key == "want_port")
-      r.want_port = num(value);
-    else if (key == "end")
-      break;
-    else
-      throw std::runtime_error("check request: unknown line '" + key + "'");
-  }
+  r.host = rec.text("host");
+  r.program = rec.text("program");
+  if (r.program.empty()) throw rec.error("program", "the program is empty");
+  r.cwd = rec.text("cwd");
+  r.n_ranks = static_cast<int>(rec.integer("n_ranks", 1, kMaxRanksPerHost));
+  r.pin = rec.flag("pin");
+  r.numa_topology = rec.text("numa_topology");
+  r.want_port = static_cast<int>(rec.integer("want_port", -1, 65535));
+  return r;
+}
+
+std::string encode_cleanup_request(const CleanupRequest& r) {
+  RecordWriter w;
+  w.add("program", r.program).add("force", r.force).add("grace_ms", static_cast<long long>(r.grace_s * 1000));
+  return w.finish();
+}
+
+CleanupRequest decode_cleanup_request(const std::string& block) {
+  const Record rec = Record::parse(block, "cleanup request", {"program", "force", "grace_ms"});
+  CleanupRequest r;
+  r.program = rec.text("program");
+  if (r.program.empty()) throw rec.error("program", "the program is empty");
+  r.force = rec.flag("force");
+  r.grace_s = static_cast<double>(rec.integer("grace_ms", 0, 600'000)) / 1000.0;
   return r;
 }
 

@@ -35,12 +35,21 @@ struct CleanupResult {
   std::vector<std::string> messages;
 };
 
-// Stops this user's registered jobs of `program` on this host: SIGTERM to the supervisor and each
-// rank's process group, then (with `force`) SIGKILL to what did not stop within `grace_s`.
-CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force, double grace_s);
+struct CleanupRequest {
+  std::string program;  // argv[0] as given to tnt-launch --cleanup
+  bool force = false;   // SIGKILL what SIGTERM did not stop
+  double grace_s = 2.0;
+};
 
-// Request blocks on the agent's standard input: "key value" lines (values escaped), then "end".
+// Stops this user's registered jobs of `req.program` on this host: SIGTERM to the supervisor and
+// each rank's process group, then (with `force`) SIGKILL to what did not stop within `grace_s`.
+CleanupResult cleanup_host(const std::string& host, const CleanupRequest& req);
+
+// The requests tnt-launch sends to its agent are records (Note [Records] in record.h); decoding
+// throws RecordError.
 std::string encode_check_request(const CheckRequest& r);
 CheckRequest decode_check_request(const std::string& block);
+std::string encode_cleanup_request(const CleanupRequest& r);
+CleanupRequest decode_cleanup_request(const std::string& block);
 
 }  // namespace tnt::launcher::detail
