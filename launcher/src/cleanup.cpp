@@ -36,7 +36,7 @@ int run_cleanup(const LaunchOptions& opts) {
   SshSettings ssh = ssh_settings(opts);
   // Longer than a live supervisor's own SIGTERM -> SIGKILL escalation, so it gets to finish it.
   const double grace = opts.stop_grace_s + 1.0;
-  const CleanupRequest request{opts.program[0], opts.force, grace};
+  const CleanupRequest request{opts.program[0], opts.force, grace, opts.dry_run};
   bool ok = true;
   // Remote hosts first, all at once; each answers with "info" lines and "cleanup ok|fail".
   struct Session {

@@ -148,9 +148,8 @@ long long Record::integer(std::string_view key, long long min, long long max) co
   const Field* f = single(key, true);
   long long v = 0;
   if (!parse_integer(f->value, min, max, v)) {
-    throw RecordError(what_ + ": line " + std::to_string(f->line) + ": " + std::string(key) + " '" +
-                      excerpt(f->value) + "' is not a whole number from " + std::to_string(min) + " to " +
-                      std::to_string(max));
+    throw RecordError(what_ + ": line " + std::to_string(f->line) + ": " + std::string(key) + " '" + excerpt(f->value) +
+                      "' is not a whole number from " + std::to_string(min) + " to " + std::to_string(max));
   }
   return v;
 }

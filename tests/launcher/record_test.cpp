@@ -60,7 +60,7 @@ TEST(Record, HostLaunchRoundTripKeepsEveryByte) {
 }
 
 TEST(Record, CheckAndCleanupRequestsAndRegistryEntriesRoundTrip) {
-  CheckRequest c{"node2", "tnt train", "/w", 3, true, "0;1", 0};
+  CheckRequest c{"node2", "tnt train", "/w", 3, true, "0;1", 0, 7};
   const CheckRequest c2 = decode_check_request(encode_check_request(c));
   EXPECT_EQ(c2.host, "node2");
   EXPECT_EQ(c2.program, "tnt train");
@@ -68,11 +68,13 @@ TEST(Record, CheckAndCleanupRequestsAndRegistryEntriesRoundTrip) {
   EXPECT_TRUE(c2.pin);
   EXPECT_EQ(c2.numa_topology, "0;1");
   EXPECT_EQ(c2.want_port, 0);
+  EXPECT_EQ(c2.ssh_clients, 7);
 
-  const CleanupRequest k = decode_cleanup_request(encode_cleanup_request({"prog", true, 2.5}));
+  const CleanupRequest k = decode_cleanup_request(encode_cleanup_request({"prog", true, 2.5, true}));
   EXPECT_EQ(k.program, "prog");
   EXPECT_TRUE(k.force);
   EXPECT_DOUBLE_EQ(k.grace_s, 2.5);
+  EXPECT_TRUE(k.dry_run);
 
   RegistryEntry e;
   e.job_id = "tnt-x";
@@ -113,8 +115,7 @@ TEST(Record, MalformedHostLaunchesAreRefusedNamingTheLine) {
   EXPECT_NE(decode(replace("pin 1", "pin 2")).find("pin '2' is not a whole number from 0 to 1"), std::string::npos);
   EXPECT_NE(decode(replace("host node1", "bogus node1")).find("line 1: unknown key 'bogus'"), std::string::npos);
   EXPECT_NE(decode(replace("host node1", "Host node1")).find("is not a 'key value' line"), std::string::npos);
-  EXPECT_NE(decode(replace("host node1", "host")).find("line 1: 'host' is not a 'key value' line"),
-            std::string::npos);
+  EXPECT_NE(decode(replace("host node1", "host")).find("line 1: 'host' is not a 'key value' line"), std::string::npos);
   EXPECT_NE(decode(replace("cwd /work dir", "cwd /work\\x")).find("unknown escape '\\x'"), std::string::npos);
   EXPECT_NE(decode(replace("cwd /work dir", "cwd /work\\")).find("lone backslash"), std::string::npos);
   EXPECT_NE(decode(replace("env TNT_SIZE=4", "env 4SIZE=4")).find("not NAME=VALUE"), std::string::npos);
@@ -132,11 +133,13 @@ TEST(Record, SizesAreBounded) {
   RecordLimits small;
   small.max_bytes = 64;
   small.max_fields = 3;
-  EXPECT_NE(error_of([&] { Record::parse(std::string(65, 'a'), "r", {"a"}, small); })
-                .find("65 bytes, more than the 64 a record may have"),
+  EXPECT_NE(error_of([&] {
+              Record::parse(std::string(65, 'a'), "r", {"a"}, small);
+            }).find("65 bytes, more than the 64 a record may have"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { Record::parse("a 1\na 2\na 3\na 4\nend\n", "r", {"a"}, small); })
-                .find("line 4: more than 3 fields"),
+  EXPECT_NE(error_of([&] {
+              Record::parse("a 1\na 2\na 3\na 4\nend\n", "r", {"a"}, small);
+            }).find("line 4: more than 3 fields"),
             std::string::npos);
   EXPECT_EQ(Record::parse("a 1\na 2\na 3\nend\n", "r", {"a"}, small).all("a").size(), 3u);
   const std::string long_key(33, 'k');
@@ -149,22 +152,27 @@ TEST(Record, SizesAreBounded) {
 
 TEST(Record, MalformedRequestsAndRegistryEntriesAreRefused) {
   EXPECT_NE(error_of([] {
-              decode_check_request("host h\nprogram p\ncwd /\nn_ranks 0\npin 0\nnuma_topology \nwant_port -1\nend\n");
+              decode_check_request(
+                  "host h\nprogram p\ncwd /\nn_ranks 0\npin 0\nnuma_topology \nwant_port -1\nssh_clients 0\nend\n");
             }).find("n_ranks '0'"),
             std::string::npos);
   EXPECT_NE(error_of([] {
-              decode_check_request("host h\nprogram p\ncwd /\nn_ranks 1\npin 0\nnuma_topology \nwant_port 70000\nend\n");
+              decode_check_request(
+                  "host h\nprogram p\ncwd /\nn_ranks 1\npin 0\nnuma_topology \nwant_port 70000\nssh_clients 0\nend\n");
             }).find("want_port '70000'"),
             std::string::npos);
-  EXPECT_NE(error_of([] { decode_cleanup_request("program \nforce 0\ngrace_ms 10\nend\n"); }).find("program is empty"),
+  EXPECT_NE(error_of([] {
+              decode_cleanup_request("program \nforce 0\ngrace_ms 10\ndry_run 0\nend\n");
+            }).find("program is empty"),
             std::string::npos);
-  EXPECT_NE(error_of([] { decode_cleanup_request("program p\nforce 0\nend\n"); }).find("no 'grace_ms' line"),
+  EXPECT_NE(error_of([] { decode_cleanup_request("program p\nforce 0\ndry_run 0\nend\n"); }).find("no 'grace_ms' line"),
             std::string::npos);
   const std::string head = "job j\nprogram p\nexecutable /p\n";
   for (const char* bad : {"process 0 12\n", "process 0 12 34 56\n", "process 0 -5 34\n", "process x 12 34\n",
                           "process 0 12 0\n", "process 0  12 34\n"}) {
-    EXPECT_NE(error_of([&] { decode_registry_entry(head + bad + "end\n", "/r/f.job"); })
-                  .find("job registry file /r/f.job: line 4: process"),
+    EXPECT_NE(error_of([&] {
+                decode_registry_entry(head + bad + "end\n", "/r/f.job");
+              }).find("job registry file /r/f.job: line 4: process"),
               std::string::npos)
         << bad;
   }

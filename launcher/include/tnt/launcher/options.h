@@ -16,6 +16,9 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The largest --fusion-threshold (KiB): 4 GiB, far above any useful bucket.
+inline constexpr int kMaxFusionThresholdKb = 4 << 20;
+
 enum class Mode { launch, help, version, cleanup, agent };
 
 struct LaunchOptions {
@@ -29,7 +32,7 @@ struct LaunchOptions {
   bool pin_memory_to_socket = false;
   std::string numa_topology;  // --numa-topology (explicit topology, mainly for tests)
   std::string transport = "tcp";
-  int fusion_threshold_kb = 32;
+  int fusion_threshold_kb = 32;  // 1 .. kMaxFusionThresholdKb
   std::string log_level = "INFO";
   bool log_on_all_devices = false;
   bool output_on_all_devices = false;
