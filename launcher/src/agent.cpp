@@ -91,110 +91,127 @@ class AgentSink : public RankSink {
   }
 };
 
-int run_ranks(HostLaunch spec, InputLines& input) {
-  set_log_level(spec.log_level);
-  EventLoop loop;
-  const int signal_fd = open_signal_fd();
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
-    spdlog::warn("host {}: cannot enter {}: ranks start in {}", spec.host, spec.cwd,
-                 std::getenv("HOME") ? std::getenv("HOME") : "/");
-  }
-  AgentSink sink;
-  const double grace = spec.stop_grace_s;
-  LocalRanks ranks(spec, loop, sink);
-  std::optional<Clock::time_point> kill_at;
-  bool input_open = true;
+// One host's ranks under the agent: started, watched, stopped on "signal N" / "kill" from
+// tnt-launch, and stopped when its input closes.
+class AgentRanks {
+ public:
+  AgentRanks(HostLaunch spec, InputLines& input)
+      : spec_(std::move(spec)), input_(input), grace_(spec_.stop_grace_s), ranks_(spec_, loop_, sink_) {}
 
-  auto stop = [&](int sig) {
-    ranks.signal_running(sig);
-    if (!kill_at) {
-      kill_at = Clock::now() + std::chrono::milliseconds(static_cast<long long>(grace * 1000));
+  int run() {
+    set_log_level(spec_.log_level);
+    signal_fd_ = open_signal_fd();
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    if (!spec_.cwd.empty() && chdir(spec_.cwd.c_str()) != 0) {
+      spdlog::warn("host {}: cannot enter {}: ranks start in {}", spec_.host, spec_.cwd,
+                   std::getenv("HOME") ? std::getenv("HOME") : "/");
     }
-  };
-  auto on_command = [&](std::string_view line) {
+    try {
+      ranks_.start();
+    } catch (const std::exception& e) {
+      send_line(std::string("fail ") + escape_field(e.what()));
+      return 1;
+    }
+    std::string registry_path;
+    try {
+      registry_path = register_job(spec_.job_id, spec_.program[0], ranks_.pids(), spec_.first_rank);
+    } catch (const std::exception& e) {
+      spdlog::warn("host {}: {} (--cleanup will not find this job)", spec_.host, e.what());
+    }
+    send_line("started");
+    watch_input();
+    loop_.watch(signal_fd_, [this](short) { on_signal(); });
+    supervise();
+    remove_registry(registry_path);
+    if (input_open_) send_line("done");
+    return 0;
+  }
+
+ private:
+  void stop(int sig) {
+    ranks_.signal_running(sig);
+    if (!kill_at_) kill_at_ = Clock::now() + std::chrono::milliseconds(static_cast<long long>(grace_ * 1000));
+  }
+
+  void on_command(std::string_view line) {
     if (line.rfind("signal ", 0) == 0) {
       stop(std::atoi(std::string(line.substr(7)).c_str()));
     } else if (line == "kill") {
-      ranks.signal_running(SIGKILL);
+      ranks_.signal_running(SIGKILL);
     }
-  };
-
-  try {
-    ranks.start();
-  } catch (const std::exception& e) {
-    send_line(std::string("fail ") + escape_field(e.what()));
-    return 1;
   }
-  std::string registry_path;
-  try {
-    registry_path = register_job(spec.job_id, spec.program[0], ranks.pids(), spec.first_rank);
-  } catch (const std::exception& e) {
-    spdlog::warn("host {}: {} (--cleanup will not find this job)", spec.host, e.what());
-  }
-  send_line("started");
 
-  LineSplitter commands;
-  set_nonblocking(STDIN_FILENO);
-  commands.feed(input.take_rest(), on_command);
-  loop.watch(STDIN_FILENO, [&](short) {
-    std::string data;
-    const bool open = read_available(STDIN_FILENO, data);
-    commands.feed(data, on_command);
-    if (!open) {
-      loop.unwatch(STDIN_FILENO);
-      input_open = false;
-      spdlog::debug("host {}: tnt-launch is gone: stopping {} rank(s)", spec.host, ranks.running());
-      stop(SIGTERM);
-    }
-  });
-  loop.watch(signal_fd, [&](short) {
-    for (int sig = read_signal(signal_fd); sig != 0; sig = read_signal(signal_fd)) {
-      if (sig == SIGCHLD) {
-        for (;;) {
-          int status = 0;
-          const pid_t pid = waitpid(-1, &status, WNOHANG);
-          if (pid <= 0) break;
-          ranks.on_child_exit(pid, status);
-        }
-      } else {
+  void watch_input() {
+    auto handle = [this](std::string_view l) { on_command(l); };
+    set_nonblocking(STDIN_FILENO);
+    commands_.feed(input_.take_rest(), handle);
+    loop_.watch(STDIN_FILENO, [this, handle](short) {
+      std::string data;
+      const bool open = read_available(STDIN_FILENO, data);
+      commands_.feed(data, handle);
+      if (!open) {
+        loop_.unwatch(STDIN_FILENO);
+        input_open_ = false;
+        spdlog::debug("host {}: tnt-launch is gone: stopping {} rank(s)", spec_.host, ranks_.running());
         stop(SIGTERM);
       }
-    }
-  });
+    });
+  }
 
-  std::optional<Clock::time_point> drain_until;
-  while (!ranks.finished()) {
-    if (ranks.all_exited()) {
-      kill_at.reset();  // nothing left to kill
-      if (!drain_until) {
-        kill_adopted_children({});
-        drain_until = Clock::now() + std::chrono::seconds(1);
-      } else if (Clock::now() >= *drain_until) {
-        ranks.abandon_output();
-        break;
+  void on_signal() {
+    for (int sig = read_signal(signal_fd_); sig != 0; sig = read_signal(signal_fd_)) {
+      if (sig != SIGCHLD) {
+        stop(SIGTERM);
+        continue;
+      }
+      for (;;) {
+        int status = 0;
+        const pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) break;
+        ranks_.on_child_exit(pid, status);
       }
     }
-    int timeout_ms = -1;
-    if (drain_until) {
-      timeout_ms = static_cast<int>(std::max<long long>(
-                       0, std::chrono::duration_cast<std::chrono::milliseconds>(*drain_until - Clock::now()).count())) +
-                   1;
-    }
-    if (kill_at) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::max<long long>(0, left));
-    }
-    loop.poll_once(timeout_ms);
-    if (kill_at && Clock::now() >= *kill_at) {
-      ranks.signal_running(SIGKILL);
-      kill_at.reset();
+  }
+
+  static int ms_until(Clock::time_point t) {
+    return static_cast<int>(
+        std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count()));
+  }
+
+  void supervise() {
+    std::optional<Clock::time_point> drain_until;
+    while (!ranks_.finished()) {
+      if (ranks_.all_exited()) {
+        kill_at_.reset();  // nothing left to kill
+        if (!drain_until) {
+          kill_adopted_children({});
+          drain_until = Clock::now() + std::chrono::seconds(1);
+        } else if (Clock::now() >= *drain_until) {
+          ranks_.abandon_output();
+          break;
+        }
+      }
+      int timeout_ms = drain_until ? ms_until(*drain_until) + 1 : -1;
+      if (kill_at_) timeout_ms = ms_until(*kill_at_);
+      loop_.poll_once(timeout_ms);
+      if (kill_at_ && Clock::now() >= *kill_at_) {
+        ranks_.signal_running(SIGKILL);
+        kill_at_.reset();
+      }
     }
   }
-  remove_registry(registry_path);
-  if (input_open) send_line("done");
-  return 0;
-}
+
+  HostLaunch spec_;
+  InputLines& input_;
+  double grace_;
+  EventLoop loop_;
+  AgentSink sink_;
+  LocalRanks ranks_;
+  LineSplitter commands_;
+  int signal_fd_ = -1;
+  bool input_open_ = true;
+  std::optional<Clock::time_point> kill_at_;
+};
 
 int run_cleanup_request(InputLines& input) {
   std::string block;
@@ -255,7 +272,7 @@ int run_agent(const LaunchOptions&) {
     send_line("fail " + escape_field(std::string("agent: ") + e.what()));
     return 1;
   }
-  return run_ranks(std::move(spec), input);
+  return AgentRanks(std::move(spec), input).run();
 }
 
 }  // namespace tnt::launcher::detail
