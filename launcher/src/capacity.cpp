@@ -127,10 +127,10 @@ std::string check_capacity(int ranks, int ssh_clients, const std::string& host, 
   if (limits.open_files >= 0) {
     const long long need = limits.open_now + kFilesPerRank * n + kFilesPerSsh * ssh_clients + kSpareFiles;
     if (need > limits.open_files) {
-      problems.push_back("they need about " + str(need) + " open files in tnt-launch, but RLIMIT_NOFILE (ulimit -n) is " +
-                         str(limits.open_files) + " (raise it with ulimit -n " + str(need) +
-                         (limits.open_files_hard >= 0 ? "; the hard limit is " + str(limits.open_files_hard) : "") +
-                         ")");
+      problems.push_back(
+          "they need about " + str(need) + " open files in tnt-launch, but RLIMIT_NOFILE (ulimit -n) is " +
+          str(limits.open_files) + " (raise it with ulimit -n " + str(need) +
+          (limits.open_files_hard >= 0 ? "; the hard limit is " + str(limits.open_files_hard) : "") + ")");
       fit = std::min(fit, (limits.open_files - (need - kFilesPerRank * n)) / kFilesPerRank);
     }
   }

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "tnt/core/settings.h"
+
 namespace tnt::launcher {
 namespace {
 
@@ -82,9 +84,9 @@ void add_job_options(CLI::App& app, LaunchOptions& opts, Extras& x) {
   app.add_option("--transport", opts.transport, "Data transport of the job (TNT_TRANSPORT)")
       ->check(CLI::IsMember({"tcp", "ib"}));
   // The range is checked in finish_options, whose message says what is valid.
-  app.add_option(
-      "--fusion-threshold", opts.fusion_threshold_kb,
-      "Gradient fusion threshold in KiB, 1 to " + std::to_string(kMaxFusionThresholdKb) + " (TNT_FUSION_THRESHOLD_KB)");
+  app.add_option("--fusion-threshold", opts.fusion_threshold_kb,
+                 "Gradient fusion threshold in KiB, " + std::to_string(settings::kFusionThresholdKb.min_kib) + " to " +
+                     std::to_string(settings::kFusionThresholdKb.max_kib) + " (TNT_FUSION_THRESHOLD_KB)");
   app.add_option("--log-level", opts.log_level, "INFO, WARNING, DEBUG or ERROR (TNT_LOG_LEVEL)")
       ->transform(CLI::IsMember({"INFO", "WARNING", "DEBUG", "ERROR"}, CLI::ignore_case));
   app.add_flag("--log-on-all-devices", opts.log_on_all_devices,
@@ -132,9 +134,12 @@ void finish_options(const CLI::App& app, const Extras& x, LaunchOptions& opts) {
   for (const auto& e : x.exports) opts.exports.push_back(parse_export(e));
   std::transform(opts.log_level.begin(), opts.log_level.end(), opts.log_level.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (opts.fusion_threshold_kb < 1 || opts.fusion_threshold_kb > kMaxFusionThresholdKb) {
+  // The ranks would refuse the value (core/'s settings table has the range): refuse it here, once.
+  const auto& fusion = settings::kFusionThresholdKb;
+  if (opts.fusion_threshold_kb < fusion.min_kib || opts.fusion_threshold_kb > fusion.max_kib) {
     throw UsageError("--fusion-threshold " + std::to_string(opts.fusion_threshold_kb) +
-                     ": must be a whole number of KiB from 1 to " + std::to_string(kMaxFusionThresholdKb));
+                     ": must be a whole number of KiB from " + std::to_string(fusion.min_kib) + " to " +
+                     std::to_string(fusion.max_kib) + " (" + std::string(fusion.name) + ")");
   }
   if (app.count("-n") > 0) {
     if (x.n < 1) throw UsageError("-n " + std::to_string(x.n) + ": the number of ranks must be at least 1");
@@ -169,9 +174,7 @@ void check_launch_options(const CLI::App& app, const LaunchOptions& opts) {
 
 LaunchOptions parse_command_line(const std::vector<std::string>& args) {
   LaunchOptions opts;
-  if (const char* ssh = std::getenv("TNT_LAUNCH_SSH"); ssh != nullptr && *ssh != '\0') {
-    opts.ssh_command = ssh;
-  }
+  opts.ssh_command = settings::kLaunchSsh.read();
   const std::vector<std::string> own = split_off_program(args, opts);
 
   CLI::App app{"tnt-launch: start a tnt job (or any program) on local and remote hosts", "tnt-launch"};

@@ -2,11 +2,12 @@
 #pragma once
 
 #include <cstddef>
-#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "tnt/core/error.h"
 
 namespace tnt::launcher::detail {
 
@@ -23,9 +24,9 @@ namespace tnt::launcher::detail {
 // range and anything after "end" are errors that name the record and the line.
 
 // A malformed record. The message names the record, the line and what is wrong.
-class RecordError : public std::runtime_error {
+class RecordError : public DataError {
  public:
-  using std::runtime_error::runtime_error;
+  using DataError::DataError;
 };
 
 struct RecordLimits {

@@ -253,7 +253,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"BadExportName", {"-n", "2", "-x", "1BAD=x", "--", "/bin/true"}, "not a valid environment"},
         BadInvocation{"ProgramWithoutSeparator", {"-n", "2", "/bin/true"}, "put the program after --"},
         BadInvocation{
-            "FusionThresholdZero", {"-n", "2", "--fusion-threshold", "0", "--", "/bin/true"}, "from 1 to 4194304"}),
+            "FusionThresholdZero", {"-n", "2", "--fusion-threshold", "0", "--", "/bin/true"}, "from 1 to 1048576"}),
     [](const auto& param_info) { return param_info.param.name; });
 
 TEST(LocalLaunch, BusyMasterPortIsRefused) {

@@ -11,7 +11,7 @@
 
 #include "auth.h"
 #include "framing.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 #include "wire.capnp.h"
 
 namespace tnt::transport {

@@ -37,7 +37,8 @@
 #include "../side_channel.h"
 #include "protocol.h"
 #include "registration_cache.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
+#include "tnt/core/settings.h"
 #include "verbs.h"
 
 namespace tnt::transport {
@@ -62,27 +63,14 @@ struct Settings {
   static Settings from_env();
 };
 
-long long env_integer(const char* name, long long fallback, long long min, long long max) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text, &end, 10);
-  if (end == text || *end != '\0' || errno || value < min || value > max) {
-    throw ConfigError(std::string(name) + "='" + text + "' is not an integer in [" + std::to_string(min) + ", " +
-                      std::to_string(max) + "]");
-  }
-  return value;
-}
-
 Settings Settings::from_env() {
   Settings s;
-  if (const char* device = std::getenv("TNT_IB_DEVICE")) s.device = device;
-  s.port = static_cast<int>(env_integer("TNT_IB_PORT", 0, 0, 255));
-  s.gid_index = static_cast<int>(env_integer("TNT_IB_GID_INDEX", -1, -1, 255));
-  s.eager_limit = static_cast<std::size_t>(env_integer("TNT_IB_EAGER_KB", 16, 0, 1024)) * 1024;
-  s.recv_slots = static_cast<std::uint32_t>(env_integer("TNT_IB_BUFFERS", 32, 4, 4096));
-  s.cache_bytes = static_cast<std::size_t>(env_integer("TNT_IB_REG_CACHE_MB", 0, 0, 1 << 24)) << 20;
+  s.device = settings::kIbDevice.read();
+  s.port = static_cast<int>(settings::kIbPort.read());
+  s.gid_index = static_cast<int>(settings::kIbGidIndex.read());
+  s.eager_limit = settings::kIbEagerKb.read();
+  s.recv_slots = static_cast<std::uint32_t>(settings::kIbBuffers.read());
+  s.cache_bytes = static_cast<std::size_t>(settings::kIbRegCacheMb.read()) << 20;
   return s;
 }
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport::ib {
 

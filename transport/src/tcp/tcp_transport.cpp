@@ -11,7 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "../side_channel.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport {
 namespace asio = boost::asio;

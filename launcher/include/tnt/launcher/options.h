@@ -3,21 +3,19 @@
 #pragma once
 
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tnt/core/error.h"
+
 namespace tnt::launcher {
 
 // A bad command line: the message says what is wrong and how to fix it.
-class UsageError : public std::runtime_error {
+class UsageError : public ConfigError {
  public:
-  using std::runtime_error::runtime_error;
+  using ConfigError::ConfigError;
 };
-
-// The largest --fusion-threshold (KiB): 4 GiB, far above any useful bucket.
-inline constexpr int kMaxFusionThresholdKb = 4 << 20;
 
 enum class Mode { launch, help, version, cleanup, agent };
 
@@ -32,7 +30,7 @@ struct LaunchOptions {
   bool pin_memory_to_socket = false;
   std::string numa_topology;  // --numa-topology (explicit topology, mainly for tests)
   std::string transport = "tcp";
-  int fusion_threshold_kb = 32;  // 1 .. kMaxFusionThresholdKb
+  int fusion_threshold_kb = 32;  // within settings::kFusionThresholdKb's range
   std::string log_level = "INFO";
   bool log_on_all_devices = false;
   bool output_on_all_devices = false;
