@@ -1,11 +1,12 @@
 // `tnt-launch --agent`: the per-host side of a remote launch, started by tnt-launch over ssh.
 //
-// Protocol on standard input (lines; values escaped with escape_field):
-//   "tnt-agent 1", then "check" + a check request block, answered with
+// Protocol on standard input (lines; values escaped with escape_field; blocks are records, Note
+// [Records] in record.h):
+//   "tnt-agent 1", then "check" + a check request record, answered with
 //   "check ok <nodes> <port> <warning>" or "check fail <message>"; then "launch" + a HostLaunch
-//   block (the job token is in it, so it never appears on a command line), or "abort".
-//   Or "cleanup" + "program P", "force 0|1", "grace_ms N", "end", answered with "info <text>"
-//   lines and "cleanup ok|fail".
+//   record (the job token is in it, so it never appears on a command line), or "abort".
+//   Or "cleanup" + a cleanup request record, answered with "info <text>" lines and
+//   "cleanup ok|fail".
 // While ranks run, the agent writes "started", "out R <line>", "err R <line>", "exit R <wait
 // status>" and finally "done"; it reads "signal N" and "kill". End of input means tnt-launch or
 // its ssh is gone: the ranks are stopped and the agent exits.
@@ -24,6 +25,7 @@
 #include "launch.h"
 #include "local_ranks.h"
 #include "process.h"
+#include "record.h"
 #include "registry.h"
 #include "signals.h"
 
@@ -32,7 +34,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Buffered line reader over standard input, blocking for the request phase.
+// Buffered line reader over standard input, blocking for the request phase. Bounded: a line or
+// a request block longer than a record may be ends the input (Note [Records] in record.h).
 class InputLines {
  public:
   bool next(std::string& line) {
@@ -43,6 +46,7 @@ class InputLines {
         buffer_.erase(0, nl + 1);
         return true;
       }
+      if (buffer_.size() > RecordLimits{}.max_bytes) return false;
       char buf[4096];
       const ssize_t r = read(STDIN_FILENO, buf, sizeof(buf));
       if (r < 0 && errno == EINTR) continue;
@@ -57,6 +61,7 @@ class InputLines {
     while (next(line)) {
       text += line + "\n";
       if (line == "end") return true;
+      if (text.size() > RecordLimits{}.max_bytes) return false;
     }
     return false;
   }
@@ -86,109 +91,145 @@ class AgentSink : public RankSink {
   }
 };
 
-int run_ranks(HostLaunch spec, InputLines& input) {
-  set_log_level(spec.log_level);
-  EventLoop loop;
-  const int signal_fd = open_signal_fd();
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  if (!spec.cwd.empty() && chdir(spec.cwd.c_str()) != 0) {
-    spdlog::warn("host {}: cannot enter {}: ranks start in {}", spec.host, spec.cwd,
-                 std::getenv("HOME") ? std::getenv("HOME") : "/");
-  }
-  AgentSink sink;
-  const double grace = spec.stop_grace_s;
-  LocalRanks ranks(spec, loop, sink);
-  std::optional<Clock::time_point> kill_at;
-  bool input_open = true;
+// One host's ranks under the agent: started, watched, stopped on "signal N" / "kill" from
+// tnt-launch, and stopped when its input closes.
+class AgentRanks {
+ public:
+  AgentRanks(HostLaunch spec, InputLines& input)
+      : spec_(std::move(spec)), input_(input), grace_(spec_.stop_grace_s), ranks_(spec_, loop_, sink_) {}
 
-  auto stop = [&](int sig) {
-    ranks.signal_running(sig);
-    if (!kill_at) {
-      kill_at = Clock::now() + std::chrono::milliseconds(static_cast<long long>(grace * 1000));
+  int run() {
+    set_log_level(spec_.log_level);
+    signal_fd_ = open_signal_fd();
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    if (!spec_.cwd.empty() && chdir(spec_.cwd.c_str()) != 0) {
+      spdlog::warn("host {}: cannot enter {}: ranks start in {}", spec_.host, spec_.cwd,
+                   std::getenv("HOME") ? std::getenv("HOME") : "/");
     }
-  };
-  auto on_command = [&](std::string_view line) {
+    try {
+      ranks_.start();
+    } catch (const std::exception& e) {
+      send_line(std::string("fail ") + escape_field(e.what()));
+      return 1;
+    }
+    std::string registry_path;
+    try {
+      registry_path = register_job(spec_.job_id, spec_.program[0], ranks_.pids(), spec_.first_rank);
+    } catch (const std::exception& e) {
+      spdlog::warn("host {}: {} (--cleanup will not find this job)", spec_.host, e.what());
+    }
+    send_line("started");
+    watch_input();
+    loop_.watch(signal_fd_, [this](short) { on_signal(); });
+    supervise();
+    remove_registry(registry_path);
+    if (input_open_) send_line("done");
+    return 0;
+  }
+
+ private:
+  void stop(int sig) {
+    ranks_.signal_running(sig);
+    if (!kill_at_) kill_at_ = Clock::now() + std::chrono::milliseconds(static_cast<long long>(grace_ * 1000));
+  }
+
+  void on_command(std::string_view line) {
     if (line.rfind("signal ", 0) == 0) {
       stop(std::atoi(std::string(line.substr(7)).c_str()));
     } else if (line == "kill") {
-      ranks.signal_running(SIGKILL);
+      ranks_.signal_running(SIGKILL);
     }
-  };
-
-  try {
-    ranks.start();
-  } catch (const std::exception& e) {
-    send_line(std::string("fail ") + escape_field(e.what()));
-    return 1;
   }
-  std::string registry_path;
-  try {
-    registry_path = register_job(spec.job_id, spec.program[0], ranks.pids(), spec.first_rank);
-  } catch (const std::exception& e) {
-    spdlog::warn("host {}: {} (--cleanup will not find this job)", spec.host, e.what());
-  }
-  send_line("started");
 
-  LineSplitter commands;
-  set_nonblocking(STDIN_FILENO);
-  commands.feed(input.take_rest(), on_command);
-  loop.watch(STDIN_FILENO, [&](short) {
-    std::string data;
-    const bool open = read_available(STDIN_FILENO, data);
-    commands.feed(data, on_command);
-    if (!open) {
-      loop.unwatch(STDIN_FILENO);
-      input_open = false;
-      spdlog::debug("host {}: tnt-launch is gone: stopping {} rank(s)", spec.host, ranks.running());
-      stop(SIGTERM);
-    }
-  });
-  loop.watch(signal_fd, [&](short) {
-    for (int sig = read_signal(signal_fd); sig != 0; sig = read_signal(signal_fd)) {
-      if (sig == SIGCHLD) {
-        for (;;) {
-          int status = 0;
-          const pid_t pid = waitpid(-1, &status, WNOHANG);
-          if (pid <= 0) break;
-          ranks.on_child_exit(pid, status);
-        }
-      } else {
+  void watch_input() {
+    auto handle = [this](std::string_view l) { on_command(l); };
+    set_nonblocking(STDIN_FILENO);
+    commands_.feed(input_.take_rest(), handle);
+    loop_.watch(STDIN_FILENO, [this, handle](short) {
+      std::string data;
+      const bool open = read_available(STDIN_FILENO, data);
+      commands_.feed(data, handle);
+      if (!open) {
+        loop_.unwatch(STDIN_FILENO);
+        input_open_ = false;
+        spdlog::debug("host {}: tnt-launch is gone: stopping {} rank(s)", spec_.host, ranks_.running());
         stop(SIGTERM);
       }
-    }
-  });
+    });
+  }
 
-  std::optional<Clock::time_point> drain_until;
-  while (!ranks.finished()) {
-    if (ranks.all_exited()) {
-      kill_at.reset();  // nothing left to kill
-      if (!drain_until) {
-        kill_adopted_children({});
-        drain_until = Clock::now() + std::chrono::seconds(1);
-      } else if (Clock::now() >= *drain_until) {
-        ranks.abandon_output();
-        break;
+  void on_signal() {
+    for (int sig = read_signal(signal_fd_); sig != 0; sig = read_signal(signal_fd_)) {
+      if (sig != SIGCHLD) {
+        stop(SIGTERM);
+        continue;
+      }
+      for (;;) {
+        int status = 0;
+        const pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid <= 0) break;
+        ranks_.on_child_exit(pid, status);
       }
     }
-    int timeout_ms = -1;
-    if (drain_until) {
-      timeout_ms = static_cast<int>(std::max<long long>(
-                       0, std::chrono::duration_cast<std::chrono::milliseconds>(*drain_until - Clock::now()).count())) +
-                   1;
-    }
-    if (kill_at) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*kill_at - Clock::now()).count();
-      timeout_ms = static_cast<int>(std::max<long long>(0, left));
-    }
-    loop.poll_once(timeout_ms);
-    if (kill_at && Clock::now() >= *kill_at) {
-      ranks.signal_running(SIGKILL);
-      kill_at.reset();
+  }
+
+  static int ms_until(Clock::time_point t) {
+    return static_cast<int>(
+        std::max<long long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count()));
+  }
+
+  void supervise() {
+    std::optional<Clock::time_point> drain_until;
+    while (!ranks_.finished()) {
+      if (ranks_.all_exited()) {
+        kill_at_.reset();  // nothing left to kill
+        if (!drain_until) {
+          kill_adopted_children({});
+          drain_until = Clock::now() + std::chrono::seconds(1);
+        } else if (Clock::now() >= *drain_until) {
+          ranks_.abandon_output();
+          break;
+        }
+      }
+      int timeout_ms = drain_until ? ms_until(*drain_until) + 1 : -1;
+      if (kill_at_) timeout_ms = ms_until(*kill_at_);
+      loop_.poll_once(timeout_ms);
+      if (kill_at_ && Clock::now() >= *kill_at_) {
+        ranks_.signal_running(SIGKILL);
+        kill_at_.reset();
+      }
     }
   }
-  remove_registry(registry_path);
-  if (input_open) send_line("done");
-  return 0;
+
+  HostLaunch spec_;
+  InputLines& input_;
+  double grace_;
+  EventLoop loop_;
+  AgentSink sink_;
+  LocalRanks ranks_;
+  LineSplitter commands_;
+  int signal_fd_ = -1;
+  bool input_open_ = true;
+  std::optional<Clock::time_point> kill_at_;
+};
+
+int run_cleanup_request(InputLines& input) {
+  std::string block;
+  CleanupRequest req;
+  try {
+    if (!input.block(block)) throw RecordError("cleanup request: truncated (no 'end' line)");
+    req = decode_cleanup_request(block);
+  } catch (const RecordError& e) {
+    send_line("info " + escape_field(std::string("agent: ") + e.what()));
+    send_line("cleanup fail");
+    return 1;
+  }
+  char name[256] = {};
+  gethostname(name, sizeof(name) - 1);
+  const CleanupResult r = cleanup_host(name, req);
+  for (const auto& m : r.messages) send_line("info " + escape_field(m));
+  send_line(r.ok ? "cleanup ok" : "cleanup fail");
+  return r.ok ? 0 : 1;
 }
 
 }  // namespace
@@ -202,31 +243,16 @@ int run_agent(const LaunchOptions&) {
     return 1;
   }
   if (!input.next(line)) return 1;
+  if (line == "cleanup") return run_cleanup_request(input);
   std::string block;
-  if (line == "cleanup") {
-    std::string program;
-    bool force = false;
-    double grace = 2.0;
-    while (input.next(line) && line != "end") {
-      const auto sp = line.find(' ');
-      const std::string key = line.substr(0, sp);
-      const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
-      if (key == "program") program = unescape_field(value);
-      if (key == "force") force = value == "1";
-      if (key == "grace_ms") grace = std::atoi(value.c_str()) / 1000.0;
-    }
-    char name[256] = {};
-    gethostname(name, sizeof(name) - 1);
-    const CleanupResult r = cleanup_host(name, program, force, grace);
-    for (const auto& m : r.messages) send_line("info " + escape_field(m));
-    send_line(r.ok ? "cleanup ok" : "cleanup fail");
-    return r.ok ? 0 : 1;
-  }
-  if (line != "check" || !input.block(block)) {
-    send_line("check fail " + escape_field("agent: malformed request"));
+  CheckRequest req;
+  try {
+    if (line != "check" || !input.block(block)) throw RecordError("malformed request");
+    req = decode_check_request(block);
+  } catch (const RecordError& e) {
+    send_line("check fail " + escape_field(std::string("agent: ") + e.what()));
     return 1;
   }
-  const CheckRequest req = decode_check_request(block);
   if (!req.cwd.empty() && chdir(req.cwd.c_str()) != 0) {
     // Not fatal: like mpirun, ranks then start in the home directory.
   }
@@ -238,8 +264,15 @@ int run_agent(const LaunchOptions&) {
   send_line("check ok " + std::to_string(res.numa_nodes) + " " + std::to_string(res.port) + " " +
             escape_field(res.warning));
   if (!input.next(line) || line != "launch") return 0;  // "abort" or tnt-launch gone
-  if (!input.block(block)) return 1;
-  return run_ranks(deserialize_host_launch(block), input);
+  HostLaunch spec;
+  try {
+    if (!input.block(block)) throw RecordError("host launch description: truncated (no 'end' line)");
+    spec = deserialize_host_launch(block);
+  } catch (const RecordError& e) {
+    send_line("fail " + escape_field(std::string("agent: ") + e.what()));
+    return 1;
+  }
+  return AgentRanks(std::move(spec), input).run();
 }
 
 }  // namespace tnt::launcher::detail

@@ -12,10 +12,23 @@
 #include "launch.h"
 #include "launch_common.h"
 #include "process.h"
+#include "record.h"
 
 namespace tnt::launcher::detail {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string printable_info(const std::string& escaped) {
+  try {
+    return unescape_field(escaped);
+  } catch (const RecordError&) {
+    return escaped;  // shown as it came rather than dropped
+  }
+}
+
+}  // namespace
 
 int run_cleanup(const LaunchOptions& opts) {
   JobPlan plan = make_plan(opts);
@@ -23,6 +36,7 @@ int run_cleanup(const LaunchOptions& opts) {
   SshSettings ssh = ssh_settings(opts);
   // Longer than a live supervisor's own SIGTERM -> SIGKILL escalation, so it gets to finish it.
   const double grace = opts.stop_grace_s + 1.0;
+  const CleanupRequest request{opts.program[0], opts.force, grace, opts.dry_run};
   bool ok = true;
   // Remote hosts first, all at once; each answers with "info" lines and "cleanup ok|fail".
   struct Session {
@@ -42,14 +56,12 @@ int run_cleanup(const LaunchOptions& opts) {
     Session s;
     s.host = h.name;
     s.child = spawn(req);
-    write_all(s.child.stdin_fd, "tnt-agent 1\ncleanup\nprogram " + escape_field(opts.program[0]) + "\nforce " +
-                                    (opts.force ? "1" : "0") + "\ngrace_ms " +
-                                    std::to_string(static_cast<int>(grace * 1000)) + "\nend\n");
+    write_all(s.child.stdin_fd, "tnt-agent 1\ncleanup\n" + encode_cleanup_request(request));
     sessions.push_back(std::move(s));
   }
   for (const auto& h : plan.hosts) {
     if (!h.local) continue;
-    const CleanupResult r = cleanup_host(h.name, opts.program[0], opts.force, grace);
+    const CleanupResult r = cleanup_host(h.name, request);
     for (const auto& m : r.messages) std::printf("%s\n", m.c_str());
     ok = ok && r.ok;
   }
@@ -70,7 +82,7 @@ int run_cleanup(const LaunchOptions& opts) {
     std::istringstream lines(s.out);
     std::string line;
     while (std::getline(lines, line)) {
-      if (line.rfind("info ", 0) == 0) std::printf("%s\n", unescape_field(line.substr(5)).c_str());
+      if (line.rfind("info ", 0) == 0) std::printf("%s\n", printable_info(line.substr(5)).c_str());
       if (line == "cleanup ok" || line == "cleanup fail") s.done = line == "cleanup ok";
       if (line.rfind("cleanup", 0) == 0 && line != "cleanup ok") s.done = false;
     }

@@ -7,13 +7,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <charconv>
+#include <cstdio>
 #include <cstdlib>
-#include <sstream>
 #include <stdexcept>
 
+#include "capacity.h"
 #include "host_launch.h"
 #include "process.h"
+#include "record.h"
 #include "registry.h"
 #include "tnt/launcher/numa.h"
 
@@ -51,6 +52,10 @@ CheckResult check_host(const CheckRequest& req) {
         ": install it there or give its full path";
     return res;
   }
+  if (std::string m = check_capacity(req.n_ranks, req.ssh_clients, req.host, read_system_limits()); !m.empty()) {
+    res.message = std::move(m);
+    return res;
+  }
   if (req.pin) {
     NumaTopology topo;
     try {
@@ -79,129 +84,164 @@ CheckResult check_host(const CheckRequest& req) {
   return res;
 }
 
-CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force, double grace_s) {
-  CleanupResult res;
+namespace {
+
+std::vector<RegistryEntry> registered_jobs_of(const std::string& program) {
   const char* path_env = std::getenv("PATH");
   const std::string resolved = find_program(program, path_env ? path_env : "");
   std::vector<RegistryEntry> matching;
   for (auto& e : read_registry()) {
-    const bool same = e.program == program || (!resolved.empty() && e.executable == resolved);
-    if (same) matching.push_back(std::move(e));
+    if (e.program == program || (!resolved.empty() && e.executable == resolved)) matching.push_back(std::move(e));
   }
-  if (matching.empty()) {
-    res.messages.push_back("host " + host + ": no registered job of '" + program + "'");
-    return res;
-  }
-  auto alive = [](const RegistryEntry& e) {
-    int n = 0;
+  return matching;
+}
+
+int alive(const std::vector<RegistryEntry>& jobs) {
+  int n = 0;
+  for (const auto& e : jobs) {
     for (const auto& p : e.processes) n += still_running(p) ? 1 : 0;
-    return n;
-  };
-  // Supervisor first: it then stops its ranks in order instead of reporting them as failed.
-  for (const auto& e : matching) {
+  }
+  return n;
+}
+
+// SIGTERM goes to the supervisor first: it then stops its ranks in order instead of reporting them
+// as failed. A rank's whole process group gets the signal.
+void signal_jobs(const std::vector<RegistryEntry>& jobs, int sig) {
+  for (const auto& e : jobs) {
     for (const auto& p : e.processes) {
       if (!still_running(p)) continue;
-      if (p.rank < 0) {
-        kill(p.pid, SIGTERM);
-      } else {
-        kill(-p.pid, SIGTERM);
-        kill(p.pid, SIGTERM);
-      }
+      if (p.rank >= 0) kill(-p.pid, sig);
+      kill(p.pid, sig);
     }
   }
+}
+
+// Polls until nothing of `jobs` runs or `seconds` have passed; true if nothing runs.
+bool wait_until_stopped(const std::vector<RegistryEntry>& jobs, double seconds) {
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
-  auto elapsed = [&] {
+  for (;;) {
+    if (alive(jobs) == 0) return true;
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    return static_cast<double>(now.tv_sec - start.tv_sec) + static_cast<double>(now.tv_nsec - start.tv_nsec) * 1e-9;
-  };
-  auto total_alive = [&] {
-    int n = 0;
-    for (const auto& e : matching) n += alive(e);
-    return n;
-  };
-  while (total_alive() > 0 && elapsed() < grace_s) {
+    const double elapsed =
+        static_cast<double>(now.tv_sec - start.tv_sec) + static_cast<double>(now.tv_nsec - start.tv_nsec) * 1e-9;
+    if (elapsed >= seconds) return false;
     timespec ts{0, 20 * 1000 * 1000};
     nanosleep(&ts, nullptr);
   }
-  if (total_alive() > 0 && force) {
-    for (const auto& e : matching) {
-      for (const auto& p : e.processes) {
-        if (!still_running(p)) continue;
-        if (p.rank >= 0) kill(-p.pid, SIGKILL);
-        kill(p.pid, SIGKILL);
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", s);
+  return buf;
+}
+
+int rank_count(const RegistryEntry& e) {
+  int ranks = 0;
+  for (const auto& p : e.processes) ranks += p.rank >= 0 ? 1 : 0;
+  return ranks;
+}
+
+// --cleanup --dry-run: what would be signalled, and nothing is.
+void describe_planned_stop(const std::string& host, const CleanupRequest& req, const std::vector<RegistryEntry>& jobs,
+                           CleanupResult& res) {
+  for (const auto& e : jobs) {
+    std::string ranks;
+    std::string supervisor;
+    for (const auto& p : e.processes) {
+      if (!still_running(p)) continue;
+      if (p.rank < 0) {
+        supervisor = ", supervisor pid " + std::to_string(p.pid);
+      } else {
+        if (!ranks.empty()) ranks += ' ';
+        ranks += std::to_string(p.pid);
       }
     }
-    const double kill_deadline = elapsed() + 2;
-    while (total_alive() > 0 && elapsed() < kill_deadline) {
-      timespec ts{0, 20 * 1000 * 1000};
-      nanosleep(&ts, nullptr);
+    if (ranks.empty() && supervisor.empty()) {
+      res.messages.push_back("host " + host + ": job " + e.job_id + " of '" + e.program + "' has nothing running");
+      continue;
     }
+    res.messages.push_back(
+        "host " + host + ": would stop job " + e.job_id + " of '" + e.program + "' (" + std::to_string(rank_count(e)) +
+        " rank(s), pids " + (ranks.empty() ? "none" : ranks) + supervisor + ") with SIGTERM" +
+        (req.force ? ", then SIGKILL what still runs after " + seconds_text(req.grace_s) + " s" : ""));
+  }
+}
+
+}  // namespace
+
+CleanupResult cleanup_host(const std::string& host, const CleanupRequest& req) {
+  CleanupResult res;
+  const std::vector<RegistryEntry> matching = registered_jobs_of(req.program);
+  if (matching.empty()) {
+    res.messages.push_back("host " + host + ": no registered job of '" + req.program + "'");
+    return res;
+  }
+  if (req.dry_run) {
+    describe_planned_stop(host, req, matching, res);
+    return res;
+  }
+  signal_jobs(matching, SIGTERM);
+  if (!wait_until_stopped(matching, req.grace_s) && req.force) {
+    signal_jobs(matching, SIGKILL);
+    wait_until_stopped(matching, 2.0);
   }
   for (const auto& e : matching) {
-    const int left = alive(e);
-    int ranks = 0;
-    for (const auto& p : e.processes) ranks += p.rank >= 0 ? 1 : 0;
+    const int left = alive({e});
     if (left == 0) {
       res.messages.push_back("host " + host + ": stopped job " + e.job_id + " of '" + e.program + "' (" +
-                             std::to_string(ranks) + " rank(s))");
+                             std::to_string(rank_count(e)) + " rank(s))");
       remove_registry(e.path);
     } else {
       res.ok = false;
       res.messages.push_back("host " + host + ": job " + e.job_id + " still has " + std::to_string(left) +
-                             " process(es) running" + (force ? "" : "; use --cleanup --force to SIGKILL them"));
+                             " process(es) running" + (req.force ? "" : "; use --cleanup --force to SIGKILL them"));
     }
   }
   return res;
 }
 
 std::string encode_check_request(const CheckRequest& r) {
-  std::ostringstream out;
-  out << "host " << escape_field(r.host) << "\n";
-  out << "program " << escape_field(r.program) << "\n";
-  out << "cwd " << escape_field(r.cwd) << "\n";
-  out << "n_ranks " << r.n_ranks << "\n";
-  out << "pin " << (r.pin ? 1 : 0) << "\n";
-  out << "numa_topology " << escape_field(r.numa_topology) << "\n";
-  out << "want_port " << r.want_port << "\n";
-  out << "end\n";
-  return out.str();
+  RecordWriter w;
+  w.add("host", r.host).add("program", r.program).add("cwd", r.cwd).add("n_ranks", r.n_ranks).add("pin", r.pin);
+  w.add("numa_topology", r.numa_topology).add("want_port", r.want_port).add("ssh_clients", r.ssh_clients);
+  return w.finish();
 }
 
 CheckRequest decode_check_request(const std::string& block) {
+  const Record rec =
+      Record::parse(block, "check request",
+                    {"host", "program", "cwd", "n_ranks", "pin", "numa_topology", "want_port", "ssh_clients"});
   CheckRequest r;
-  std::istringstream in(block);
-  std::string line;
-  auto num = [](const std::string& v) {
-    int x = 0;
-    auto res = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (res.ec != std::errc{}) throw std::runtime_error("check request: bad number '" + v + "'");
-    return x;
-  };
-  while (std::getline(in, line)) {
-    const auto sp = line.find(' ');
-    const std::string key = line.substr(0, sp);
-    const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
-    if (key == "host")
-      r.host = unescape_field(value);
-    else if (key == "program")
-      r.program = unescape_field(value);
-    else if (key == "cwd")
-      r.cwd = unescape_field(value);
-    else if (key == "n_ranks")
-      r.n_ranks = num(value);
-    else if (key == "pin")
-      r.pin = num(value) != 0;
-    else if (key == "numa_topology")
-      r.numa_topology = unescape_field(value);
-    else if (key == "want_port")
-      r.want_port = num(value);
-    else if (key == "end")
-      break;
-    else
-      throw std::runtime_error("check request: unknown line '" + key + "'");
-  }
+  r.host = rec.text("host");
+  r.program = rec.text("program");
+  if (r.program.empty()) throw rec.error("program", "the program is empty");
+  r.cwd = rec.text("cwd");
+  r.n_ranks = static_cast<int>(rec.integer("n_ranks", 1, kMaxRanksPerHost));
+  r.pin = rec.flag("pin");
+  r.numa_topology = rec.text("numa_topology");
+  r.want_port = static_cast<int>(rec.integer("want_port", -1, 65535));
+  r.ssh_clients = static_cast<int>(rec.integer("ssh_clients", 0, kMaxRanksPerHost));
+  return r;
+}
+
+std::string encode_cleanup_request(const CleanupRequest& r) {
+  RecordWriter w;
+  w.add("program", r.program).add("force", r.force).add("grace_ms", static_cast<long long>(r.grace_s * 1000));
+  w.add("dry_run", r.dry_run);
+  return w.finish();
+}
+
+CleanupRequest decode_cleanup_request(const std::string& block) {
+  const Record rec = Record::parse(block, "cleanup request", {"program", "force", "grace_ms", "dry_run"});
+  CleanupRequest r;
+  r.program = rec.text("program");
+  if (r.program.empty()) throw rec.error("program", "the program is empty");
+  r.force = rec.flag("force");
+  r.grace_s = static_cast<double>(rec.integer("grace_ms", 0, 600'000)) / 1000.0;
+  r.dry_run = rec.flag("dry_run");
   return r;
 }
 

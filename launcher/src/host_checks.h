@@ -14,7 +14,8 @@ struct CheckRequest {
   int n_ranks = 0;
   bool pin = false;
   std::string numa_topology;
-  int want_port = -1;  // -1: not the master host; 0: pick a free port; P: check P is free
+  int want_port = -1;   // -1: not the master host; 0: pick a free port; P: check P is free
+  int ssh_clients = 0;  // ssh clients the checking process runs beside the ranks (tnt-launch's own host)
 };
 
 struct CheckResult {
@@ -25,6 +26,7 @@ struct CheckResult {
   int port = 0;  // with want_port >= 0
 };
 
+// The program, the machine's capacity for the ranks (capacity.h), pinning and the master port.
 CheckResult check_host(const CheckRequest& req);
 
 // Binds `wanted` (0: any free port) on all IPv4 addresses; returns the port, or 0 if taken.
@@ -35,12 +37,23 @@ struct CleanupResult {
   std::vector<std::string> messages;
 };
 
-// Stops this user's registered jobs of `program` on this host: SIGTERM to the supervisor and each
-// rank's process group, then (with `force`) SIGKILL to what did not stop within `grace_s`.
-CleanupResult cleanup_host(const std::string& host, const std::string& program, bool force, double grace_s);
+struct CleanupRequest {
+  std::string program;  // argv[0] as given to tnt-launch --cleanup
+  bool force = false;   // SIGKILL what SIGTERM did not stop
+  double grace_s = 2.0;
+  bool dry_run = false;  // only say what would be stopped
+};
 
-// Request blocks on the agent's standard input: "key value" lines (values escaped), then "end".
+// Stops this user's registered jobs of `req.program` on this host: SIGTERM to the supervisor and
+// each rank's process group, then (with `force`) SIGKILL to what did not stop within `grace_s`.
+// With `dry_run` it signals nothing and only says, per job, what it would stop.
+CleanupResult cleanup_host(const std::string& host, const CleanupRequest& req);
+
+// The requests tnt-launch sends to its agent are records (Note [Records] in record.h); decoding
+// throws RecordError.
 std::string encode_check_request(const CheckRequest& r);
 CheckRequest decode_check_request(const std::string& block);
+std::string encode_cleanup_request(const CleanupRequest& r);
+CleanupRequest decode_cleanup_request(const std::string& block);
 
 }  // namespace tnt::launcher::detail

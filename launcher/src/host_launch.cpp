@@ -1,125 +1,72 @@
 #include "host_launch.h"
 
-#include <charconv>
-#include <sstream>
-#include <stdexcept>
+#include <algorithm>
+#include <cctype>
+#include <climits>
+
+#include "record.h"
 
 namespace tnt::launcher::detail {
 namespace {
 
-int to_int(const std::string& s, const std::string& key) {
-  int v = 0;
-  auto r = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (r.ec != std::errc{} || r.ptr != s.data() + s.size()) {
-    throw std::runtime_error("host launch description: bad number '" + s + "' for " + key);
+constexpr const char* kWhat = "host launch description";
+
+void add_variables(RecordWriter& w, std::string_view key, const Environment& env) {
+  for (const auto& [name, value] : env) w.add(key, name + "=" + value);
+}
+
+Environment variables(const Record& r, std::string_view key) {
+  Environment env;
+  for (const auto& item : r.all(key)) {
+    const auto eq = item.find('=');
+    const std::string name = item.substr(0, std::min(eq, item.size()));
+    const bool valid = !name.empty() && !std::isdigit(static_cast<unsigned char>(name[0])) &&
+                       std::all_of(name.begin(), name.end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (eq == std::string::npos || !valid) {
+      throw r.error(key, "'" + item.substr(0, 40) + "' is not NAME=VALUE with a valid variable name");
+    }
+    env.emplace_back(name, item.substr(eq + 1));
   }
-  return v;
+  return env;
 }
 
 }  // namespace
 
-std::string escape_field(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-std::string unescape_field(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 1 < s.size()) {
-      const char n = s[++i];
-      out += n == 'n' ? '\n' : n == 'r' ? '\r' : n;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 std::string serialize(const HostLaunch& h) {
-  std::ostringstream out;
-  out << "host " << escape_field(h.host) << "\n";
-  out << "job_id " << escape_field(h.job_id) << "\n";
-  out << "cwd " << escape_field(h.cwd) << "\n";
-  for (const auto& a : h.program) out << "arg " << escape_field(a) << "\n";
-  for (const auto& [k, v] : h.job_env) out << "env " << k << "=" << escape_field(v) << "\n";
-  for (const auto& [k, v] : h.exports) out << "export " << k << "=" << escape_field(v) << "\n";
-  out << "first_rank " << h.first_rank << "\n";
-  out << "n_ranks " << h.n_ranks << "\n";
-  out << "pin " << (h.pin ? 1 : 0) << "\n";
-  out << "pin_memory " << (h.pin_memory ? 1 : 0) << "\n";
-  out << "numa_topology " << escape_field(h.numa_topology) << "\n";
-  out << "log_level " << h.log_level << "\n";
-  out << "stop_grace_ms " << static_cast<int>(h.stop_grace_s * 1000) << "\n";
-  out << "end\n";
-  return out.str();
+  RecordWriter w;
+  w.add("host", h.host).add("job_id", h.job_id).add("cwd", h.cwd);
+  for (const auto& a : h.program) w.add("arg", a);
+  add_variables(w, "env", h.job_env);
+  add_variables(w, "export", h.exports);
+  w.add("first_rank", h.first_rank).add("n_ranks", h.n_ranks).add("pin", h.pin).add("pin_memory", h.pin_memory);
+  w.add("numa_topology", h.numa_topology).add("log_level", h.log_level);
+  w.add("stop_grace_ms", static_cast<long long>(h.stop_grace_s * 1000));
+  return w.finish();
 }
 
 HostLaunch deserialize_host_launch(const std::string& text) {
+  const Record r = Record::parse(text, kWhat,
+                                 {"host", "job_id", "cwd", "arg", "env", "export", "first_rank", "n_ranks", "pin",
+                                  "pin_memory", "numa_topology", "log_level", "stop_grace_ms"});
   HostLaunch h;
-  std::istringstream in(text);
-  std::string line;
-  bool ended = false;
-  while (std::getline(in, line)) {
-    const auto sp = line.find(' ');
-    const std::string key = line.substr(0, sp);
-    const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
-    auto env_pair = [&] {
-      const auto eq = value.find('=');
-      if (eq == std::string::npos) {
-        throw std::runtime_error("host launch description: bad variable '" + value + "'");
-      }
-      return std::make_pair(value.substr(0, eq), unescape_field(value.substr(eq + 1)));
-    };
-    if (key == "host") {
-      h.host = unescape_field(value);
-    } else if (key == "job_id") {
-      h.job_id = unescape_field(value);
-    } else if (key == "cwd") {
-      h.cwd = unescape_field(value);
-    } else if (key == "arg") {
-      h.program.push_back(unescape_field(value));
-    } else if (key == "env") {
-      h.job_env.push_back(env_pair());
-    } else if (key == "export") {
-      h.exports.push_back(env_pair());
-    } else if (key == "first_rank") {
-      h.first_rank = to_int(value, key);
-    } else if (key == "n_ranks") {
-      h.n_ranks = to_int(value, key);
-    } else if (key == "pin") {
-      h.pin = to_int(value, key) != 0;
-    } else if (key == "pin_memory") {
-      h.pin_memory = to_int(value, key) != 0;
-    } else if (key == "numa_topology") {
-      h.numa_topology = unescape_field(value);
-    } else if (key == "log_level") {
-      h.log_level = value;
-    } else if (key == "stop_grace_ms") {
-      h.stop_grace_s = to_int(value, key) / 1000.0;
-    } else if (key == "end") {
-      ended = true;
-      break;
-    } else {
-      throw std::runtime_error("host launch description: unknown line '" + key + "'");
-    }
+  h.host = r.text("host");
+  h.job_id = r.text("job_id");
+  h.cwd = r.text("cwd");
+  h.program = r.all("arg");
+  if (h.program.empty()) throw RecordError(std::string(kWhat) + ": no program ('arg' line)");
+  h.job_env = variables(r, "env");
+  h.exports = variables(r, "export");
+  h.first_rank = static_cast<int>(r.integer("first_rank", 0, INT_MAX));
+  h.n_ranks = static_cast<int>(r.integer("n_ranks", 1, kMaxRanksPerHost));
+  h.pin = r.flag("pin");
+  h.pin_memory = r.flag("pin_memory");
+  h.numa_topology = r.text("numa_topology");
+  h.log_level = r.text("log_level");
+  if (h.log_level != "INFO" && h.log_level != "WARNING" && h.log_level != "DEBUG" && h.log_level != "ERROR") {
+    throw r.error("log_level", "log_level '" + h.log_level.substr(0, 40) + "' is not INFO, WARNING, DEBUG or ERROR");
   }
-  if (!ended) throw std::runtime_error("host launch description: truncated (no 'end')");
-  if (h.program.empty()) throw std::runtime_error("host launch description: no program");
-  if (h.n_ranks < 1) throw std::runtime_error("host launch description: no ranks");
+  h.stop_grace_s = static_cast<double>(r.integer("stop_grace_ms", 0, 600'000)) / 1000.0;
   return h;
 }
 

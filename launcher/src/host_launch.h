@@ -26,12 +26,12 @@ struct HostLaunch {
   double stop_grace_s = 2.0;
 };
 
-// Line-oriented text encoding; values are escaped so they may hold any byte.
-std::string serialize(const HostLaunch& h);
-// Throws std::runtime_error on a malformed description.
-HostLaunch deserialize_host_launch(const std::string& text);
+// Most ranks one host may be asked to start (a bound for the records that cross ssh).
+inline constexpr int kMaxRanksPerHost = 1 << 22;
 
-std::string escape_field(std::string_view s);
-std::string unescape_field(std::string_view s);
+// A record (Note [Records] in record.h).
+std::string serialize(const HostLaunch& h);
+// Throws RecordError on a malformed description.
+HostLaunch deserialize_host_launch(const std::string& text);
 
 }  // namespace tnt::launcher::detail

@@ -1,11 +1,14 @@
 #include "tnt/launcher/hostfile.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <unistd.h>
 
 #include <charconv>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 namespace tnt::launcher {
 namespace {
@@ -23,10 +26,29 @@ bool valid_host_name(const std::string& h) {
   if (h.empty() || h[0] == '-') return false;
   for (char c : h) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                    c == '-' || c == '_' || c == ':' || c == '@' || c == '[' || c == ']';
+                    c == '-' || c == '_' || c == ':' || c == '@' || c == '%';
     if (!ok) return false;
   }
   return true;
+}
+
+// "[fd00::1]" and "user@[fd00::1]" as in URLs and mpirun hostfiles: ssh wants the address bare
+// (with the brackets it looks up "[fd00::1]" as a name), so they go here. Brackets around anything
+// but an IPv6 address, or followed by a port, are refused.
+std::string without_ipv6_brackets(const std::string& name, const std::string& where) {
+  const auto at = name.rfind('@');
+  const std::string user = at == std::string::npos ? "" : name.substr(0, at + 1);
+  const std::string host = name.substr(user.size());
+  if (host.find_first_of("[]") == std::string::npos) return name;
+  const std::string inner = host.size() >= 2 ? host.substr(1, host.size() - 2) : "";
+  const std::string address = inner.substr(0, inner.find('%'));  // without a zone ("%eth0")
+  in6_addr parsed{};
+  if (host.front() != '[' || host.back() != ']' || inet_pton(AF_INET6, address.c_str(), &parsed) != 1) {
+    throw HostfileError(where + ": '" + name +
+                        "': brackets are only for an IPv6 address, e.g. [fd00::1] or user@[fd00::1] (no port; "
+                        "a host name goes without them)");
+  }
+  return user + inner;
 }
 
 }  // namespace
@@ -34,7 +56,9 @@ bool valid_host_name(const std::string& h) {
 std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::string& origin) {
   std::vector<HostEntry> hosts;
   std::set<std::string> seen;
-  std::istringstream in(text);
+  // A UTF-8 byte-order mark, as some editors write it, is no part of the first host's name.
+  constexpr std::string_view kByteOrderMark = "\xEF\xBB\xBF";
+  std::istringstream in(text.rfind(kByteOrderMark, 0) == 0 ? text.substr(kByteOrderMark.size()) : text);
   std::string raw;
   int line_no = 0;
   while (std::getline(in, raw)) {
@@ -46,6 +70,7 @@ std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::s
     std::istringstream words(line);
     HostEntry entry;
     words >> entry.name;
+    entry.name = without_ipv6_brackets(entry.name, where);
     if (!valid_host_name(entry.name)) {
       throw HostfileError(where + ": '" + entry.name + "' is not a valid host name");
     }

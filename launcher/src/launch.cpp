@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <sstream>
 
+#include "capacity.h"
 #include "event_loop.h"
 #include "host_checks.h"
 #include "host_launch.h"
@@ -33,28 +35,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Routes rank output to the terminal and remembers each rank's last lines, so that the message
+// about a failed rank can show them even when its output was not shown. tnt's ranks log to
+// stderr, so --log-on-all-devices shows every rank's stderr; --output-on-all-devices shows both
+// streams. Lines of several ranks are prefixed with the rank.
 class OutputRouter {
  public:
-  explicit OutputRouter(bool all) : all_(all) {}
+  OutputRouter(bool output_all, bool log_all) : output_all_(output_all), log_all_(log_all) {}
 
   void line(int rank, int stream, std::string_view text) {
     auto& tail = tails_[rank];
     tail.emplace_back(text);
     if (tail.size() > kTailLines) tail.pop_front();
-    const int fd = stream == 1 ? STDOUT_FILENO : STDERR_FILENO;
+    const bool all = output_all_ || (stream == 2 && log_all_);
+    if (!all && rank != 0) return;
     std::string out;
-    if (all_) {
+    if (all) {
       out += '[';
       out += std::to_string(rank);
       out += "] ";
-    } else if (rank != 0) {
-      return;
     }
     out.append(text);
     out += '\n';
-    write_all(fd, out);
+    write_all(stream == 1 ? STDOUT_FILENO : STDERR_FILENO, out);
   }
-  bool shown(int rank) const { return all_ || rank == 0; }
+  bool shown(int rank) const { return output_all_ || rank == 0; }
   std::string tail(int rank) const {
     auto it = tails_.find(rank);
     if (it == tails_.end()) return {};
@@ -71,14 +76,101 @@ class OutputRouter {
 
  private:
   static constexpr std::size_t kTailLines = 10;
-  bool all_;
+  bool output_all_;
+  bool log_all_;
   std::map<int, std::deque<std::string>> tails_;
+};
+
+// The hosts of a job: this machine's ranks and one ssh client per remote host, and what is done
+// to all of them at once.
+class JobHosts {
+ public:
+  explicit JobHosts(EventLoop& loop) : loop_(loop) {}
+
+  std::unique_ptr<LocalRanks> local;
+  std::vector<std::unique_ptr<RemoteHost>> remotes;
+
+  bool all_remotes_checked() const {
+    for (const auto& r : remotes) {
+      if (r->state() != RemoteHost::State::checked) return false;
+    }
+    return true;
+  }
+  // The first remote host still being checked, or null.
+  const RemoteHost* unchecked() const {
+    for (const auto& r : remotes) {
+      if (r->state() == RemoteHost::State::checking) return r.get();
+    }
+    return nullptr;
+  }
+  // Waits up to `limit` for the ssh clients to end, then kills the rest.
+  void wait_for_ssh(std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    auto any_running = [this] {
+      for (const auto& r : remotes) {
+        if (!r->finished()) return true;
+      }
+      return false;
+    };
+    while (any_running() && Clock::now() < end) {
+      loop_.poll_once(
+          static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count() + 1));
+    }
+    for (auto& r : remotes) r->kill_ssh();
+  }
+  void signal_ranks(int sig) {
+    if (local) local->signal_running(sig);
+    for (auto& r : remotes) r->signal_ranks(sig);
+  }
+  void kill_ranks() {
+    if (local) local->signal_running(SIGKILL);
+    for (auto& r : remotes) r->kill_ranks();
+  }
+  int running_ranks() const {
+    int n = local ? local->running() : 0;
+    for (const auto& r : remotes) n += r->ssh_running() ? 1 : 0;
+    return n;
+  }
+  bool finished() const {
+    if (local && !local->finished()) return false;
+    for (const auto& r : remotes) {
+      if (!r->finished()) return false;
+    }
+    return true;
+  }
+  void reap_children() {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = waitpid(-1, &status, WNOHANG);
+      if (pid <= 0) break;
+      if (local && local->on_child_exit(pid, status)) continue;
+      for (auto& r : remotes) {
+        if (r->on_child_exit(pid, status)) break;
+      }
+    }
+  }
+  // Once every local rank has exited: what they left behind (also outside their process groups)
+  // goes, so that their pipes close. Returns how many processes that stopped.
+  int stop_leftovers() {
+    std::vector<pid_t> keep;
+    for (const auto& r : remotes) {
+      if (r->ssh_running()) keep.push_back(r->ssh_pid());
+    }
+    return kill_adopted_children(keep);
+  }
+
+ private:
+  EventLoop& loop_;
 };
 
 class Job : public RemoteListener {
  public:
   Job(const LaunchOptions& opts, JobPlan plan, SshSettings ssh)
-      : opts_(opts), plan_(std::move(plan)), ssh_(std::move(ssh)), router_(opts.output_on_all_devices) {}
+      : opts_(opts),
+        plan_(std::move(plan)),
+        ssh_(std::move(ssh)),
+        router_(opts.output_on_all_devices, opts.log_on_all_devices),
+        hosts_(loop_) {}
 
   int run() {
     signal_fd_ = open_signal_fd();
@@ -115,42 +207,57 @@ class Job : public RemoteListener {
   }
 
  private:
-  // Pre-launch checks on every host at once; false (with failure_ set) if the job cannot start.
+  CheckRequest check_request(std::size_t host_index) const {
+    const HostPlan& h = plan_.hosts[host_index];
+    CheckRequest req;
+    req.host = h.name;
+    req.program = opts_.program[0];
+    req.cwd = current_dir();
+    req.n_ranks = h.n_ranks;
+    req.pin = opts_.pin_to_socket;
+    req.numa_topology = opts_.numa_topology;
+    req.want_port = host_index == 0 ? plan_.master_port : -1;
+    return req;
+  }
+
+  // This machine first: its checks (the capacity for its ranks and the ssh clients among them)
+  // need no network, so a job it cannot start fails before any ssh starts. Then every remote
+  // host at once.
+  bool check_local_host() {
+    const int n_remote = static_cast<int>(
+        std::count_if(plan_.hosts.begin(), plan_.hosts.end(), [](const HostPlan& h) { return !h.local; }));
+    for (std::size_t i = 0; i < plan_.hosts.size(); ++i) {
+      if (!plan_.hosts[i].local) continue;
+      CheckRequest req = check_request(i);
+      req.ssh_clients = n_remote;
+      const CheckResult res = check_host(req);
+      if (!res.ok) failure_ = res.message;
+      if (res.ok && i == 0) plan_.master_port = res.port;
+      return res.ok;
+    }
+    failure_ = check_capacity(0, n_remote, "", read_system_limits());
+    if (failure_->empty()) failure_.reset();
+    return !failure_;
+  }
+
+  // Pre-launch checks on every host; false (with failure_ set) if the job cannot start.
   bool check_all_hosts() {
     checking_ = true;
-    for (std::size_t i = 0; i < plan_.hosts.size(); ++i) {
-      const HostPlan& h = plan_.hosts[i];
-      CheckRequest req;
-      req.host = h.name;
-      req.program = opts_.program[0];
-      req.cwd = current_dir();
-      req.n_ranks = h.n_ranks;
-      req.pin = opts_.pin_to_socket;
-      req.numa_topology = opts_.numa_topology;
-      req.want_port = i == 0 ? plan_.master_port : -1;
-      if (h.local) {
-        const CheckResult res = check_host(req);
-        if (!res.ok) {
-          failure_ = res.message;
-          break;
-        }
-        if (i == 0) plan_.master_port = res.port;
-      } else {
-        auto remote = std::make_unique<RemoteHost>(h.name, ssh_, loop_, *this);
-        remote->start_check(req);
-        remotes_.push_back(std::move(remote));
+    if (check_local_host()) {
+      for (std::size_t i = 0; i < plan_.hosts.size(); ++i) {
+        if (plan_.hosts[i].local) continue;
+        auto remote = std::make_unique<RemoteHost>(plan_.hosts[i].name, ssh_, loop_, *this);
+        remote->start_check(check_request(i));
+        hosts_.remotes.push_back(std::move(remote));
       }
     }
-    const auto deadline = Clock::now() + std::chrono::seconds(ssh_.connect_timeout_s + 10);
-    while (!failure_ && stop_signal_ == 0 && !all_remotes_checked()) {
+    const int limit_s = ssh_.connect_timeout_s + 10;
+    const auto deadline = Clock::now() + std::chrono::seconds(limit_s);
+    while (!failure_ && stop_signal_ == 0 && !hosts_.all_remotes_checked()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) {
-        for (const auto& r : remotes_) {
-          if (r->state() == RemoteHost::State::checking) {
-            failure_ =
-                "host " + r->name() + " did not answer within " + std::to_string(ssh_.connect_timeout_s + 10) + " s";
-            break;
-          }
+        if (const RemoteHost* r = hosts_.unchecked()) {
+          failure_ = "host " + r->name() + " did not answer within " + std::to_string(limit_s) + " s";
         }
         break;
       }
@@ -158,35 +265,13 @@ class Job : public RemoteListener {
     }
     checking_ = false;
     if (!failure_ && stop_signal_ == 0) {
-      if (!plan_.hosts.front().local) plan_.master_port = remotes_.front()->check().port;
+      if (!plan_.hosts.front().local) plan_.master_port = hosts_.remotes.front()->check().port;
       return true;
     }
     if (failure_) spdlog::error("{}", *failure_);
-    for (auto& r : remotes_) r->abort();
-    wait_for_ssh(std::chrono::seconds(2));
+    for (auto& r : hosts_.remotes) r->abort();
+    hosts_.wait_for_ssh(std::chrono::seconds(2));
     return false;
-  }
-
-  bool all_remotes_checked() const {
-    for (const auto& r : remotes_) {
-      if (r->state() != RemoteHost::State::checked) return false;
-    }
-    return true;
-  }
-
-  void wait_for_ssh(std::chrono::milliseconds limit) {
-    const auto end = Clock::now() + limit;
-    auto any_running = [this] {
-      for (const auto& r : remotes_) {
-        if (!r->finished()) return true;
-      }
-      return false;
-    };
-    while (any_running() && Clock::now() < end) {
-      loop_.poll_once(
-          static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(end - Clock::now()).count() + 1));
-    }
-    for (auto& r : remotes_) r->kill_ssh();
   }
 
   void start_all_hosts() {
@@ -197,34 +282,35 @@ class Job : public RemoteListener {
     for (const auto& h : plan_.hosts) {
       HostLaunch spec = make_host_launch(opts_, plan_, h);
       spec.job_env.emplace_back(settings::kJobToken.name, token);
-      if (h.local) {
-        local_ = std::make_unique<LocalRanks>(std::move(spec), loop_, *this);
-        try {
-          local_->start();
-        } catch (const std::exception& e) {
-          failure_ = e.what();
-          spdlog::error("{}", e.what());
-          local_.reset();
-          begin_stop(SIGTERM);
-          continue;
-        }
-        register_local_job();
-      } else {
-        remotes_[next_remote++]->launch(spec);
+      if (!h.local) {
+        hosts_.remotes[next_remote++]->launch(spec);
+        continue;
       }
+      hosts_.local = std::make_unique<LocalRanks>(std::move(spec), loop_, *this);
+      try {
+        hosts_.local->start();
+      } catch (const std::exception& e) {
+        failure_ = e.what();
+        spdlog::error("{}", e.what());
+        hosts_.local.reset();
+        begin_stop(SIGTERM);
+        continue;
+      }
+      register_local_job();
     }
   }
 
   void register_local_job() {
     try {
-      registry_path_ = register_job(plan_.job_id, opts_.program[0], local_->pids(), local_->spec().first_rank);
+      registry_path_ =
+          register_job(plan_.job_id, opts_.program[0], hosts_.local->pids(), hosts_.local->spec().first_rank);
     } catch (const std::exception& e) {
       spdlog::warn("{} (--cleanup will not find this job)", e.what());
     }
   }
 
   void supervise() {
-    while (!finished()) {
+    while (!hosts_.finished()) {
       std::optional<Clock::time_point> next;
       for (const auto& t : {kill_at_, kill_ssh_at_, drain_until_}) {
         if (t && (!next || *t < *next)) next = t;
@@ -236,65 +322,54 @@ class Job : public RemoteListener {
       }
       loop_.poll_once(timeout_ms);
       const auto now = Clock::now();
-      if (local_ && local_->all_exited() && !local_->finished()) {
-        if (!drain_until_) {
-          // Whatever the ranks left behind (also outside their process groups) goes now, so
-          // that their pipes close; the rest of their output gets a moment to arrive.
-          std::vector<pid_t> keep;
-          for (const auto& r : remotes_) {
-            if (r->ssh_running()) keep.push_back(r->ssh_pid());
-          }
-          const int killed = kill_adopted_children(keep);
-          if (killed > 0) spdlog::debug("stopped {} process(es) left behind by ranks", killed);
-          drain_until_ = now + ms(1.0);
-        } else if (now >= *drain_until_) {
-          const int n = local_->abandon_output();
-          if (n > 0) {
-            spdlog::warn(
-                "{} output stream(s) of finished ranks still open (a process outside "
-                "this job holds them): no longer read",
-                n);
-          }
-        }
-      }
-      if (kill_at_ && now >= *kill_at_) {
-        kill_at_.reset();
-        const int left = running_ranks();
-        if (left > 0) {
-          spdlog::warn("{} rank(s) still running {:.1f} s after being asked to stop: sending SIGKILL", left,
-                       opts_.stop_grace_s);
-        }
-        if (local_) local_->signal_running(SIGKILL);
-        for (auto& r : remotes_) r->kill_ranks();
-        kill_ssh_at_ = now + ms(2.0);
-      }
-      if (kill_ssh_at_ && now >= *kill_ssh_at_) {
-        kill_ssh_at_.reset();
-        for (auto& r : remotes_) {
-          if (r->ssh_running()) {
-            spdlog::warn(
-                "host {}: no answer: closing its ssh connection (its ranks stop when "
-                "their agent sees it close)",
-                r->name());
-            r->kill_ssh();
-          }
-        }
+      drain_local_ranks(now);
+      if (kill_at_ && now >= *kill_at_) escalate_to_sigkill(now);
+      if (kill_ssh_at_ && now >= *kill_ssh_at_) close_silent_hosts();
+    }
+  }
+
+  // After the local ranks have exited, their output gets a moment to arrive, then what is still
+  // open (held by a process outside the job) is no longer read.
+  void drain_local_ranks(Clock::time_point now) {
+    const auto& local = hosts_.local;
+    if (!local || !local->all_exited() || local->finished()) return;
+    if (!drain_until_) {
+      const int killed = hosts_.stop_leftovers();
+      if (killed > 0) spdlog::debug("stopped {} process(es) left behind by ranks", killed);
+      drain_until_ = now + ms(1.0);
+    } else if (now >= *drain_until_) {
+      const int n = local->abandon_output();
+      if (n > 0) {
+        spdlog::warn(
+            "{} output stream(s) of finished ranks still open (a process outside "
+            "this job holds them): no longer read",
+            n);
       }
     }
   }
 
-  int running_ranks() const {
-    int n = local_ ? local_->running() : 0;
-    for (const auto& r : remotes_) n += r->ssh_running() ? 1 : 0;
-    return n;
+  void escalate_to_sigkill(Clock::time_point now) {
+    kill_at_.reset();
+    const int left = hosts_.running_ranks();
+    if (left > 0) {
+      spdlog::warn("{} rank(s) still running {:.1f} s after being asked to stop: sending SIGKILL", left,
+                   opts_.stop_grace_s);
+    }
+    hosts_.kill_ranks();
+    kill_ssh_at_ = now + ms(2.0);
   }
 
-  bool finished() const {
-    if (local_ && !local_->finished()) return false;
-    for (const auto& r : remotes_) {
-      if (!r->finished()) return false;
+  void close_silent_hosts() {
+    kill_ssh_at_.reset();
+    for (auto& r : hosts_.remotes) {
+      if (r->ssh_running()) {
+        spdlog::warn(
+            "host {}: no answer: closing its ssh connection (its ranks stop when "
+            "their agent sees it close)",
+            r->name());
+        r->kill_ssh();
+      }
     }
-    return true;
   }
 
   std::string host_of(int rank) const {
@@ -304,28 +379,15 @@ class Job : public RemoteListener {
     return "?";
   }
 
-  void reap_children() {
-    for (;;) {
-      int status = 0;
-      const pid_t pid = waitpid(-1, &status, WNOHANG);
-      if (pid <= 0) break;
-      if (local_ && local_->on_child_exit(pid, status)) continue;
-      for (auto& r : remotes_) {
-        if (r->on_child_exit(pid, status)) break;
-      }
-    }
-  }
-
   void on_signal() {
     for (int sig = read_signal(signal_fd_); sig != 0; sig = read_signal(signal_fd_)) {
       if (sig == SIGCHLD) {
-        reap_children();
+        hosts_.reap_children();
         continue;
       }
       if (stop_signal_ != 0 || failure_) {
         spdlog::warn("{} while stopping: killing the ranks now", signal_name(sig));
-        if (local_) local_->signal_running(SIGKILL);
-        for (auto& r : remotes_) r->kill_ranks();
+        hosts_.kill_ranks();
         if (stop_signal_ == 0) stop_signal_ = sig;
         continue;
       }
@@ -362,8 +424,7 @@ class Job : public RemoteListener {
   }
 
   void begin_stop(int sig) {
-    if (local_) local_->signal_running(sig);
-    for (auto& r : remotes_) r->signal_ranks(sig);
+    hosts_.signal_ranks(sig);
     if (!kill_at_ && !kill_ssh_at_) kill_at_ = Clock::now() + ms(opts_.stop_grace_s);
   }
 
@@ -384,10 +445,9 @@ class Job : public RemoteListener {
   SshSettings ssh_;
   OutputRouter router_;
   EventLoop loop_;
+  JobHosts hosts_;
   int signal_fd_ = -1;
   bool checking_ = false;
-  std::unique_ptr<LocalRanks> local_;
-  std::vector<std::unique_ptr<RemoteHost>> remotes_;
   std::optional<std::string> failure_;
   int failure_status_ = 0;
   int stop_signal_ = 0;

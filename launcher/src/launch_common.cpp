@@ -66,9 +66,6 @@ void require_one_local_host(const JobPlan& plan) {
   }
 }
 
-// Routes rank output to the terminal and remembers each rank's last lines, so that the message
-// about a failed rank can show them even when its output was not shown.
-
 HostLaunch make_host_launch(const LaunchOptions& opts, const JobPlan& plan, const HostPlan& host) {
   HostLaunch h;
   h.host = host.name;

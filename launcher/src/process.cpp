@@ -123,6 +123,79 @@ std::string find_program(const std::string& name, const std::string& path_env) {
   return {};
 }
 
+namespace {
+
+// The pipes of one child: [0] read end, [1] write end; stdin is /dev/null in [0] without pipe_stdin.
+struct ChildPipes {
+  int in[2] = {-1, -1};
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  int status[2] = {-1, -1};
+
+  void close_all() {
+    for (int* p : {in, out, err, status}) {
+      close_fd(p[0]);
+      close_fd(p[1]);
+    }
+  }
+};
+
+ChildPipes open_pipes(bool pipe_stdin) {
+  ChildPipes p;
+  if (pipe_stdin) {
+    if (pipe2(p.in, O_CLOEXEC) != 0) throw std::runtime_error("pipe2: " + errno_text(errno));
+  } else {
+    p.in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (p.in[0] < 0) throw std::runtime_error("open /dev/null: " + errno_text(errno));
+  }
+  if (pipe2(p.out, O_CLOEXEC) != 0 || pipe2(p.err, O_CLOEXEC) != 0 || pipe2(p.status, O_CLOEXEC) != 0) {
+    const int err = errno;
+    p.close_all();
+    throw std::runtime_error("pipe2: " + errno_text(err));
+  }
+  return p;
+}
+
+// Reads the child's status pipe to its end, which comes at execve (the write end is close-on-exec)
+// or when the child fails before: then it is reaped, its pipes closed, and the failure thrown.
+// Returns the pinning report.
+std::string await_exec(int status_fd, Child& child, const std::string& label, const std::string& exe) {
+  std::string status;
+  char buf[512];
+  for (;;) {
+    const ssize_t r = read(status_fd, buf, sizeof(buf));
+    if (r > 0) {
+      status.append(buf, static_cast<std::size_t>(r));
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    break;
+  }
+  std::string report;
+  std::istringstream lines(status);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind("P ", 0) == 0) {
+      report = line.substr(2);
+    } else if (line.rfind("E ", 0) == 0) {
+      int err = 0;
+      std::string where;
+      std::istringstream words(line.substr(2));
+      words >> err >> where;
+      int ignored = 0;
+      waitpid(child.pid, &ignored, 0);
+      close_fd(child.stdin_fd);
+      close_fd(child.stdout_fd);
+      close_fd(child.stderr_fd);
+      if (where == "execve") throw std::runtime_error(label + ": cannot execute '" + exe + "': " + errno_text(err));
+      throw std::runtime_error(label + ": " + where + " failed before starting '" + exe + "': " + errno_text(err));
+    }
+  }
+  return report;
+}
+
+}  // namespace
+
 Child spawn(const SpawnRequest& req) {
   if (req.argv.empty()) throw std::runtime_error(req.label + ": no program to start");
   std::string exe = req.path;
@@ -144,87 +217,36 @@ Child spawn(const SpawnRequest& req) {
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
 
-  int in_pipe[2] = {-1, -1};
-  int out_pipe[2] = {-1, -1};
-  int err_pipe[2] = {-1, -1};
-  int status_pipe[2] = {-1, -1};
-  auto close_all = [&] {
-    for (int* p : {in_pipe, out_pipe, err_pipe, status_pipe}) {
-      close_fd(p[0]);
-      close_fd(p[1]);
-    }
-  };
-  if (req.pipe_stdin) {
-    if (pipe2(in_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe2: " + errno_text(errno));
-  } else {
-    in_pipe[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (in_pipe[0] < 0) throw std::runtime_error("open /dev/null: " + errno_text(errno));
-  }
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0 || pipe2(status_pipe, O_CLOEXEC) != 0) {
-    const int err = errno;
-    close_all();
-    throw std::runtime_error("pipe2: " + errno_text(err));
-  }
-
+  ChildPipes pipes = open_pipes(req.pipe_stdin);
   const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid < 0) {
     const int err = errno;
-    close_all();
+    pipes.close_all();
     throw std::runtime_error(req.label + ": fork failed: " + errno_text(err));
   }
   if (pid == 0) {
-    child_main(req, exe, argv, envp, in_pipe[0], out_pipe[1], err_pipe[1], status_pipe[1], parent);
+    child_main(req, exe, argv, envp, pipes.in[0], pipes.out[1], pipes.err[1], pipes.status[1], parent);
   }
   // Also set the group from the parent: whichever runs first, the group exists before we signal.
   setpgid(pid, pid);
 
   Child child;
   child.pid = pid;
-  close_fd(in_pipe[0]);
-  close_fd(out_pipe[1]);
-  close_fd(err_pipe[1]);
-  close_fd(status_pipe[1]);
-  child.stdin_fd = in_pipe[1];
-  child.stdout_fd = out_pipe[0];
-  child.stderr_fd = err_pipe[0];
-
-  // EOF on the status pipe means execve succeeded (the write end is close-on-exec).
-  std::string status;
-  char buf[512];
-  for (;;) {
-    const ssize_t r = read(status_pipe[0], buf, sizeof(buf));
-    if (r > 0) {
-      status.append(buf, static_cast<std::size_t>(r));
-      continue;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    break;
+  close_fd(pipes.in[0]);
+  close_fd(pipes.out[1]);
+  close_fd(pipes.err[1]);
+  close_fd(pipes.status[1]);
+  child.stdin_fd = pipes.in[1];
+  child.stdout_fd = pipes.out[0];
+  child.stderr_fd = pipes.err[0];
+  try {
+    child.pin_report = await_exec(pipes.status[0], child, req.label, exe);
+  } catch (...) {
+    close_fd(pipes.status[0]);
+    throw;
   }
-  close_fd(status_pipe[0]);
-  std::string report;
-  std::istringstream lines(status);
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (line.rfind("P ", 0) == 0) {
-      report = line.substr(2);
-    } else if (line.rfind("E ", 0) == 0) {
-      int err = 0;
-      std::string where;
-      std::istringstream words(line.substr(2));
-      words >> err >> where;
-      int ignored = 0;
-      waitpid(pid, &ignored, 0);
-      close_fd(child.stdin_fd);
-      close_fd(child.stdout_fd);
-      close_fd(child.stderr_fd);
-      if (where == "execve") {
-        throw std::runtime_error(req.label + ": cannot execute '" + exe + "': " + errno_text(err));
-      }
-      throw std::runtime_error(req.label + ": " + where + " failed before starting '" + exe + "': " + errno_text(err));
-    }
-  }
-  child.pin_report = report;
+  close_fd(pipes.status[0]);
   set_nonblocking(child.stdout_fd);
   set_nonblocking(child.stderr_fd);
   return child;

@@ -5,15 +5,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 
-#include "host_launch.h"
 #include "process.h"
+#include "record.h"
 
 namespace tnt::launcher::detail {
 namespace {
@@ -38,6 +41,19 @@ void ensure_private_dir(const std::string& dir) {
     throw std::runtime_error("job registry " + dir + " belongs to another user");
   }
   if ((st.st_mode & 0077) != 0) chmod(dir.c_str(), 0700);
+}
+
+// A registry file is input this process did not write: read no more than a record may hold.
+std::string read_bounded(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::size_t limit = RecordLimits{}.max_bytes;
+  std::string text;
+  char buf[16384];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    text.append(buf, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > limit) throw RecordError("job registry file " + path + ": larger than a record may be");
+  }
+  return text;
 }
 
 }  // namespace
@@ -98,6 +114,41 @@ std::string register_job(const std::string& job_id, const std::string& program, 
   return write_registry(entry);
 }
 
+std::string encode_registry_entry(const RegistryEntry& entry) {
+  RecordWriter w;
+  w.add("job", entry.job_id).add("program", entry.program).add("executable", entry.executable);
+  for (const auto& p : entry.processes) {
+    w.add("process", std::to_string(p.rank) + " " + std::to_string(p.pid) + " " + std::to_string(p.start_time));
+  }
+  return w.finish();
+}
+
+RegistryEntry decode_registry_entry(const std::string& text, const std::string& path) {
+  const Record r = Record::parse(text, "job registry file " + path, {"job", "program", "executable", "process"});
+  RegistryEntry entry;
+  entry.path = path;
+  entry.job_id = r.text("job");
+  entry.program = r.text("program");
+  entry.executable = r.text("executable");
+  for (const auto& item : r.all("process")) {
+    // "rank pid start_time": exactly three numbers.
+    const auto sp1 = item.find(' ');
+    const auto sp2 = sp1 == std::string::npos ? sp1 : item.find(' ', sp1 + 1);
+    long long rank = 0;
+    long long pid = 0;
+    long long start = 0;
+    const std::string_view v(item);
+    if (sp2 == std::string::npos || !parse_integer(v.substr(0, sp1), -1, INT_MAX, rank) ||
+        !parse_integer(v.substr(sp1 + 1, sp2 - sp1 - 1), 1, INT_MAX, pid) ||
+        !parse_integer(v.substr(sp2 + 1), 1, LLONG_MAX, start)) {
+      throw r.error("process", "process '" + item.substr(0, 60) + "' is not 'RANK PID START_TIME'");
+    }
+    entry.processes.push_back(
+        {static_cast<pid_t>(pid), static_cast<unsigned long long>(start), static_cast<int>(rank)});
+  }
+  return entry;
+}
+
 std::string write_registry(const RegistryEntry& entry) {
   const std::string dir = registry_dir();
   const std::string path = dir + "/" + host_prefix() + entry.job_id + "." + std::to_string(getpid()) + ".job";
@@ -105,12 +156,7 @@ std::string write_registry(const RegistryEntry& entry) {
   {
     std::ofstream out(tmp, std::ios::trunc);
     if (!out) throw std::runtime_error("cannot write job registry file " + tmp);
-    out << "job " << escape_field(entry.job_id) << "\n";
-    out << "program " << escape_field(entry.program) << "\n";
-    out << "executable " << escape_field(entry.executable) << "\n";
-    for (const auto& p : entry.processes) {
-      out << "process " << p.rank << " " << p.pid << " " << p.start_time << "\n";
-    }
+    out << encode_registry_entry(entry);
     if (!out.flush()) throw std::runtime_error("cannot write job registry file " + tmp);
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
@@ -123,31 +169,6 @@ void remove_registry(const std::string& path) {
   if (!path.empty()) unlink(path.c_str());
 }
 
-RegistryEntry parse_registry_entry(const std::string& text, const std::string& path) {
-  RegistryEntry entry;
-  entry.path = path;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto sp = line.find(' ');
-    const std::string key = line.substr(0, sp);
-    const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
-    if (key == "job") {
-      entry.job_id = unescape_field(value);
-    } else if (key == "program") {
-      entry.program = unescape_field(value);
-    } else if (key == "executable") {
-      entry.executable = unescape_field(value);
-    } else if (key == "process") {
-      std::istringstream f(value);
-      RegisteredProcess p;
-      f >> p.rank >> p.pid >> p.start_time;
-      if (f) entry.processes.push_back(p);
-    }
-  }
-  return entry;
-}
-
 std::vector<RegistryEntry> read_registry() {
   std::vector<RegistryEntry> entries;
   const std::string dir = registry_dir();
@@ -157,11 +178,12 @@ std::vector<RegistryEntry> read_registry() {
     const std::string name = e->d_name;
     if (name.size() < 5 || name.substr(name.size() - 4) != ".job") continue;
     if (name.rfind(host_prefix(), 0) != 0) continue;
-    std::ifstream in(dir + "/" + name);
-    std::stringstream text;
-    text << in.rdbuf();
-    RegistryEntry entry = parse_registry_entry(text.str(), dir + "/" + name);
-    entries.push_back(std::move(entry));
+    const std::string path = dir + "/" + name;
+    try {
+      entries.push_back(decode_registry_entry(read_bounded(path), path));
+    } catch (const RecordError& err) {
+      spdlog::warn("{}: skipped (remove it if no job of this host is running)", err.what());
+    }
   }
   closedir(d);
   return entries;

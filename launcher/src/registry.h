@@ -38,9 +38,12 @@ std::string write_registry(const RegistryEntry& entry);
 std::string register_job(const std::string& job_id, const std::string& program, const std::vector<pid_t>& rank_pids,
                          int first_rank);
 void remove_registry(const std::string& path);
+// This host's entries; a file that is not a valid entry is skipped with a warning.
 std::vector<RegistryEntry> read_registry();
-// One registry file's text as read_registry reads it (`path` is kept in the entry).
-RegistryEntry parse_registry_entry(const std::string& text, const std::string& path);
+
+// An entry as a record (Note [Records] in record.h); decoding throws RecordError.
+std::string encode_registry_entry(const RegistryEntry& entry);
+RegistryEntry decode_registry_entry(const std::string& text, const std::string& path);
 
 // True if `p` still is the process that was registered.
 bool still_running(const RegisteredProcess& p);

@@ -7,6 +7,8 @@
 
 #include <sstream>
 
+#include "record.h"
+
 namespace tnt::launcher::detail {
 namespace {
 
@@ -112,6 +114,14 @@ void RemoteHost::kill_ssh() {
 }
 
 void RemoteHost::on_stdout(std::string_view line) {
+  try {
+    on_agent_line(line);
+  } catch (const RecordError& e) {
+    spdlog::warn("host {}: malformed line from the agent ({}): {}", host_, e.what(), line.substr(0, 200));
+  }
+}
+
+void RemoteHost::on_agent_line(std::string_view line) {
   std::istringstream words{std::string(line)};
   std::string kind;
   words >> kind;

@@ -60,6 +60,7 @@ class RemoteHost {
 
  private:
   void on_stdout(std::string_view line);
+  void on_agent_line(std::string_view line);
   void on_stderr(std::string_view line);
   void fail(const std::string& message);
   void send(const std::string& text);

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <set>
 
 #include "harness.h"
@@ -111,6 +113,18 @@ TEST(LocalLaunch, OutputOnAllDevicesPrefixesEveryLineOnItsOwnStream) {
     EXPECT_EQ(count_occurrences(r.out, p + "out-" + rank + "\n"), 1) << r.out;
     EXPECT_EQ(count_occurrences(r.out, p + "no-newline-" + rank + "\n"), 1) << r.out;
     EXPECT_EQ(count_occurrences(r.err, p + "err-" + rank + "\n"), 1) << r.err;
+  }
+}
+
+// tnt's ranks log to stderr; --log-on-all-devices must show it without --output-on-all-devices.
+TEST(LocalLaunch, LogOnAllDevicesShowsEveryRanksLog) {
+  auto r = run({kLaunch, "-n", "3", "--log-on-all-devices", "--", "/bin/sh", "-c",
+                "echo out-$TNT_RANK; echo log-$TNT_RANK-$TNT_LOG_ON_ALL_DEVICES >&2"});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(r.out, "out-0\n");  // output stays the master's
+  for (const char* rank : {"0", "1", "2"}) {
+    const std::string line = std::string("[") + rank + "] log-" + rank + "-1\n";
+    EXPECT_EQ(count_occurrences(r.err, line), 1) << r.err;
   }
 }
 
@@ -237,7 +251,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInvocation{"MissingProgram", {"-n", "2", "--", "/no/such/program"}, "program '/no/such/program' not found"},
         BadInvocation{"BadTransport", {"-n", "2", "--transport", "udp", "--", "/bin/true"}, "udp"},
         BadInvocation{"BadExportName", {"-n", "2", "-x", "1BAD=x", "--", "/bin/true"}, "not a valid environment"},
-        BadInvocation{"ProgramWithoutSeparator", {"-n", "2", "/bin/true"}, "put the program after --"}),
+        BadInvocation{"ProgramWithoutSeparator", {"-n", "2", "/bin/true"}, "put the program after --"},
+        BadInvocation{
+            "FusionThresholdZero", {"-n", "2", "--fusion-threshold", "0", "--", "/bin/true"}, "from 1 to 1048576"}),
     [](const auto& param_info) { return param_info.param.name; });
 
 TEST(LocalLaunch, BusyMasterPortIsRefused) {
@@ -251,6 +267,60 @@ TEST(LocalLaunch, BusyMasterPortIsRefused) {
   auto r = run({kLaunch, "-n", "1", "--master-port", port, "--", "/bin/true"});
   EXPECT_NE(r.exit_code(), 0);
   EXPECT_NE(r.err.find("master port " + port + " is already in use"), std::string::npos) << r.err;
+}
+
+std::string write_temp_file(const std::string& text) {
+  char path[] = "/tmp/tnt-launch-hostfile-XXXXXX";
+  const int fd = mkstemp(path);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fd);
+  return path;
+}
+
+TEST(LocalLaunch, HostfileWithAByteOrderMarkRuns) {
+  const std::string hostfile = write_temp_file("\xEF\xBB\xBFlocalhost slots=2\n");
+  auto r = run({kLaunch, "--hostfile", hostfile, "--output-on-all-devices", "--", kProbe});
+  unlink(hostfile.c_str());
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(lines_with(r.out, "probe rank=").size(), 2u) << r.out;
+}
+
+TEST(LocalLaunch, BracketedIpv6LoopbackInAHostfileIsThisMachine) {
+  const std::string hostfile = write_temp_file("[::1] slots=2\n");
+  auto r = run({kLaunch, "--hostfile", hostfile, "--output-on-all-devices", "--", kProbe});
+  unlink(hostfile.c_str());
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  const auto lines = lines_with(r.out, "probe rank=");
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_EQ(field(lines[0], "master"), field(lines[1], "master"));
+  EXPECT_EQ(field(lines[0], "master").rfind("127.0.0.1:", 0), 0u) << lines[0];
+}
+
+// A job this machine cannot start is refused before anything is forked, not after thousands of
+// forks end in "pipe2: Too many open files". The file limit is lowered for the test so that the
+// old behaviour stays cheap to see.
+TEST(LocalLaunch, MoreRanksThanTheMachineCanStartAreRefusedUpFront) {
+  const std::string m = unique_marker();
+  const std::string witness = "/tmp/tnt-launch-too-many-" + m;
+  auto r = run({"/bin/sh", "-c",
+                "ulimit -n 256 && exec " + kLaunch + " -n 1000 -x TNT_TEST_MARKER=" + m + " -- /bin/sh -c 'touch " +
+                    witness + "; sleep 5'"});
+  // Fatal, so that without the check the second case (which would fork until it fails) never runs.
+  ASSERT_NE(r.err.find("RLIMIT_NOFILE (ulimit -n) is 256"), std::string::npos) << r.err;
+  EXPECT_EQ(r.exit_code(), 1) << r.err;
+  EXPECT_LT(r.seconds, 1.0);
+  EXPECT_NE(r.err.find("1000 ranks"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("at most "), std::string::npos) << r.err;
+  EXPECT_NE(access(witness.c_str(), F_OK), 0) << "a rank was started";
+  unlink(witness.c_str());
+  expect_no_leftovers(m);
+
+  // More processes than the kernel has process ids for, whatever the file limit.
+  r = run({kLaunch, "-n", "100000000", "--", "/bin/true"});
+  EXPECT_EQ(r.exit_code(), 1) << r.err;
+  EXPECT_LT(r.seconds, 1.0);
+  EXPECT_NE(r.err.find("kernel.pid_max"), std::string::npos) << r.err;
 }
 
 TEST(LocalLaunch, VersionAndHelp) {

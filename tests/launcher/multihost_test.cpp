@@ -23,6 +23,7 @@ const std::string kScript = NETNS_HOSTS_SCRIPT;
 struct Host {
   std::string name;  // its hostname (UTS namespace) and network namespace
   std::string addr;
+  std::string addr6;  // its IPv6 address (sshd listens on both)
 };
 
 // Four hosts: 1-3 normal, 4 sees an empty bin/ (the program is missing there).
@@ -88,7 +89,7 @@ class ClusterEnvironment : public ::testing::Environment {
     while (lines >> kind) {
       if (kind == "host") {
         Host h;
-        lines >> h.name >> h.addr;
+        lines >> h.name >> h.addr >> h.addr6;
         c.hosts.push_back(h);
       } else if (kind == "unreachable") {
         lines >> c.unreachable;
@@ -208,6 +209,27 @@ TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
   }
   EXPECT_EQ(seen.size(), 6u);
   EXPECT_EQ(job_ids.size(), 1u);
+  expect_no_leftovers(m);
+}
+
+// IPv6 addresses in a hostfile, bracketed or not: ssh gets them bare (with brackets it would look
+// up "[fd00::1]" as a name and fail).
+TEST(MultiHost, Ipv6AddressesBracketedOrNot) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  const auto& h = cluster().hosts;
+  const std::string hf = write_hostfile("hosts_ipv6", "[" + h[0].addr6 + "] slots=2\n" + h[1].addr6 + "\n");
+  auto args = launch_args(hf, m);
+  args.insert(args.end(), {"--output-on-all-devices", "--", cluster().probe});
+  auto r = run(args, 30);
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  const auto lines = lines_with(r.out, "probe rank=");
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  for (const auto& l : lines) {
+    const std::string rank = field(l, "rank");
+    EXPECT_EQ(field(l, "host"), rank == "2" ? h[1].name : h[0].name) << l;
+    EXPECT_EQ(field(l, "master").rfind(h[0].addr6 + ":", 0), 0u) << l;  // bare, as the transport resolves it
+  }
   expect_no_leftovers(m);
 }
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Test hosts for the launcher: network namespaces on a private bridge, each with its own sshd,
 # hostname (UTS namespace) and address; key-based root login with keys made here.
-#   netns_hosts.sh up DIR TAG N [NOBIN_INDEX]  -> prints "host <name> <addr>" lines; writes DIR/ssh_config
+#   netns_hosts.sh up DIR TAG N [NOBIN_INDEX]  -> prints "host <name> <addr> <IPv6 addr>" lines;
+#                                                writes DIR/ssh_config
 #   netns_hosts.sh down DIR TAG N
 # Host NOBIN_INDEX sees an empty DIR/bin (tmpfs in its own mount namespace): a host where the
 # program is missing. Everything lives in DIR and in names carrying TAG; `down` removes it all.
@@ -12,6 +13,7 @@ br="tb$tag"
 o2=$(( 100 + $(printf '%s' "$tag" | cksum | cut -d' ' -f1) % 100 ))
 o3=$(( $(printf '%s' "$tag" | cksum | cut -d' ' -f1) / 100 % 250 ))
 net="10.$o2.$o3"
+net6="fd00:$o2:$o3:"
 
 down() {
   for i in $(seq 1 "$n"); do
@@ -43,6 +45,7 @@ EOC
 
 ip link add "$br" type bridge
 ip addr add "$net.1/24" dev "$br"
+ip addr add "${net6}:1/64" dev "$br" nodad
 ip link set "$br" up
 for i in $(seq 1 "$n"); do
   ns="t${tag}h$i"
@@ -50,11 +53,14 @@ for i in $(seq 1 "$n"); do
   ip netns add "$ns"
   ip link add "t${tag}v$i" type veth peer name eth0 netns "$ns"
   ip link set "t${tag}v$i" master "$br" up
+  addr6="${net6}:$((10 + i))"
   ip -n "$ns" addr add "$addr/24" dev eth0
+  ip -n "$ns" addr add "$addr6/64" dev eth0 nodad
   ip -n "$ns" link set eth0 up
   ip -n "$ns" link set lo up
   cat > "$dir/sshd$i.conf" <<EOC
 ListenAddress $addr
+ListenAddress $addr6
 HostKey $dir/host_key
 PidFile $dir/sshd$i.pid
 AuthorizedKeysFile $dir/authorized_keys
@@ -75,6 +81,6 @@ EOC
     ip netns exec "$ns" unshare --uts sh -c \
       "hostname '$hostname' && exec /usr/sbin/sshd -f '$dir/sshd$i.conf'"
   fi
-  echo "host $hostname $addr"
+  echo "host $hostname $addr $addr6"
 done
 echo "unreachable $net.99"

@@ -119,6 +119,51 @@ TEST(Cleanup, StopsAStuckLaunchersRanksAndForceKillsWhatIgnoresSigterm) {
   unlink(prog.c_str());
 }
 
+std::string private_probe_copy(const std::string& marker) {
+  const std::string prog = "/tmp/tnt-launch-cleanup-probe-" + marker;
+  {
+    std::ifstream src(kProbe, std::ios::binary);
+    std::ofstream dst(prog, std::ios::binary);
+    dst << src.rdbuf();
+  }
+  chmod(prog.c_str(), 0755);
+  return prog;
+}
+
+TEST(Cleanup, DryRunSaysWhatItWouldStopAndStopsNothing) {
+  const std::string m = unique_marker();
+  const std::string prog = private_probe_copy(m);
+  Launched job({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--", prog, "--wait"});
+  ASSERT_TRUE(job.wait_for("ready rank=", 2, 10)) << job.err();
+  const auto before = live_processes("TNT_TEST_MARKER=" + m);
+  ASSERT_EQ(before.size(), 2u);
+
+  auto c = run({kLaunch, "--cleanup", "--dry-run", "--force", "--stop-grace", "0.3", "--", prog}, 15);
+  EXPECT_EQ(c.exit_code(), 0) << c.out << c.err;
+  EXPECT_NE(c.out.find("host localhost: would stop job "), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("(2 rank(s), pids "), std::string::npos) << c.out;
+  for (pid_t pid : before) EXPECT_NE(c.out.find(std::to_string(pid)), std::string::npos) << pid << ": " << c.out;
+  EXPECT_EQ(c.out.find("stopped job"), std::string::npos) << c.out;
+  // Nothing was signalled: the ranks and their launcher still run.
+  EXPECT_EQ(live_processes("TNT_TEST_MARKER=" + m), before);
+  EXPECT_EQ(kill(job.pid(), 0), 0);
+  EXPECT_EQ(job.out().find("rank 0 on host"), std::string::npos);
+
+  job.send(SIGTERM);
+  auto r = job.finish(10);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_TRUE(live_processes("TNT_TEST_MARKER=" + m).empty());
+  unlink(prog.c_str());
+}
+
+TEST(Cleanup, OptionsThatMeanNothingThereAreRefused) {
+  auto r = run({kLaunch, "--cleanup", "-n", "2", "--fusion-threshold", "64", "--", "/no/such/job/program"});
+  EXPECT_EQ(r.exit_code(), 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("-n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--fusion-threshold"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("no registered job"), std::string::npos) << r.out;
+}
+
 TEST(Cleanup, NeedsAProgramAndNothingRegisteredIsNotAnError) {
   auto r = run({kLaunch, "--cleanup"});
   EXPECT_EQ(r.exit_code(), 2);

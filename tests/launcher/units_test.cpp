@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "capacity.h"
 #include "tnt/core/error.h"
 #include "tnt/launcher/hostfile.h"
 #include "tnt/launcher/numa.h"
@@ -85,6 +86,40 @@ TEST(Options, MistakesAreUsageErrorsThatSayWhatIsWrong) {
   EXPECT_EQ(parse({"--cleanup", "--force", "--", "p"}).mode, Mode::cleanup);
 }
 
+// Every rank refuses TNT_FUSION_THRESHOLD_KB=0, so tnt-launch refuses it first, with the range.
+TEST(Options, FusionThresholdOutsideItsRangeIsRefused) {
+  for (const char* bad : {"0", "-1", "1048577"}) {
+    try {
+      parse({"--fusion-threshold", bad, "--", "p"});
+      ADD_FAILURE() << "--fusion-threshold " << bad << " was accepted";
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find("--fusion-threshold"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("from 1 to 1048576"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(parse({"--fusion-threshold", "1", "--", "p"}).fusion_threshold_kb, 1);
+  EXPECT_EQ(parse({"--fusion-threshold", "1048576", "--", "p"}).fusion_threshold_kb, 1048576);
+}
+
+TEST(Options, CleanupRefusesOptionsThatMeanNothingThere) {
+  try {
+    parse({"--cleanup", "-n", "2", "--transport", "ib", "-x", "A=1", "--pin-to-socket", "--", "p"});
+    ADD_FAILURE() << "accepted";
+  } catch (const UsageError& e) {
+    const std::string m = e.what();
+    for (const char* name : {"-n", "--transport", "-x", "--pin-to-socket"}) {
+      EXPECT_NE(m.find(std::string(" ") + name), std::string::npos) << name << ": " << m;
+    }
+    EXPECT_NE(m.find("--cleanup"), std::string::npos) << m;
+  }
+  // What cleanup does use is still accepted.
+  auto o = parse({"--cleanup", "--hostfile", "h", "--force", "--dry-run", "--stop-grace", "1", "--ssh-command",
+                  "ssh -p 22", "--ssh-connect-timeout", "3", "--log-level", "DEBUG", "--", "p"});
+  EXPECT_EQ(o.mode, Mode::cleanup);
+  EXPECT_TRUE(o.dry_run);
+  EXPECT_TRUE(o.force);
+}
+
 TEST(Hostfile, CommentsBlankLinesAndSlots) {
   auto hosts = parse_hostfile_text("# cluster\n\nnode1\n  node2 slots=4  # fat node\n\tnode3\n", "hf");
   ASSERT_EQ(hosts.size(), 3u);
@@ -115,6 +150,92 @@ TEST(Hostfile, ErrorsNameTheFileAndLine) {
   EXPECT_NE(message("-oProxyCommand=x\n").find("not a valid host name"), std::string::npos);
   EXPECT_NE(message("a;rm\n").find("not a valid host name"), std::string::npos);
   EXPECT_THROW(read_hostfile("/no/such/hostfile"), HostfileError);
+}
+
+TEST(Hostfile, AUtf8ByteOrderMarkIsSkipped) {
+  // Editors on Windows start UTF-8 files with EF BB BF.
+  auto hosts = parse_hostfile_text("\xEF\xBB\xBFnode1 slots=2\nnode2\n", "hf");
+  ASSERT_EQ(hosts.size(), 2u);
+  EXPECT_EQ(hosts[0].name, "node1");
+  EXPECT_EQ(hosts[0].slots, 2);
+  // Only at the very start: elsewhere it still is no part of a host name.
+  EXPECT_THROW(parse_hostfile_text("node1\n\xEF\xBB\xBFnode2\n", "hf"), HostfileError);
+}
+
+TEST(Hostfile, BracketedIpv6AddressesLoseTheirBrackets) {
+  // ssh takes an IPv6 address bare; with brackets it tries to resolve "[::1]" as a name.
+  auto hosts = parse_hostfile_text("[::1]\n[fd00::2] slots=2\nuser@[fd00::3]\nfd00::4\n", "hf");
+  ASSERT_EQ(hosts.size(), 4u);
+  EXPECT_EQ(hosts[0].name, "::1");
+  EXPECT_EQ(hosts[1].name, "fd00::2");
+  EXPECT_EQ(hosts[1].slots, 2);
+  EXPECT_EQ(hosts[2].name, "user@fd00::3");
+  EXPECT_EQ(hosts[3].name, "fd00::4");
+  EXPECT_TRUE(is_local_host(hosts[0].name));
+  EXPECT_FALSE(is_local_host(hosts[1].name));
+  // The same address with and without brackets is one host.
+  EXPECT_THROW(parse_hostfile_text("[fd00::2]\nfd00::2\n", "hf"), HostfileError);
+  auto message = [](const std::string& text) {
+    try {
+      parse_hostfile_text(text, "hf");
+    } catch (const HostfileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_NE(message("[::1\n").find("hf:1: '[::1'"), std::string::npos) << message("[::1\n");
+  EXPECT_NE(message("[node1]\n").find("IPv6"), std::string::npos) << message("[node1]\n");
+  EXPECT_NE(message("[::1]:22\n").find("IPv6"), std::string::npos) << message("[::1]:22\n");
+}
+
+TEST(Capacity, EveryLimitIsCheckedAndNamedWithWhatWouldFit) {
+  using detail::check_capacity;
+  using detail::SystemLimits;
+  auto has = [](const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; };
+  SystemLimits l;  // no limits at all
+  EXPECT_EQ(check_capacity(1 << 22, 5, "h", l), "");
+
+  l.open_files = 1024;
+  l.open_files_hard = 4096;
+  l.open_now = 8;
+  EXPECT_EQ(check_capacity(500, 0, "h", l), "");  // 8 open + 2 per rank + 16 spare = 1024
+  std::string m = check_capacity(501, 0, "h", l);
+  EXPECT_TRUE(has(m, "host h cannot start 501 ranks: they need about 1026 open files")) << m;
+  EXPECT_TRUE(has(m, "RLIMIT_NOFILE (ulimit -n) is 1024 (raise it with ulimit -n 1026; the hard limit is 4096)")) << m;
+  EXPECT_TRUE(has(m, "at most 500 ranks fit there")) << m;
+  m = check_capacity(500, 1, "h", l);  // an ssh client holds 3 more
+  EXPECT_TRUE(has(m, "at most 498 ranks fit there")) << m;
+
+  l = SystemLimits{};
+  l.pid_max = 32768;
+  l.tasks_now = 768;
+  EXPECT_EQ(check_capacity(32000, 0, "h", l), "");
+  m = check_capacity(32001, 0, "h", l);
+  EXPECT_TRUE(has(m, "they need 32001 processes, but kernel.pid_max is 32768 and 768 tasks run already")) << m;
+  EXPECT_TRUE(has(m, "at most 32000 ranks fit")) << m;
+
+  l = SystemLimits{};
+  l.cgroup_pids_max = 100;
+  l.cgroup_pids_current = 40;
+  l.cgroup_pids_file = "/sys/fs/cgroup/job/pids.max";
+  EXPECT_EQ(check_capacity(58, 2, "h", l), "");
+  m = check_capacity(59, 2, "h", l);
+  EXPECT_TRUE(has(m, "the cgroup's pids.max (/sys/fs/cgroup/job/pids.max) is 100 with 40 in use")) << m;
+  EXPECT_TRUE(has(m, "at most 58 ranks fit")) << m;
+
+  l.nproc = 10;  // only for users other than root
+  m = check_capacity(20, 0, "h", l);
+  EXPECT_TRUE(has(m, "RLIMIT_NPROC (ulimit -u) is 10")) << m;
+  EXPECT_TRUE(has(m, "at most 10 ranks fit")) << m;
+  EXPECT_EQ(check_capacity(0, 11, "", l).rfind("this machine cannot start 11 ssh clients", 0), 0u);
+}
+
+TEST(Capacity, ThisMachinesLimitsAreRead) {
+  const auto l = detail::read_system_limits();
+  EXPECT_GT(l.pid_max, 0);
+  EXPECT_GT(l.tasks_now, 0);
+  EXPECT_GE(l.open_now, 3);  // stdin, stdout, stderr at least
+  EXPECT_NE(l.open_files, 0);
 }
 
 TEST(Slurm, NodeListsExpand) {

@@ -22,6 +22,8 @@ struct HostEntry {
 
 // One host per line, '#' starts a comment, blank lines are ignored, "host slots=N" is accepted,
 // names must be unique and at least one host must be given. `origin` names the source in errors.
+// A leading UTF-8 byte-order mark is skipped; an IPv6 address may be bracketed ("[fd00::1]",
+// "user@[fd00::1]"), and its name is then the bare address, as ssh wants it.
 std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::string& origin);
 std::vector<HostEntry> read_hostfile(const std::string& path);
 

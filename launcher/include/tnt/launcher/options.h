@@ -30,7 +30,7 @@ struct LaunchOptions {
   bool pin_memory_to_socket = false;
   std::string numa_topology;  // --numa-topology (explicit topology, mainly for tests)
   std::string transport = "tcp";
-  int fusion_threshold_kb = 32;
+  int fusion_threshold_kb = 32;  // within settings::kFusionThresholdKb's range
   std::string log_level = "INFO";
   bool log_on_all_devices = false;
   bool output_on_all_devices = false;
