@@ -9,8 +9,9 @@
 // positions; scores S = Q K^T / sqrt(d_head), the weighted sum P V and all
 // four backward products are batched oneDNN matmuls over {batch, head} whose
 // operands are strided views of the {N, T, heads * d_head} projection
-// buffers, so heads are never copied out. Softmax (forward and backward) is
-// oneDNN's. Masked scores are set to -1e30 before the softmax and their
+// buffers, so heads are never copied out. The softmax is oneDNN's; its
+// backward is compute/'s own loop (oneDNN 2.6 has only reference code for it
+// on AVX2). Masked scores are set to -1e30 before the softmax and their
 // probabilities to exactly 0 after it, so a padded key gets no weight and no
 // gradient at all (Note [Sequence padding] in model.h); a causal mask lets
 // query t see keys 0..t only.
@@ -43,6 +44,7 @@ class MultiHeadAttention {
 
  private:
   void apply_mask(std::span<const int32_t> key_lengths, bool after_softmax);
+  void softmax_backward();
 
   int64_t dim_ = 0, heads_ = 0, head_dim_ = 0;
   bool causal_ = false;
@@ -51,7 +53,6 @@ class MultiHeadAttention {
   MatMul scores_, weighted_, d_probs_, d_value_, d_query_, d_key_;
   dnnl::memory::desc probs_md_;
   dnnl::softmax_forward softmax_;
-  dnnl::softmax_backward softmax_backward_;
   const float* query_in_ = nullptr;
   const float* memory_in_ = nullptr;
   std::vector<float> q_, k_, v_, probs_, heads_out_;
