@@ -7,6 +7,7 @@
 
 #include "layer.h"
 #include "layers_internal.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace detail {
@@ -30,7 +31,7 @@ void MultiHeadAttention::prepare(int64_t batch, int64_t query_length, int64_t ke
     return;
   }
   if (causal_ && query_length != key_length) {
-    throw std::invalid_argument("causal attention needs queries and keys of the same length");
+    throw ConfigError("causal attention needs queries and keys of the same length");
   }
   batch_ = batch;
   tq_ = query_length;
@@ -174,13 +175,13 @@ class SelfAttention final : public Layer {
     OptionReader opt(spec_, name_);
     opt.check_known({"heads", "causal", "bias", "init"});
     if (sample.size() != 2) {
-      throw std::invalid_argument("layer " + name_ + ": expects {T, features} per sample, got " + to_string(sample));
+      throw ConfigError("layer " + name_ + ": expects {T, features} per sample, got " + to_string(sample));
     }
     const int64_t heads = opt.required_integer("heads");
     const int64_t dim = sample[1];
     if (heads < 1 || dim % heads != 0) {
-      throw std::invalid_argument("layer " + name_ + ": heads (" + std::to_string(heads) +
-                                  ") must be >= 1 and divide the feature count (" + std::to_string(dim) + ")");
+      throw ConfigError("layer " + name_ + ": heads (" + std::to_string(heads) +
+                        ") must be >= 1 and divide the feature count (" + std::to_string(dim) + ")");
     }
     const bool bias = opt.boolean("bias", true);
     const std::string init = opt.text("init", "glorot_uniform");

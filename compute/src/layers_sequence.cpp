@@ -8,6 +8,7 @@
 #include "layer.h"
 #include "layers_internal.h"
 #include "sequence_ops.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace detail {
@@ -111,13 +112,13 @@ class Embedding final : public Layer {
     OptionReader opt(spec_, name_);
     opt.check_known({"vocab", "dim", "scale", "init"});
     if (sample.size() != 1) {
-      throw std::invalid_argument("layer " + name_ + ": expects {T} token ids per sample, got " + to_string(sample));
+      throw ConfigError("layer " + name_ + ": expects {T} token ids per sample, got " + to_string(sample));
     }
     vocab_ = opt.required_integer("vocab");
     dim_ = opt.required_integer("dim");
     scale_ = static_cast<float>(opt.number("scale", 1.0));
     if (vocab_ < 1 || vocab_ > (int64_t{1} << 24) || dim_ < 1) {
-      throw std::invalid_argument("layer " + name_ + ": need 1 <= vocab <= 2^24 (ids travel as floats) and dim >= 1");
+      throw ConfigError("layer " + name_ + ": need 1 <= vocab <= 2^24 (ids travel as floats) and dim >= 1");
     }
     table_ = &add_parameter("weight", {vocab_, dim_}, opt.text("init", "glorot_uniform"), vocab_, dim_);
     return {sample[0], dim_};
@@ -135,9 +136,9 @@ class Embedding final : public Layer {
     for (int64_t p = 0; p < positions; ++p) {
       const float v = x[p];
       if (!(v >= 0.0f && v < static_cast<float>(vocab_)) || v != std::floor(v)) {
-        throw std::invalid_argument("layer " + name_ + ": token id " + std::to_string(v) + " of sample " +
-                                    std::to_string(p / x.dim(1)) + ", position " + std::to_string(p % x.dim(1)) +
-                                    " is not an integer in [0, " + std::to_string(vocab_) + ")");
+        throw ConfigError("layer " + name_ + ": token id " + std::to_string(v) + " of sample " +
+                          std::to_string(p / x.dim(1)) + ", position " + std::to_string(p % x.dim(1)) +
+                          " is not an integer in [0, " + std::to_string(vocab_) + ")");
       }
       ids_[static_cast<size_t>(p)] = static_cast<int32_t>(v);
     }
@@ -196,7 +197,7 @@ class PositionalEncoding final : public Layer {
   Shape setup(const Shape& sample) override {
     OptionReader(spec_, name_).check_known({});
     if (sample.size() != 2) {
-      throw std::invalid_argument("layer " + name_ + ": expects {T, features} per sample, got " + to_string(sample));
+      throw ConfigError("layer " + name_ + ": expects {T, features} per sample, got " + to_string(sample));
     }
     return sample;
   }
@@ -261,7 +262,7 @@ class LayerNorm final : public Layer {
     opt.check_known({"epsilon"});
     epsilon_ = static_cast<float>(opt.number("epsilon", 1e-5));
     if (!(epsilon_ > 0.0f)) {
-      throw std::invalid_argument("layer " + name_ + ": epsilon must be > 0");
+      throw ConfigError("layer " + name_ + ": epsilon must be > 0");
     }
     features_ = sample.back();
     scale_ = &add_parameter("scale", {features_}, "ones", 1, 1);
@@ -341,7 +342,7 @@ class PositionWiseDense final : public Layer {
     opt.check_known({"units", "bias", "init"});
     const int64_t units = opt.required_integer("units");
     if (units < 1) {
-      throw std::invalid_argument("layer " + name_ + ": units must be >= 1");
+      throw ConfigError("layer " + name_ + ": units must be >= 1");
     }
     const int64_t in = sample.back();
     Parameter* weight = &add_parameter("weight", {units, in}, opt.text("init", "glorot_uniform"), in, units);

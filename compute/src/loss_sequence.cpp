@@ -4,25 +4,26 @@
 #include <string>
 
 #include "tnt/compute/loss.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 
 SequenceSoftmaxCrossEntropy::SequenceSoftmaxCrossEntropy(SequenceCrossEntropyOptions options) : options_(options) {
   if (!(options_.label_smoothing >= 0.0 && options_.label_smoothing < 1.0)) {
-    throw std::invalid_argument("sequence cross-entropy: label smoothing must be in [0, 1), got " +
-                                std::to_string(options_.label_smoothing));
+    throw ConfigError("sequence cross-entropy: label smoothing must be in [0, 1), got " +
+                      std::to_string(options_.label_smoothing));
   }
 }
 
 LossResult SequenceSoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const int32_t> labels) {
   if (logits.shape().size() != 3) {
-    throw std::invalid_argument("sequence cross-entropy: logits must be {N, T, K}, got " + to_string(logits.shape()));
+    throw ConfigError("sequence cross-entropy: logits must be {N, T, K}, got " + to_string(logits.shape()));
   }
   const int64_t positions = logits.dim(0) * logits.dim(1);
   const int64_t k = logits.dim(2);
   if (static_cast<int64_t>(labels.size()) != positions) {
-    throw std::invalid_argument("sequence cross-entropy: " + std::to_string(labels.size()) + " labels for " +
-                                std::to_string(positions) + " positions of logits " + to_string(logits.shape()));
+    throw ConfigError("sequence cross-entropy: " + std::to_string(labels.size()) + " labels for " +
+                      std::to_string(positions) + " positions of logits " + to_string(logits.shape()));
   }
   const double smoothing = options_.label_smoothing;
   const double uniform = smoothing / static_cast<double>(k);
@@ -35,10 +36,10 @@ LossResult SequenceSoftmaxCrossEntropy::forward(const Tensor& logits, std::span<
       continue;
     }
     if (label < 0 || label >= k) {
-      throw std::invalid_argument("sequence cross-entropy: label " + std::to_string(label) + " at sample " +
-                                  std::to_string(i / logits.dim(1)) + ", position " +
-                                  std::to_string(i % logits.dim(1)) + " is outside [0, " + std::to_string(k) +
-                                  ") and is not the padding label " + std::to_string(options_.ignore_label));
+      throw ConfigError("sequence cross-entropy: label " + std::to_string(label) + " at sample " +
+                        std::to_string(i / logits.dim(1)) + ", position " + std::to_string(i % logits.dim(1)) +
+                        " is outside [0, " + std::to_string(k) + ") and is not the padding label " +
+                        std::to_string(options_.ignore_label));
     }
     const float* z = logits.data() + i * k;
     float* p = probabilities_.data() + i * k;
@@ -75,7 +76,7 @@ LossResult SequenceSoftmaxCrossEntropy::forward(const Tensor& logits, std::span<
 
 const Tensor& SequenceSoftmaxCrossEntropy::backward(float scale) {
   if (probabilities_.shape().empty()) {
-    throw std::logic_error("sequence cross-entropy: backward() before forward()");
+    throw LogicError("sequence cross-entropy: backward() before forward()");
   }
   gradient_.resize(probabilities_.shape());
   const int64_t k = probabilities_.dim(2);

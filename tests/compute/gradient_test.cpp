@@ -11,6 +11,7 @@
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -298,10 +299,10 @@ TEST(Loss, SequenceCrossEntropyMatchesTokenwiseLossAndRefusesBadLabels) {
   }
   EXPECT_NEAR(SequenceSoftmaxCrossEntropy({-1, 0.3}).forward(logits, labels).sum, expected, 1e-5);
   std::vector<int32_t> bad{3, -1, -1, 0, 4, 1};
-  EXPECT_THROW(SequenceSoftmaxCrossEntropy().forward(logits, bad), std::invalid_argument);
+  EXPECT_THROW(SequenceSoftmaxCrossEntropy().forward(logits, bad), tnt::ConfigError);
   std::vector<int32_t> short_labels{3, 1};
-  EXPECT_THROW(SequenceSoftmaxCrossEntropy().forward(logits, short_labels), std::invalid_argument);
-  EXPECT_THROW(SequenceSoftmaxCrossEntropy({-1, 1.0}), std::invalid_argument);
+  EXPECT_THROW(SequenceSoftmaxCrossEntropy().forward(logits, short_labels), tnt::ConfigError);
+  EXPECT_THROW(SequenceSoftmaxCrossEntropy({-1, 1.0}), tnt::ConfigError);
   // Another padding label.
   std::vector<int32_t> zero_padded{3, 0, 0, 1, 2, 1};
   EXPECT_EQ(SequenceSoftmaxCrossEntropy({0, 0.0}).forward(logits, zero_padded).count, 4);
@@ -326,7 +327,7 @@ TEST(Loss, SoftmaxCrossEntropyIsStableAndCountsCorrect) {
   EXPECT_EQ(r.correct, 1);
   EXPECT_EQ(r.count, 2);
   std::vector<int32_t> bad{0, 3};
-  EXPECT_THROW(SoftmaxCrossEntropy().forward(logits, bad), std::invalid_argument);
+  EXPECT_THROW(SoftmaxCrossEntropy().forward(logits, bad), tnt::ConfigError);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -267,22 +268,22 @@ TEST(SequenceLayers, RefuseBadInput) {
     try {
       model.forward(ids, Mode::inference);
       FAIL() << "token id " << bad << " accepted";
-    } catch (const std::invalid_argument& e) {
+    } catch (const tnt::ConfigError& e) {
       EXPECT_NE(std::string(e.what()).find("embedding_0: token id"), std::string::npos) << e.what();
     }
   }
   Model attention = make_model({4, 6}, {self_attention(2)});
   const Tensor x = random_tensor({2, 4, 6}, 17);
   for (std::vector<int32_t> lengths : {std::vector<int32_t>{4}, {4, 0}, {5, 1}}) {
-    EXPECT_THROW(attention.forward(x, Mode::inference, BatchInfo{0, 0, lengths}), std::invalid_argument);
+    EXPECT_THROW(attention.forward(x, Mode::inference, BatchInfo{0, 0, lengths}), tnt::ConfigError);
   }
-  EXPECT_THROW(make_model({4, 6}, {self_attention(4)}), std::invalid_argument);  // 4 does not divide 6
+  EXPECT_THROW(make_model({4, 6}, {self_attention(4)}), tnt::ConfigError);  // 4 does not divide 6
   EXPECT_THROW(make_model({4, 6}, {self_attention(2), positional_encoding()})
                    .forward(random_tensor({1, 5, 6}, 1), Mode::inference),
-               std::invalid_argument);                                         // another length than the spec's
-  EXPECT_THROW(make_model({4, 6}, {embedding(7, 3)}), std::invalid_argument);  // ids are {T}
-  EXPECT_THROW(make_model({6}, {positional_encoding()}), std::invalid_argument);
-  EXPECT_THROW(make_model({4, 6}, {layer_norm(0.0)}), std::invalid_argument);
+               tnt::ConfigError);                                         // another length than the spec's
+  EXPECT_THROW(make_model({4, 6}, {embedding(7, 3)}), tnt::ConfigError);  // ids are {T}
+  EXPECT_THROW(make_model({6}, {positional_encoding()}), tnt::ConfigError);
+  EXPECT_THROW(make_model({4, 6}, {layer_norm(0.0)}), tnt::ConfigError);
 }
 
 TEST(SequenceLayers, ParseFromToml) {
