@@ -3,6 +3,7 @@
 // and driven by Model; nothing here is public.
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,7 +34,9 @@ struct StateBuffer {
 
 struct ForwardContext {
   Mode mode = Mode::training;
-  uint64_t pass = 0;  // training-mode pass counter (Dropout masks)
+  uint64_t step = 0;                 // Note [Dropout masks] in model.h
+  int64_t first_sample = 0;          // global index of sample 0 of this micro-batch
+  std::span<const int32_t> lengths;  // Note [Sequence padding] in model.h; empty: none padded
 };
 
 using ReadyFn = std::function<void(size_t)>;

@@ -51,14 +51,19 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// Inverted dropout. The mask of element i in training pass p is a pure
-// function of (seed, p, i), so it does not depend on threads or history and a
-// resumed run (which restores the pass counter) draws the same masks.
+// Inverted dropout; the mask follows Note [Dropout masks] in model.h. It is
+// drawn in plain row-major order and reordered to the input's layout when
+// that is blocked, so a sample's mask never depends on the layout chosen for
+// its micro-batch.
 class Dropout final : public Layer {
  public:
   using Layer::Layer;
   bool accepts_blocked() const override { return true; }
-  dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool) override { return input; }
+  dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool) override {
+    const auto plain = detail::plain_desc(input.dims());
+    to_layout_.prepare(plain, input);
+    return input;
+  }
   Shape setup(const Shape& sample) override {
     OptionReader opt(spec_, name_);
     opt.check_known({"rate", "seed"});
@@ -77,19 +82,14 @@ class Dropout final : public Layer {
       std::copy(x.data(), x.data() + x.size(), y_.data());
       return y_;
     }
-    mask_.resize(static_cast<size_t>(x.size()));
-    const auto threshold = static_cast<uint64_t>(rate_ * 18446744073709551616.0);
-    const float keep_scale = static_cast<float>(1.0 / (1.0 - rate_));
-    const uint64_t stream = mix64(seed_ ^ mix64(context.pass));
+    draw_mask(x.shape(), context);
     const int64_t n = x.size();
     const float* in = x.data();
+    const float* mask = mask_.data();
     float* out = y_.data();
-    float* mask = mask_.data();
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < n; ++i) {
-      float m = mix64(stream + static_cast<uint64_t>(i)) >= threshold ? keep_scale : 0.0f;
-      mask[i] = m;
-      out[i] = in[i] * m;
+      out[i] = in[i] * mask[i];
     }
     return y_;
   }
@@ -109,10 +109,37 @@ class Dropout final : public Layer {
   }
 
  private:
+  // Fills mask_ (in the input's storage layout) with 0 or 1 / (1 - rate).
+  void draw_mask(const Shape& shape, const ForwardContext& context) {
+    const int64_t samples = shape[0];
+    const int64_t per_sample = samples > 0 ? element_count(shape) / samples : 0;
+    plain_mask_.resize(static_cast<size_t>(samples * per_sample));
+    const auto threshold = static_cast<uint64_t>(rate_ * 18446744073709551616.0);
+    const float keep_scale = static_cast<float>(1.0 / (1.0 - rate_));
+    const uint64_t stream = mix64(seed_ ^ mix64(context.step));
+    float* mask = plain_mask_.data();
+    const int64_t first = context.first_sample;
+#pragma omp parallel for schedule(static)
+    for (int64_t s = 0; s < samples; ++s) {
+      const uint64_t sample_stream = mix64(stream ^ mix64(static_cast<uint64_t>(first + s) + 0x5851f42d4c957f2dULL));
+      float* m = mask + s * per_sample;
+      for (int64_t e = 0; e < per_sample; ++e) {
+        m[e] = mix64(sample_stream + static_cast<uint64_t>(e)) >= threshold ? keep_scale : 0.0f;
+      }
+    }
+    if (to_layout_.needed()) {
+      mask_.resize(static_cast<size_t>(x_->size()));
+      to_layout_.run(plain_mask_.data(), mask_.data());
+    } else {
+      mask_.swap(plain_mask_);
+    }
+  }
+
   double rate_ = 0.5;
   uint64_t seed_ = 0;
   bool training_ = false;
-  std::vector<float> mask_;
+  detail::Reorder to_layout_;
+  std::vector<float> mask_, plain_mask_;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
 };
@@ -302,6 +329,9 @@ std::shared_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& name
   if (auto layer = make_dnnl_layer(spec, name)) {
     return layer;
   }
+  if (auto layer = make_sequence_layer(spec, name)) {
+    return layer;
+  }
   if (spec.type == "flatten") {
     return std::make_shared<Flatten>(spec, name);
   }
@@ -313,7 +343,8 @@ std::shared_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& name
   }
   throw ConfigError("unknown layer type '" + spec.type +
                     "' (dense, conv2d, max_pool2d, avg_pool2d, global_avg_pool2d, activation, "
-                    "batch_norm, dropout, flatten, residual)");
+                    "batch_norm, dropout, flatten, residual, embedding, positional_encoding, layer_norm, "
+                    "position_wise_dense, self_attention)");
 }
 
 namespace layers {

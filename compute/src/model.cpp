@@ -128,6 +128,22 @@ void init_parameter(Parameter& p, uint64_t seed) {
   }
 }
 
+void check_lengths(const std::string& model, const Shape& shape, std::span<const int32_t> lengths) {
+  if (lengths.empty()) {
+    return;
+  }
+  if (shape.size() < 2 || static_cast<int64_t>(lengths.size()) != shape[0]) {
+    throw ConfigError("model '" + model + "': " + std::to_string(lengths.size()) + " sequence lengths for input " +
+                      to_string(shape) + " (need one per sample)");
+  }
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] < 1 || lengths[i] > shape[1]) {
+      throw ConfigError("model '" + model + "': sequence length " + std::to_string(lengths[i]) + " of sample " +
+                        std::to_string(i) + " is outside [1, " + std::to_string(shape[1]) + "]");
+    }
+  }
+}
+
 }  // namespace
 
 void Model::initialize(uint64_t seed) {
@@ -141,12 +157,17 @@ void Model::initialize(uint64_t seed) {
 }
 
 const Tensor& Model::forward(const Tensor& x, Mode mode) {
+  return forward(x, mode, BatchInfo{training_passes_, 0, {}});
+}
+
+const Tensor& Model::forward(const Tensor& x, Mode mode, const BatchInfo& batch) {
   const Shape& shape = x.shape();
   if (shape.size() != spec_.input.size() + 1 ||
       !std::equal(spec_.input.begin(), spec_.input.end(), shape.begin() + 1) || shape[0] < 1) {
     throw ConfigError("model '" + spec_.name + "': input " + to_string(shape) + " does not match {N} + " +
                       to_string(spec_.input));
   }
+  check_lengths(spec_.name, shape, batch.lengths);
   Registry& r = *registry_;
   if (shape != configured_input_) {
     configured_input_.clear();  // stays unset if prepare throws
@@ -156,7 +177,7 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
     r.gradient_from_plain.prepare(plain, r.output_md);
     configured_input_ = shape;
   }
-  ForwardContext context{mode, training_passes_};
+  ForwardContext context{mode, batch.step, batch.first_sample, batch.lengths};
   if (mode == Mode::training) {
     ++training_passes_;
   }

@@ -94,6 +94,7 @@ struct Loader::State {
     batch.step = p.step;
     batch.local_count = share.local_count();
     batch.global_count = share.global_count;
+    batch.global_offset = share.global_offset;
     batch.data.resize(batch.local_count * n);
     batch.labels.resize(batch.local_count);
     batch.indices = std::move(share.indices);

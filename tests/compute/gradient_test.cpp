@@ -23,6 +23,8 @@ struct Case {
   std::vector<LayerSpec> layers;
   Shape input;  // with batch
   Mode mode = Mode::training;
+  std::vector<int32_t> lengths = {};  // sequence lengths (padding masks); empty: none
+  int64_t vocab = 0;                  // > 0: the input is token ids in [0, vocab), not differentiable
 };
 
 std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.label; }
@@ -69,9 +71,14 @@ TEST_P(LayerGradient, MatchesFiniteDifferences) {
     }
   }
   Tensor x = random_tensor(c.input, 1);
+  if (c.vocab > 0) {
+    for (int64_t i = 0; i < x.size(); ++i) {
+      x[i] = std::floor((x[i] + 1.0f) * 0.5f * static_cast<float>(c.vocab) * 0.999f);
+    }
+  }
   auto run = [&]() -> const Tensor& {
-    model.set_training_passes(5);  // the same Dropout mask every time
-    return model.forward(x, c.mode);
+    // The same step and samples, so the same Dropout mask every time.
+    return model.forward(x, c.mode, BatchInfo{5, 3, c.lengths});
   };
   const Tensor& y0 = run();
   const Tensor r = random_tensor(y0.shape(), 2);
@@ -107,7 +114,13 @@ TEST_P(LayerGradient, MatchesFiniteDifferences) {
   for (size_t k = 0; k < ready.size(); ++k) {
     EXPECT_EQ(ready[k], model.parameter_count() - 1 - k);
   }
-  check_entries("input", x.data(), x.size(), input_grad.data(), loss);
+  if (c.vocab > 0) {
+    for (int64_t i = 0; i < input_grad.size(); ++i) {
+      ASSERT_EQ(input_grad[i], 0.0f) << "token ids have no gradient";
+    }
+  } else {
+    check_entries("input", x.data(), x.size(), input_grad.data(), loss);
+  }
   for (size_t i = 0; i < model.parameter_count(); ++i) {
     check_entries(model.parameter(i).name, model.weights(i), model.parameter(i).size, grads[i].data(), loss);
   }
@@ -183,6 +196,32 @@ std::vector<Case> cases() {
   // convolutions, reorders) that the tiny cases above may not. Kinks (ReLU,
   // max) are smoothed so that finite differences stay meaningful over many
   // layers; the kinked layers have their own cases above.
+  // Sequences {N, T, D}. Padding: sample 1 has 3 real positions of 5.
+  const std::vector<LayerSpec> encoder_layer{
+      residual({self_attention(2), dropout(0.2, 3)}, {}, "linear"), layer_norm(),
+      residual({position_wise_dense(12), activation("tanh"), dropout(0.2, 4), position_wise_dense(8)}, {}, "linear"),
+      layer_norm()};
+  std::vector<LayerSpec> encoder{embedding(11, 8, std::sqrt(8.0)), positional_encoding(), dropout(0.1, 5)};
+  encoder.insert(encoder.end(), encoder_layer.begin(), encoder_layer.end());
+  encoder.push_back(position_wise_dense(11));
+  std::vector<Case> sequences{
+      {"embedding", {embedding(7, 4, 2.0)}, {3, 5}, Mode::training, {}, 7},
+      {"positional_encoding", {positional_encoding()}, {2, 5, 6}},
+      {"layer_norm", {layer_norm()}, {2, 4, 6}},
+      {"layer_norm_2d", {layer_norm(1e-3)}, {3, 5}},
+      {"position_wise_dense", {position_wise_dense(3)}, {2, 4, 5}},
+      {"position_wise_dense_no_bias", {position_wise_dense(3, false)}, {2, 4, 5}},
+      {"dropout_sequence_train", {dropout(0.3, 2)}, {2, 5, 4}},
+      {"residual_add_sequence", {residual({position_wise_dense(4), layer_norm()}, {}, "linear")}, {2, 3, 4}},
+      {"self_attention", {self_attention(2)}, {2, 5, 8}},
+      {"self_attention_padding", {self_attention(2)}, {2, 5, 8}, Mode::training, {5, 3}},
+      {"self_attention_causal", {self_attention(4, true)}, {2, 5, 8}},
+      {"self_attention_causal_padding", {self_attention(1, true, false)}, {3, 4, 6}, Mode::training, {4, 2, 1}},
+      {"encoder_layer_train", encoder_layer, {2, 5, 8}, Mode::training, {5, 3}},
+      {"encoder_layer_inference", encoder_layer, {2, 5, 8}, Mode::inference, {5, 3}},
+      {"encoder_with_embedding_train", encoder, {2, 5}, Mode::training, {4, 5}, 11},
+  };
+  out.insert(out.end(), sequences.begin(), sequences.end());
   out.push_back({"lenet5_smoothed", smoothed(zoo::lenet5().layers), {2, 1, 28, 28}});
   out.push_back({"resnet20_stage_smoothed",
                  smoothed({conv2d(conv(16, 3, 1, 1)), batch_norm(), activation("relu"), zoo::resnet20().layers[6],
@@ -203,6 +242,70 @@ TEST(LossGradient, SoftmaxCrossEntropy) {
   const Tensor grad = loss.backward(scale);
   check_entries("logits", logits.data(), logits.size(), grad.data(),
                 [&] { return scale * SoftmaxCrossEntropy().forward(logits, labels).sum; });
+}
+
+TEST(LossGradient, SequenceSoftmaxCrossEntropyWithPaddingAndSmoothing) {
+  for (double smoothing : {0.0, 0.1}) {
+    Tensor logits = random_tensor({2, 4, 5}, 6, -3.0f, 3.0f);
+    // Sample 0 has 3 real tokens, sample 1 has 2; -1 marks padding.
+    std::vector<int32_t> labels{4, 0, 2, -1, 1, 1, -1, -1};
+    const SequenceCrossEntropyOptions options{-1, smoothing};
+    SequenceSoftmaxCrossEntropy loss(options);
+    const float scale = 0.2f;
+    const LossResult r = loss.forward(logits, labels);
+    EXPECT_EQ(r.count, 5);
+    const Tensor grad = loss.backward(scale);
+    for (int64_t position : {3, 6, 7}) {
+      for (int64_t j = 0; j < 5; ++j) {
+        EXPECT_EQ(grad[position * 5 + j], 0.0f) << "padding position " << position;
+      }
+    }
+    check_entries("logits, smoothing " + std::to_string(smoothing), logits.data(), logits.size(), grad.data(),
+                  [&] { return scale * SequenceSoftmaxCrossEntropy(options).forward(logits, labels).sum; });
+  }
+}
+
+TEST(Loss, SequenceCrossEntropyMatchesTokenwiseLossAndRefusesBadLabels) {
+  Tensor logits = random_tensor({2, 3, 4}, 8, -2.0f, 2.0f);
+  std::vector<int32_t> labels{3, -1, -1, 0, 2, 1};
+  const LossResult r = SequenceSoftmaxCrossEntropy().forward(logits, labels);
+  // The same tokens as a {tokens, K} classification.
+  Tensor real({4, 4});
+  std::vector<int32_t> real_labels;
+  int64_t row = 0;
+  for (int64_t i = 0; i < 6; ++i) {
+    if (labels[static_cast<size_t>(i)] >= 0) {
+      std::copy(logits.data() + i * 4, logits.data() + i * 4 + 4, real.data() + row++ * 4);
+      real_labels.push_back(labels[static_cast<size_t>(i)]);
+    }
+  }
+  const LossResult flat = SoftmaxCrossEntropy().forward(real, real_labels);
+  EXPECT_NEAR(r.sum, flat.sum, 1e-5);
+  EXPECT_EQ(r.correct, flat.correct);
+  EXPECT_EQ(r.count, 4);
+  // Smoothing e: per token (1 - e) * -log p_label + e / K * sum over classes of -log p.
+  double expected = 0.0;
+  for (int64_t t = 0; t < 4; ++t) {
+    const float* z = real.data() + t * 4;
+    double total = 0.0;
+    for (int64_t j = 0; j < 4; ++j) {
+      total += std::exp(static_cast<double>(z[j]));
+    }
+    double uniform = 0.0;
+    for (int64_t j = 0; j < 4; ++j) {
+      uniform += std::log(total) - z[j];
+    }
+    expected += 0.7 * (std::log(total) - z[real_labels[static_cast<size_t>(t)]]) + 0.3 / 4.0 * uniform;
+  }
+  EXPECT_NEAR(SequenceSoftmaxCrossEntropy({-1, 0.3}).forward(logits, labels).sum, expected, 1e-5);
+  std::vector<int32_t> bad{3, -1, -1, 0, 4, 1};
+  EXPECT_THROW(SequenceSoftmaxCrossEntropy().forward(logits, bad), tnt::ConfigError);
+  std::vector<int32_t> short_labels{3, 1};
+  EXPECT_THROW(SequenceSoftmaxCrossEntropy().forward(logits, short_labels), tnt::ConfigError);
+  EXPECT_THROW(SequenceSoftmaxCrossEntropy({-1, 1.0}), tnt::ConfigError);
+  // Another padding label.
+  std::vector<int32_t> zero_padded{3, 0, 0, 1, 2, 1};
+  EXPECT_EQ(SequenceSoftmaxCrossEntropy({0, 0.0}).forward(logits, zero_padded).count, 4);
 }
 
 TEST(LossGradient, MeanSquaredError) {

@@ -106,6 +106,7 @@ TEST(Loader, RanksJoinToTheSerialBatchWithAugmentation) {
           ASSERT_EQ(part->epoch, whole->epoch);
           ASSERT_EQ(part->step, whole->step);
           ASSERT_EQ(part->global_count, whole->local_count);
+          ASSERT_EQ(part->global_offset, joined.indices.size());  // Dropout masks key on it
           joined.data.insert(joined.data.end(), part->data.begin(), part->data.end());
           joined.labels.insert(joined.labels.end(), part->labels.begin(), part->labels.end());
           joined.indices.insert(joined.indices.end(), part->indices.begin(), part->indices.end());

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Multi-process tests of tnt-train, run through tnt-launch (see tests/trainer/CMakeLists.txt).
 
-  trainer_integration.py reproducibility|resume|failure --launch L --train T --ckpt C \
+  trainer_integration.py reproducibility|dropout_reproducibility|resume|failure --launch L --train T --ckpt C \
       --compare W --workdir D
 """
 import argparse
@@ -109,6 +109,58 @@ def reproducibility(args):
     print(f"two runs on 2 ranks (bitwise): {text.strip()}")
     if code != 0:
         fail("two runs with the same number of ranks are not bitwise identical")
+
+
+# An MLP with Dropout: its masks are keyed by (seed, step, global sample index, element)
+# (compute/include/tnt/compute/model.h, Note [Dropout masks]), so they do not depend on the
+# number of ranks, and a resumed run draws the masks of the steps it resumes at.
+DROPOUT_MODEL = """name = "mlp_dropout"
+input = [1, 28, 28]
+[[layers]]
+type = "flatten"
+[[layers]]
+type = "dense"
+units = 64
+[[layers]]
+type = "activation"
+function = "tanh"
+[[layers]]
+type = "dropout"
+rate = 0.4
+seed = 3
+[[layers]]
+type = "dense"
+units = 10
+"""
+
+
+def dropout_reproducibility(args):
+    model = os.path.join(args.workdir, "mlp_dropout.toml")
+    with open(model, "w") as f:
+        f.write(DROPOUT_MODEL)
+    ckpts = {}
+    for ranks, tag in [(1, "1"), (2, "2"), (3, "3"), (2, "2b")]:
+        ckpts[tag] = os.path.join(args.workdir, f"dropout_{tag}.ckpt")
+        run(args, ranks, ["--model", model, "--epochs", "2", "--max-steps", "30", "--checkpoint", ckpts[tag]])
+    for tag in ["2", "3"]:
+        p = subprocess.run([args.compare, ckpts["1"], ckpts[tag], "1e-5"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        print(f"dropout model, weights after 30 steps, 1 rank vs {tag} ranks: {p.stdout.strip()}")
+        if p.returncode != 0:
+            fail(f"with dropout, weights after 30 steps differ between 1 and {tag} ranks beyond 1e-5 relative")
+    code, text = ckpt_diff(args, ckpts["2"], ckpts["2b"], 0, 0)
+    print(f"dropout model, two runs on 2 ranks (bitwise): {text.strip()}")
+    if code != 0:
+        fail("with dropout, two runs with the same number of ranks are not bitwise identical")
+    split = os.path.join(args.workdir, "dropout_split.ckpt")
+    if os.path.exists(split):
+        os.remove(split)
+    run(args, 2, ["--model", model, "--epochs", "2", "--max-steps", "21", "--checkpoint", split])
+    run(args, 2, ["--model", model, "--epochs", "2", "--max-steps", "30", "--checkpoint", split, "--resume", split])
+    code, text = ckpt_diff(args, ckpts["2"], split, 0, 0)
+    print(f"dropout model, 30 steps straight vs 21 + resume (bitwise): {text.strip()}")
+    if code != 0:
+        fail("with dropout, a resumed run does not end bitwise identical to one straight through")
 
 
 def resume(args):
@@ -231,7 +283,7 @@ def failure(args):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("test", choices=["reproducibility", "resume", "failure"])
+    parser.add_argument("test", choices=["reproducibility", "dropout_reproducibility", "resume", "failure"])
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)
     parser.add_argument("--ckpt", required=True)

@@ -174,7 +174,9 @@ class BackpropActor : public Actor {
       input_.resize({static_cast<int64_t>(batch_.local_count), static_cast<int64_t>(s.channels),
                      static_cast<int64_t>(s.height), static_cast<int64_t>(s.width)});
       std::memcpy(input_.data(), batch_.data.data(), batch_.data.size() * sizeof(float));
-      const auto& output = model.forward(input_, compute::Mode::training);
+      // Dropout masks keyed by (step, global sample index): the same on any number of ranks.
+      const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch_.global_offset), {}};
+      const auto& output = model.forward(input_, compute::Mode::training, where);
       const auto result = loss_.forward(output, batch_.labels);
       figures.loss_sum = result.sum;
       figures.correct = static_cast<double>(result.correct);

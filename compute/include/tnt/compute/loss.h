@@ -34,6 +34,34 @@ class SoftmaxCrossEntropy {
   std::span<const int32_t> labels_;
 };
 
+// Softmax cross-entropy over sequences, for per-token labels: logits {N, T,
+// K}, labels N * T (row-major). Positions labelled `ignore_label` are padding
+// (Note [Sequence padding] in model.h): they add nothing to the loss, the
+// counts or the gradient. With label smoothing e the target of a token with
+// label y is (1 - e) * one_hot(y) + e / K (as PyTorch's label_smoothing).
+// LossResult counts tokens: sum over real tokens, correct = real tokens whose
+// arg-max is the label, count = real tokens; a data-parallel trainer scales
+// by 1 / (real tokens in the global batch) to get the exact token mean.
+struct SequenceCrossEntropyOptions {
+  int32_t ignore_label = -1;
+  double label_smoothing = 0.0;  // in [0, 1)
+};
+
+class SequenceSoftmaxCrossEntropy {
+ public:
+  explicit SequenceSoftmaxCrossEntropy(SequenceCrossEntropyOptions options = {});
+  // Labels outside [0, K) other than ignore_label throw.
+  LossResult forward(const Tensor& logits, std::span<const int32_t> labels);
+  // d loss / d logits = (softmax - target) * scale at real tokens, 0 at padding.
+  const Tensor& backward(float scale);
+  const Tensor& probabilities() const { return probabilities_; }
+
+ private:
+  SequenceCrossEntropyOptions options_;
+  Tensor probabilities_, gradient_;
+  std::span<const int32_t> labels_;
+};
+
 // Per-sample loss = mean over features of (prediction - target)^2, as Keras.
 class MeanSquaredError {
  public:

@@ -22,10 +22,30 @@
 // communication bucket) instead, so nothing is copied before an allreduce.
 // backward() overwrites (never accumulates), so no zeroing is needed.
 //
+// Note [Dropout masks]: a Dropout mask is a pure function of (the layer's
+// seed, the step, the sample's global index, the element's index within the
+// sample). The step and the global index come from BatchInfo: a data-parallel
+// trainer passes its optimizer step and the position of its micro-batch's
+// first sample within the global batch, so every sample gets the same mask on
+// 1, 2 or 3 ranks and no two samples of a step share one. The element index is
+// the plain row-major index within the sample, whatever layout the layer gets
+// (the mask is reordered to it), so masks depend neither on layouts nor on
+// threads. For a sequence sample {T, D} it is t * D + d, which does not depend
+// on T: padding a batch to another length keeps every real token's mask.
+// forward() without BatchInfo uses the training-pass counter as the step and
+// 0 as the first sample (single-process use; the counter is checkpointed).
+//
+// Note [Sequence padding]: sequence inputs {N, T, ...} hold N samples padded
+// to a common length T; BatchInfo::lengths gives each sample's real length
+// (1..T). Attention never attends to a padded key position; outputs at padded
+// query positions are computed but meaningless, and a sequence loss ignores
+// them (SequenceSoftmaxCrossEntropy in loss.h), so no gradient flows from them.
+//
 // Threading: a Model is used by one thread at a time.
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,6 +70,14 @@ struct StateInfo {
 };
 
 class Layer;
+
+// Where a micro-batch sits in a training run (Note [Dropout masks]) and how
+// long its sequences are (Note [Sequence padding]).
+struct BatchInfo {
+  uint64_t step = 0;                 // the training step, the same on every rank
+  int64_t first_sample = 0;          // global index of the micro-batch's first sample in its step
+  std::span<const int32_t> lengths;  // N real lengths of a sequence input; empty: nothing is padded
+};
 
 class Model {
  public:
@@ -83,6 +111,11 @@ class Model {
   // x: {N, input...}. The result lives in the model until the next forward.
   // In training mode the activations needed by backward() are kept.
   const Tensor& forward(const Tensor& x, Mode mode);
+  // The same, placed in a run and with sequence lengths (Notes [Dropout
+  // masks], [Sequence padding]). lengths must be empty or hold N values in
+  // [1, x.dim(1)]. `batch` (and the lengths it views) must stay alive until
+  // backward().
+  const Tensor& forward(const Tensor& x, Mode mode, const BatchInfo& batch);
 
   // d_output: gradient of the loss w.r.t. the last forward's output (same
   // shape). Writes every parameter gradient (Note [Gradient memory]) and calls
@@ -93,8 +126,8 @@ class Model {
   const Tensor* backward(const Tensor& d_output, const GradientReadyFn& on_gradient_ready = {},
                          bool input_gradient = false);
 
-  // Number of training-mode forward passes so far; Dropout masks derive from
-  // it, so it is saved in checkpoints to resume bitwise.
+  // Number of training-mode forward passes so far; forward() without
+  // BatchInfo keys Dropout masks by it, so it is saved in checkpoints.
   uint64_t training_passes() const { return training_passes_; }
   void set_training_passes(uint64_t n) { training_passes_ = n; }
 

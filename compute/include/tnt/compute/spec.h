@@ -58,6 +58,16 @@ LayerSpec flatten();
 // out = activation(main(x) + shortcut(x)); an empty shortcut is the identity.
 LayerSpec residual(std::vector<LayerSpec> main, std::vector<LayerSpec> shortcut = {},
                    const std::string& activation = "relu");
+
+// Sequence layers, on {N, T, features} (compute/README.md, "Sequences").
+// Token ids {N, T} (integers as floats) -> {N, T, dim}, times `scale`.
+LayerSpec embedding(int64_t vocab, int64_t dim, double scale = 1.0, const std::string& init = "glorot_uniform");
+LayerSpec positional_encoding();  // adds the sinusoidal encoding
+LayerSpec layer_norm(double epsilon = 1e-5);
+// Dense over the last axis, the same weights at every position.
+LayerSpec position_wise_dense(int64_t units, bool bias = true, const std::string& init = "glorot_uniform");
+// Multi-head self-attention; padding masks from the batch's sequence lengths.
+LayerSpec self_attention(int64_t heads, bool causal = false, bool bias = true);
 }  // namespace layers
 
 }  // namespace tnt::compute

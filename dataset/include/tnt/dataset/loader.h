@@ -25,8 +25,9 @@ struct MicroBatch {
   std::vector<std::int32_t> labels;  // local_count
   std::vector<std::size_t> indices;  // source index of each sample
   SampleShape shape;
-  std::size_t local_count = 0;   // may be 0 on some ranks for a small last batch
-  std::size_t global_count = 0;  // weight this rank's gradient by local_count / global_count
+  std::size_t local_count = 0;    // may be 0 on some ranks for a small last batch
+  std::size_t global_count = 0;   // weight this rank's gradient by local_count / global_count
+  std::size_t global_offset = 0;  // position of the first sample in the global batch (StepShare)
   std::size_t epoch = 0;
   std::size_t step = 0;
 };

@@ -1,0 +1,102 @@
+// Softmax cross-entropy over sequences with padding and label smoothing (loss.h).
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "tnt/compute/loss.h"
+#include "tnt/core/error.h"
+
+namespace tnt::compute {
+
+SequenceSoftmaxCrossEntropy::SequenceSoftmaxCrossEntropy(SequenceCrossEntropyOptions options) : options_(options) {
+  if (!(options_.label_smoothing >= 0.0 && options_.label_smoothing < 1.0)) {
+    throw ConfigError("sequence cross-entropy: label smoothing must be in [0, 1), got " +
+                      std::to_string(options_.label_smoothing));
+  }
+}
+
+LossResult SequenceSoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const int32_t> labels) {
+  if (logits.shape().size() != 3) {
+    throw ConfigError("sequence cross-entropy: logits must be {N, T, K}, got " + to_string(logits.shape()));
+  }
+  const int64_t positions = logits.dim(0) * logits.dim(1);
+  const int64_t k = logits.dim(2);
+  if (static_cast<int64_t>(labels.size()) != positions) {
+    throw ConfigError("sequence cross-entropy: " + std::to_string(labels.size()) + " labels for " +
+                      std::to_string(positions) + " positions of logits " + to_string(logits.shape()));
+  }
+  const double smoothing = options_.label_smoothing;
+  const double uniform = smoothing / static_cast<double>(k);
+  probabilities_.resize(logits.shape());
+  labels_ = labels;
+  LossResult result;
+  for (int64_t i = 0; i < positions; ++i) {
+    const int32_t label = labels[static_cast<size_t>(i)];
+    if (label == options_.ignore_label) {
+      continue;
+    }
+    if (label < 0 || label >= k) {
+      throw ConfigError("sequence cross-entropy: label " + std::to_string(label) + " at sample " +
+                        std::to_string(i / logits.dim(1)) + ", position " + std::to_string(i % logits.dim(1)) +
+                        " is outside [0, " + std::to_string(k) + ") and is not the padding label " +
+                        std::to_string(options_.ignore_label));
+    }
+    const float* z = logits.data() + i * k;
+    float* p = probabilities_.data() + i * k;
+    float max = z[0];
+    int64_t arg_max = 0;
+    for (int64_t j = 1; j < k; ++j) {
+      if (z[j] > max) {
+        max = z[j];
+        arg_max = j;
+      }
+    }
+    double total = 0.0;
+    double shifted_sum = 0.0;
+    for (int64_t j = 0; j < k; ++j) {
+      p[j] = std::exp(z[j] - max);
+      total += p[j];
+      shifted_sum += static_cast<double>(z[j] - max);
+    }
+    const auto inv = static_cast<float>(1.0 / total);
+    for (int64_t j = 0; j < k; ++j) {
+      p[j] *= inv;
+    }
+    // -log p_j = log(total) - (z_j - max); the smoothed target weighs the label
+    // with 1 - e and every class (the label too) with e / K.
+    const double log_total = std::log(total);
+    const double label_term = log_total - static_cast<double>(z[label] - max);
+    const double uniform_term = static_cast<double>(k) * log_total - shifted_sum;
+    result.sum += (1.0 - smoothing) * label_term + uniform * uniform_term;
+    result.correct += arg_max == label ? 1 : 0;
+    result.count += 1;
+  }
+  return result;
+}
+
+const Tensor& SequenceSoftmaxCrossEntropy::backward(float scale) {
+  if (probabilities_.shape().empty()) {
+    throw LogicError("sequence cross-entropy: backward() before forward()");
+  }
+  gradient_.resize(probabilities_.shape());
+  const int64_t k = probabilities_.dim(2);
+  const int64_t positions = probabilities_.size() / k;
+  const auto label_weight = static_cast<float>((1.0 - options_.label_smoothing) * scale);
+  const auto uniform = static_cast<float>(options_.label_smoothing / static_cast<double>(k) * scale);
+  for (int64_t i = 0; i < positions; ++i) {
+    const int32_t label = labels_[static_cast<size_t>(i)];
+    float* g = gradient_.data() + i * k;
+    if (label == options_.ignore_label) {
+      std::fill(g, g + k, 0.0f);
+      continue;
+    }
+    const float* p = probabilities_.data() + i * k;
+    for (int64_t j = 0; j < k; ++j) {
+      g[j] = p[j] * scale - uniform;
+    }
+    g[label] -= label_weight;
+  }
+  return gradient_;
+}
+
+}  // namespace tnt::compute
