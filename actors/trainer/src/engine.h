@@ -1,5 +1,5 @@
 #pragma once
-// The training step as messages (DESIGN.md, "One training step, as messages"):
+// The training step as messages (docs/design.md, "One training step, as messages"):
 //
 //   DataActor --MicroBatch--> BackpropActor --GradReady(i)--> Bucketer
 //   Bucketer --BucketFull(k)--> CommActor --allreduce(k)--> peers

@@ -10,11 +10,12 @@
 // Note [IB connection setup]: queue pairs are connected through the same authenticated TCP side
 // channel as the TCP back end (the higher rank connects to the lower, authenticate_as_client /
 // authenticate_as_server with ChannelKind::data) rather than through rdmacm, because
-//   - every data-plane connection must prove the job token before it is used (DESIGN.md); over
-//     the side channel that is the existing handshake, byte for byte, and the queue-pair numbers,
-//     LID/GID and sizes are then exchanged on the authenticated stream. rdmacm's connect carries
-//     only 56 bytes of private data one way, so a challenge-response would have to be built anew
-//     on top of the first RDMA messages, with the queue pair already accepting writes;
+//   - every data-plane connection must prove the job token before it is used (docs/design.md,
+//     "The wire protocol"); over the side channel that is the existing handshake, byte for byte,
+//     and the queue-pair numbers, LID/GID and sizes are then exchanged on the authenticated stream.
+//     rdmacm's connect carries only 56 bytes of private data one way, so a challenge-response would
+//     have to be built anew on top of the first RDMA messages, with the queue pair already
+//     accepting writes;
 //   - the side channel stays open for the life of the channel: when a peer process dies the
 //     kernel closes its socket and we see EOF at once, even on a rank that is only receiving
 //     (a queue pair reports a dead peer only when a send of ours times out);

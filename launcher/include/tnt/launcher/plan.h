@@ -1,5 +1,5 @@
 // The job plan: which rank runs where, and the TNT_* environment each rank gets
-// (see DESIGN.md, "Ranks and the environment").
+// (docs/design.md, "Ranks and the environment").
 #pragma once
 
 #include <string>

@@ -6,7 +6,7 @@
 namespace tnt {
 
 // What a rank knows about its job, read once from the TNT_* environment that tnt-launch
-// sets (DESIGN.md, "Ranks and the environment"). A process started without the launcher
+// sets (docs/design.md, "Ranks and the environment"). A process started without the launcher
 // is a job of size 1.
 struct JobEnvironment {
   int rank = 0;

@@ -10,7 +10,7 @@
 //   auto history = trainer.fit(train_source, {.global_batch = 64, .epochs = 2});
 //   auto test = trainer.evaluate(test_source, 1000);       // same figures on every rank
 //
-// Threading: a Trainer is used by one thread. fit() runs the actor system of DESIGN.md
+// Threading: a Trainer is used by one thread. fit() runs the actor system of docs/design.md
 // ("One training step, as messages") and returns when it has stopped; batch callbacks run on
 // the metrics actor's thread, the others on the caller's thread. Every rank must make the same
 // calls in the same order (they issue collectives).
