@@ -153,11 +153,11 @@ Peaks measure_peaks(int threads, double seconds) {
     from[static_cast<size_t>(t)].assign(floats, 1.0f);  // first touch on the thread that copies
     to[static_cast<size_t>(t)].assign(floats, 0.0f);
   }
-  p.copy_gbps = 1e-9 * best_rate(threads, seconds, [&](int t, double) {
-                  std::memcpy(to[static_cast<size_t>(t)].data(), from[static_cast<size_t>(t)].data(),
-                              floats * sizeof(float));
-                  return 2.0 * static_cast<double>(floats * sizeof(float));
-                });
+  p.copy_gbps =
+      1e-9 * best_rate(threads, seconds, [&](int t, double) {
+        std::memcpy(to[static_cast<size_t>(t)].data(), from[static_cast<size_t>(t)].data(), floats * sizeof(float));
+        return 2.0 * static_cast<double>(floats * sizeof(float));
+      });
   return p;
 }
 

@@ -9,10 +9,10 @@
 namespace tnt::bench {
 
 struct Peaks {
-  std::string fma_isa;                 // "avx512f", "avx2+fma" or "scalar"
-  double fp32_gflops = 0.0;            // fused multiply-adds, 2 flops each
-  std::optional<double> bf16_gflops;   // VDPBF16PS, where the CPU has AVX512-BF16
-  double copy_gbps = 0.0;              // bytes read + bytes written per second
+  std::string fma_isa;                // "avx512f", "avx2+fma" or "scalar"
+  double fp32_gflops = 0.0;           // fused multiply-adds, 2 flops each
+  std::optional<double> bf16_gflops;  // VDPBF16PS, where the CPU has AVX512-BF16
+  double copy_gbps = 0.0;             // bytes read + bytes written per second
 };
 
 // Runs each loop on `threads` OpenMP threads for about `seconds` in a few
