@@ -24,7 +24,7 @@ packages=(
 )
 # Benchmark comparisons only (PyTorch CPU with OpenBLAS); skipped with TNT_MINIMAL_DEPS=1.
 if [[ "${TNT_MINIMAL_DEPS:-0}" != 1 ]]; then
-  packages+=(python3-torch libopenblas0-pthread)
+  packages+=(python3-torch python3-torchvision libopenblas0-pthread)
 fi
 
 sudo_cmd=()

@@ -1,12 +1,18 @@
 // tnt-bench-compute: samples per second of a full training step (forward,
-// softmax cross-entropy, backward, SGD-momentum update) for the zoo models.
-// Not a test: prints a table, or JSON with --json.
+// softmax cross-entropy, backward, SGD-momentum update) for the zoo models,
+// the first step's time, and a roofline: per layer kind, achieved GFLOP/s
+// against an FMA peak and GB/s against a copy bandwidth, both measured at
+// start (peaks.h). Not a test: prints tables, or JSON with --json.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <random>
 #include <vector>
+
+#include "peaks.h"
 
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
@@ -31,15 +37,19 @@ struct Result {
   double best_samples_per_second;
   double step_ms;  // median
   int steps;
+  double first_step_s;  // the first step, primitive creation included
+  // Per kind, summed over the timed rounds; the loss and the optimizer step
+  // are kinds of their own.
+  std::vector<LayerKindProfile> kinds;
+  double profiled_steps;
+  double mean_step_ms;  // over the timed rounds, as the profile sums them
 };
 
-Result measure(const Config& c, double seconds, int repeats) {
-  set_num_threads(c.threads);
-  ModelSpec spec = zoo::by_name(c.model);
-  Model model(spec);
-  model.initialize(1);
-  Optimizer sgd({.kind = "sgd", .momentum = 0.9}, model);
-  Shape shape{c.batch};
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// Gaussian inputs and uniform labels, seeded.
+Tensor synthetic_batch(const ModelSpec& spec, int64_t batch, int64_t classes, std::vector<int32_t>& labels) {
+  Shape shape{batch};
   shape.insert(shape.end(), spec.input.begin(), spec.input.end());
   Tensor x(shape);
   std::mt19937_64 rng(7);
@@ -47,55 +57,217 @@ Result measure(const Config& c, double seconds, int repeats) {
   for (int64_t i = 0; i < x.size(); ++i) {
     x[i] = gauss(rng);
   }
-  const int64_t classes = model.output_shape()[0];
-  std::vector<int32_t> labels(static_cast<size_t>(c.batch));
+  labels.resize(static_cast<size_t>(batch));
   for (auto& l : labels) {
     l = static_cast<int32_t>(rng() % static_cast<uint64_t>(classes));
   }
+  return x;
+}
+
+Result measure(const Config& c, double seconds, int repeats) {
+  set_num_threads(c.threads);
+  ModelSpec spec = zoo::by_name(c.model);
+  Model model(spec);
+  model.initialize(1);
+  Optimizer sgd({.kind = "sgd", .momentum = 0.9}, model);
+  const int64_t classes = model.output_shape()[0];
+  std::vector<int32_t> labels;
+  const Tensor x = synthetic_batch(spec, c.batch, classes, labels);
   SoftmaxCrossEntropy loss;
+  LayerKindProfile loss_kind{.kind = "loss"}, optimizer_kind{.kind = "optimizer"};
+  // The loss and the update are timed here (the model profiles its layers);
+  // their work is memory traffic: logits and their gradient; weights,
+  // gradients and momentum read, weights and momentum written.
+  const double logits_bytes = sizeof(float) * static_cast<double>(c.batch * classes);
+  const double update_bytes = sizeof(float) * 5.0 * static_cast<double>(model.total_parameter_size());
+  bool profiling = false;
   auto step = [&] {
-    loss.forward(model.forward(x, Mode::training), labels);
-    model.backward(loss.backward(1.0f / static_cast<float>(c.batch)));
+    const Tensor& logits = model.forward(x, Mode::training);
+    auto t = Clock::now();
+    loss.forward(logits, labels);
+    const Tensor& d_logits = loss.backward(1.0f / static_cast<float>(c.batch));
+    const double loss_s = seconds_since(t);
+    model.backward(d_logits);
+    t = Clock::now();
     sgd.step(model, 0.001f);
+    if (profiling) {
+      loss_kind.forward_seconds += loss_s;
+      loss_kind.bytes += 3.0 * logits_bytes;
+      ++loss_kind.passes;
+      optimizer_kind.backward_seconds += seconds_since(t);
+      optimizer_kind.bytes += update_bytes;
+      ++optimizer_kind.passes;
+    }
   };
-  // Warm-up: primitive creation, first-touch of memory, JIT.
+  // The first step creates the primitives (and chooses layouts).
+  auto first_start = Clock::now();
+  step();
+  const double first_step_s = seconds_since(first_start);
+  // Warm-up: first-touch of memory, caches.
   auto warm_start = Clock::now();
   int warm = 0;
   do {
     step();
     ++warm;
-  } while (warm < 3 || std::chrono::duration<double>(Clock::now() - warm_start).count() < 0.2);
-  const double per_step = std::chrono::duration<double>(Clock::now() - warm_start).count() / warm;
+  } while (warm < 2 || seconds_since(warm_start) < 0.2);
+  const double per_step = seconds_since(warm_start) / warm;
   const int steps = std::max(3, static_cast<int>(seconds / repeats / per_step));
   std::vector<double> rates;
+  double timed_seconds = 0.0;
+  model.set_profiling(true);
+  profiling = true;
   for (int r = 0; r < repeats; ++r) {
     auto start = Clock::now();
     for (int s = 0; s < steps; ++s) {
       step();
     }
-    const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    const double elapsed = seconds_since(start);
+    timed_seconds += elapsed;
     rates.push_back(static_cast<double>(c.batch) * steps / elapsed);
   }
+  std::vector<LayerKindProfile> kinds = model.profile();
+  kinds.push_back(loss_kind);
+  kinds.push_back(optimizer_kind);
   std::sort(rates.begin(), rates.end());
   const double median = rates[rates.size() / 2];
-  return {c, median, rates.back(), 1000.0 * static_cast<double>(c.batch) / median, steps};
+  const double profiled_steps = static_cast<double>(steps) * repeats;
+  return {c,
+          median,
+          rates.back(),
+          1000.0 * static_cast<double>(c.batch) / median,
+          steps,
+          first_step_s,
+          kinds,
+          profiled_steps,
+          1000.0 * timed_seconds / profiled_steps};
 }
 
 }  // namespace
 
+// One kind's row of the roofline, per step.
+struct KindRow {
+  std::string kind;
+  double forward_ms, backward_ms, share, gflops, peak_fraction, gbps, copy_fraction;
+};
+
+std::vector<KindRow> roofline(const Result& r, const tnt::bench::Peaks& peaks) {
+  std::vector<KindRow> rows;
+  double attributed_ms = 0.0;
+  for (const LayerKindProfile& k : r.kinds) {
+    const double seconds = k.forward_seconds + k.backward_seconds;
+    KindRow row{k.kind,
+                1000.0 * k.forward_seconds / r.profiled_steps,
+                1000.0 * k.backward_seconds / r.profiled_steps,
+                0.0,
+                seconds > 0.0 ? 1e-9 * k.flops / seconds : 0.0,
+                0.0,
+                seconds > 0.0 ? 1e-9 * k.bytes / seconds : 0.0,
+                0.0};
+    row.peak_fraction = row.gflops / peaks.fp32_gflops;
+    row.copy_fraction = row.gbps / peaks.copy_gbps;
+    attributed_ms += row.forward_ms + row.backward_ms;
+    rows.push_back(row);
+  }
+  // Step time no layer, loss or update accounts for (the model's plumbing,
+  // timer overhead).
+  rows.push_back({"other", r.mean_step_ms - attributed_ms, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0});
+  for (KindRow& row : rows) {
+    row.share = (row.forward_ms + row.backward_ms) / r.mean_step_ms;
+  }
+  return rows;
+}
+
+double step_gflops(const Result& r) {
+  double flops = 0.0;
+  for (const LayerKindProfile& k : r.kinds) {
+    flops += k.flops;
+  }
+  return 1e-9 * flops / r.profiled_steps / (r.mean_step_ms / 1000.0);
+}
+
+void print_peaks(int threads, const tnt::bench::Peaks& p) {
+  std::printf("peaks, %d thread(s): fp32 FMA %.1f GFLOP/s (%s), bf16 dot product %s, copy %.1f GB/s\n", threads,
+              p.fp32_gflops, p.fma_isa.c_str(),
+              p.bf16_gflops ? (std::to_string(*p.bf16_gflops) + " GFLOP/s").c_str() : "n/a (no AVX512-BF16)",
+              p.copy_gbps);
+}
+
+void print_result(const Result& r, const tnt::bench::Peaks& peaks, bool header) {
+  if (header) {
+    std::printf("%-10s %6s %8s %12s %12s %10s %10s %9s %7s\n", "model", "batch", "threads", "samples/s", "best",
+                "ms/step", "first_s", "GFLOP/s", "%peak");
+  }
+  const double gflops = step_gflops(r);
+  std::printf("%-10s %6lld %8d %12.1f %12.1f %10.3f %10.3f %9.1f %6.1f%%\n", r.config.model.c_str(),
+              static_cast<long long>(r.config.batch), r.config.threads, r.samples_per_second, r.best_samples_per_second,
+              r.step_ms, r.first_step_s, gflops, 100.0 * gflops / peaks.fp32_gflops);
+}
+
+void print_roofline(const Result& r, const tnt::bench::Peaks& peaks) {
+  std::printf("  %-16s %10s %10s %7s %9s %7s %8s %7s\n", "kind", "fwd ms", "bwd ms", "share", "GFLOP/s", "%peak",
+              "GB/s", "%copy");
+  for (const KindRow& k : roofline(r, peaks)) {
+    std::printf("  %-16s %10.3f %10.3f %6.1f%% %9.1f %6.1f%% %8.1f %6.1f%%\n", k.kind.c_str(), k.forward_ms,
+                k.backward_ms, 100.0 * k.share, k.gflops, 100.0 * k.peak_fraction, k.gbps, 100.0 * k.copy_fraction);
+  }
+}
+
+void print_json(const std::vector<Result>& results, const std::map<int, tnt::bench::Peaks>& peaks, int repeats) {
+  std::printf("{\"runtime\": \"%s\", \"step\": \"forward+softmax_ce+backward+sgd_momentum\",\n \"peaks\": [",
+              runtime_description().c_str());
+  bool first = true;
+  for (const auto& [threads, p] : peaks) {
+    std::printf(
+        "%s\n  {\"threads\": %d, \"fma_isa\": \"%s\", \"fp32_gflops\": %.2f, \"bf16_gflops\": %s, "
+        "\"copy_gbps\": %.2f}",
+        first ? "" : ",", threads, p.fma_isa.c_str(), p.fp32_gflops,
+        p.bf16_gflops ? std::to_string(*p.bf16_gflops).c_str() : "null", p.copy_gbps);
+    first = false;
+  }
+  std::printf("],\n \"results\": [");
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Result& r = results[i];
+    const tnt::bench::Peaks& p = peaks.at(r.config.threads);
+    const double gflops = step_gflops(r);
+    std::printf(
+        "%s\n  {\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"samples_per_second\": %.2f, "
+        "\"best_samples_per_second\": %.2f, \"step_ms\": %.4f, \"steps_per_round\": %d, \"rounds\": %d, "
+        "\"first_step_s\": %.4f, \"gflops\": %.2f, \"peak_fraction\": %.4f, \"kinds\": [",
+        i ? "," : "", r.config.model.c_str(), static_cast<long long>(r.config.batch), r.config.threads,
+        r.samples_per_second, r.best_samples_per_second, r.step_ms, r.steps, repeats, r.first_step_s, gflops,
+        gflops / p.fp32_gflops);
+    const std::vector<KindRow> rows = roofline(r, p);
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const KindRow& row = rows[k];
+      std::printf(
+          "%s\n    {\"kind\": \"%s\", \"forward_ms\": %.4f, \"backward_ms\": %.4f, \"share\": %.4f, "
+          "\"gflops\": %.2f, \"peak_fraction\": %.4f, \"gbps\": %.2f, \"copy_fraction\": %.4f}",
+          k ? "," : "", row.kind.c_str(), row.forward_ms, row.backward_ms, row.share, row.gflops, row.peak_fraction,
+          row.gbps, row.copy_fraction);
+    }
+    std::printf("]}");
+  }
+  std::printf("\n]}\n");
+}
+
 int main(int argc, char** argv) {
-  CLI::App app{"tnt-bench-compute: training-step throughput of the compute core"};
+  CLI::App app{"tnt-bench-compute: training-step throughput of the compute core, with a roofline per layer kind"};
   std::vector<std::string> cases{"lenet5:64", "lenet5:256", "resnet20:64"};
   std::vector<int> threads{1, 2};
   double seconds = 3.0;
+  double peak_seconds = 0.5;
   int repeats = 5;
   bool json = false;
+  bool no_roofline = false;
   app.add_option("--case", cases, "model:batch, repeatable (default lenet5:64 lenet5:256 resnet20:64)");
   app.add_option("--threads", threads, "thread counts (default 1 2)")->check(CLI::PositiveNumber);
   app.add_option("--seconds", seconds, "measuring time per configuration (default 3)")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "timed rounds per configuration; the median is reported (default 5)")
       ->check(CLI::PositiveNumber);
-  app.add_flag("--json", json, "print JSON instead of a table");
+  app.add_option("--peak-seconds", peak_seconds, "time for each peak-measuring loop (default 0.5)")
+      ->check(CLI::PositiveNumber);
+  app.add_flag("--no-roofline", no_roofline, "table: leave out the per-kind rows");
+  app.add_flag("--json", json, "print JSON instead of tables");
   CLI11_PARSE(app, argc, argv);
 
   std::vector<Config> configs;
@@ -115,19 +287,25 @@ int main(int argc, char** argv) {
       configs.push_back({c.substr(0, colon), batch, t});
     }
   }
+  std::map<int, tnt::bench::Peaks> peaks;
   std::vector<Result> results;
   try {
+    if (!json) {
+      std::printf("%s\n", runtime_description().c_str());
+    }
+    for (int t : threads) {
+      peaks.emplace(t, tnt::bench::measure_peaks(t, peak_seconds));
+      if (!json) {
+        print_peaks(t, peaks.at(t));
+      }
+    }
     for (const auto& c : configs) {
       results.push_back(measure(c, seconds, repeats));
       if (!json) {
-        const Result& r = results.back();
-        if (results.size() == 1) {
-          std::printf("%s\n%-10s %6s %8s %14s %14s %10s\n", runtime_description().c_str(), "model", "batch", "threads",
-                      "samples/s", "best", "ms/step");
+        print_result(results.back(), peaks.at(c.threads), results.size() == 1 || !no_roofline);
+        if (!no_roofline) {
+          print_roofline(results.back(), peaks.at(c.threads));
         }
-        std::printf("%-10s %6lld %8d %14.1f %14.1f %10.3f\n", r.config.model.c_str(),
-                    static_cast<long long>(r.config.batch), r.config.threads, r.samples_per_second,
-                    r.best_samples_per_second, r.step_ms);
         std::fflush(stdout);
       }
     }
@@ -136,17 +314,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (json) {
-    std::printf("{\"runtime\": \"%s\", \"step\": \"forward+softmax_ce+backward+sgd_momentum\", \"results\": [",
-                runtime_description().c_str());
-    for (size_t i = 0; i < results.size(); ++i) {
-      const Result& r = results[i];
-      std::printf(
-          "%s\n  {\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"samples_per_second\": %.2f, "
-          "\"best_samples_per_second\": %.2f, \"step_ms\": %.4f, \"steps_per_round\": %d, \"rounds\": %d}",
-          i ? "," : "", r.config.model.c_str(), static_cast<long long>(r.config.batch), r.config.threads,
-          r.samples_per_second, r.best_samples_per_second, r.step_ms, r.steps, repeats);
-    }
-    std::printf("\n]}\n");
+    print_json(results, peaks, repeats);
   }
   return 0;
 }

@@ -7,7 +7,10 @@ Runs, in one invocation and under the same conditions, for every
   * the same network, batch, loss (mean softmax cross-entropy), backward and
     SGD-momentum update in PyTorch, timed the same way (warm-up, then the
     median of several timed rounds),
-and prints both figures and their ratio (tnt / PyTorch); --json for a script.
+and prints both figures and their ratio (tnt / PyTorch), and each side's
+first step (first_step_s: the step that creates primitives and touches the
+memory first, before any warm-up); --json for a script. ResNet-50 is
+torchvision's (python3-torchvision); tnt's zoo model has the same parameters.
 
 Use Debian's interpreter (/usr/bin/python3, python3-torch). PyTorch's BLAS
 should be OpenBLAS (libopenblas0-pthread), not the reference BLAS; the script
@@ -56,7 +59,14 @@ def resnet20(nn):
     return nn.Sequential(*layers)
 
 
-INPUTS = {"lenet5": (1, 28, 28), "resnet20": (3, 32, 32)}
+def resnet50(nn):
+    import torchvision
+    return torchvision.models.resnet50(num_classes=1000)
+
+
+INPUTS = {"lenet5": (1, 28, 28), "resnet20": (3, 32, 32), "resnet50": (3, 224, 224)}
+CLASSES = {"lenet5": 10, "resnet20": 10, "resnet50": 1000}
+MODELS = {"lenet5": lenet5, "resnet20": resnet20, "resnet50": resnet50}
 
 
 def torch_worker(model_name, batch, threads, seconds, repeats):
@@ -65,10 +75,10 @@ def torch_worker(model_name, batch, threads, seconds, repeats):
     import torch.nn as nn
     torch.set_num_threads(threads)
     torch.manual_seed(1)
-    model = {"lenet5": lenet5, "resnet20": resnet20}[model_name](nn)
+    model = MODELS[model_name](nn)
     model.train()
     x = torch.randn(batch, *INPUTS[model_name])
-    y = torch.randint(0, 10, (batch,))
+    y = torch.randint(0, CLASSES[model_name], (batch,))
     loss_fn = nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=0.001, momentum=0.9)
 
@@ -79,8 +89,11 @@ def torch_worker(model_name, batch, threads, seconds, repeats):
         opt.step()
 
     start = time.perf_counter()
+    step()
+    first_step_s = time.perf_counter() - start
+    start = time.perf_counter()
     warm = 0
-    while warm < 3 or time.perf_counter() - start < 0.2:
+    while warm < 2 or time.perf_counter() - start < 0.2:
         step()
         warm += 1
     per_step = (time.perf_counter() - start) / warm
@@ -94,7 +107,7 @@ def torch_worker(model_name, batch, threads, seconds, repeats):
     blas = sorted({line.split()[-1] for line in open("/proc/self/maps")
                    if "blas" in line and line.split()[-1].startswith("/")})
     print(json.dumps({"samples_per_second": statistics.median(rates), "best": max(rates),
-                      "torch": torch.__version__, "blas": blas}))
+                      "first_step_s": first_step_s, "torch": torch.__version__, "blas": blas}))
 
 
 def run_torch(model, batch, threads, seconds, repeats):
@@ -107,7 +120,7 @@ def run_torch(model, batch, threads, seconds, repeats):
 
 def run_tnt(binary, model, batch, threads, seconds, repeats):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run([binary, "--json", "--case", f"{model}:{batch}", "--threads", str(threads),
+    out = subprocess.run([binary, "--json", "--peak-seconds", "0.1", "--case", f"{model}:{batch}", "--threads", str(threads),
                           "--seconds", str(seconds), "--repeats", str(repeats)],
                          env=env, check=True, capture_output=True, text=True).stdout
     return json.loads(out)["results"][0]
@@ -120,7 +133,8 @@ def main():
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tnt", default="build/bench/compute/tnt-bench-compute", help="tnt-bench-compute binary")
-    parser.add_argument("--case", action="append", help="model:batch (default lenet5:64 lenet5:256 resnet20:64)")
+    parser.add_argument("--case", action="append",
+                        help="model:batch, model lenet5, resnet20 or resnet50 (default lenet5:64 lenet5:256 resnet20:64)")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per configuration and side")
     parser.add_argument("--repeats", type=int, default=5)
@@ -136,25 +150,31 @@ def main():
     for case in cases:
         model, _, batch = case.partition(":")
         if model not in INPUTS or not batch.isdigit():
-            sys.exit(f"torch_compare.py: bad --case '{case}' (lenet5|resnet20:batch)")
+            sys.exit(f"torch_compare.py: bad --case '{case}' (lenet5|resnet20|resnet50:batch)")
         for threads in args.threads:
-            tnt_rates, torch_rates = [], []
+            tnt_rates, torch_rates, tnt_first, torch_first, ratios = [], [], [], [], []
             for _ in range(args.rounds):
-                tnt_rates.append(run_tnt(args.tnt, model, int(batch), threads, args.seconds,
-                                         args.repeats)["samples_per_second"])
+                r = run_tnt(args.tnt, model, int(batch), threads, args.seconds, args.repeats)
+                tnt_rates.append(r["samples_per_second"])
+                tnt_first.append(r["first_step_s"])
                 t = run_torch(model, int(batch), threads, args.seconds, args.repeats)
                 torch_rates.append(t["samples_per_second"])
+                torch_first.append(t["first_step_s"])
+                ratios.append(tnt_rates[-1] / torch_rates[-1])
                 info = {"torch": t["torch"], "blas": t["blas"]}
             a, b = statistics.median(tnt_rates), statistics.median(torch_rates)
             rows.append({"model": model, "batch": int(batch), "threads": threads, "tnt_samples_per_second": a,
-                         "torch_samples_per_second": b, "ratio": a / b})
+                         "torch_samples_per_second": b, "ratio": a / b,
+                         "round_ratios": ratios, "tnt_first_step_s": statistics.median(tnt_first),
+                         "torch_first_step_s": statistics.median(torch_first)})
             if not args.json:
                 if len(rows) == 1:
                     print(f"PyTorch {info['torch']}, BLAS loaded: {', '.join(info['blas']) or 'none'}")
                     print(f"{'model':10} {'batch':>6} {'threads':>8} {'tnt samples/s':>15} "
-                          f"{'torch samples/s':>16} {'tnt/torch':>10}")
+                          f"{'torch samples/s':>16} {'tnt/torch':>10} {'tnt first s':>12} {'torch first s':>14}")
                 r = rows[-1]
-                print(f"{model:10} {batch:>6} {threads:>8} {a:15.1f} {b:16.1f} {r['ratio']:10.2f}", flush=True)
+                print(f"{model:10} {batch:>6} {threads:>8} {a:15.2f} {b:16.2f} {r['ratio']:10.2f} "
+                      f"{r['tnt_first_step_s']:12.2f} {r['torch_first_step_s']:14.2f}", flush=True)
     if args.json:
         print(json.dumps({"pytorch": info, "results": rows}, indent=1))
 

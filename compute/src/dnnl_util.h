@@ -13,7 +13,11 @@ dnnl::stream& cpu_stream();
 dnnl::memory::desc plain_desc(const Shape& dims);
 
 bool is_plain(const dnnl::memory::desc& desc);
-// "nchw", "nhwc", "nChw8c" or "other", for logs.
+// The channel-blocked layout of this CPU's JIT kernels: nChw16c with
+// AVX-512, else nChw8c.
+dnnl::memory::format_tag blocked_tag();
+int64_t block_size();  // channels per block of blocked_tag()
+// "nchw", "nhwc", "nChw8c", "nChw16c" or "other", for logs.
 const char* layout_name(const dnnl::memory::desc& desc);
 int64_t storage_floats(const dnnl::memory::desc& desc);
 

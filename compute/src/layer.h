@@ -1,7 +1,9 @@
 #pragma once
 // Internal layer interface. Layers are built from LayerSpecs by make_layer()
 // and driven by Model; nothing here is public.
+#include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,6 +43,52 @@ struct ForwardContext {
 
 using ReadyFn = std::function<void(size_t)>;
 
+// Note [Roofline]: a layer states the work of one pass at its current batch
+// size: flops (a multiply-add counts 2) and the bytes it must move at least
+// (each tensor it reads or writes once, in float32). The benchmark divides
+// them by the measured time and compares with a measured FMA peak and copy
+// bandwidth; real kernels move more than the minimum (BatchNorm reads its
+// input twice), so a memory-bound kind below 100 % of the copy bandwidth is
+// not necessarily improvable.
+struct LayerCost {
+  double flops = 0.0;
+  double bytes = 0.0;
+};
+
+// Times layers by kind (Note [Roofline]); active while a profiled Model runs
+// forward or backward on this thread. A layer's time excludes the layers
+// nested in it (a residual block's own time is its sum and activation).
+class Profiler {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // The profiler for this thread, or nullptr when none is active.
+  static Profiler* active();
+  // Makes `profiler` (may be nullptr) the active one for this scope.
+  class Activate {
+   public:
+    explicit Activate(Profiler* profiler);
+    ~Activate();
+    Activate(const Activate&) = delete;
+    Activate& operator=(const Activate&) = delete;
+
+   private:
+    Profiler* previous_;
+  };
+
+  void begin();
+  void end(const std::string& kind, bool backward, const LayerCost& cost);
+  std::vector<LayerKindProfile> result() const;
+  void clear() { kinds_.clear(); }
+
+ private:
+  struct Frame {
+    Clock::time_point start;
+    double children = 0.0;
+  };
+  std::vector<Frame> stack_;
+  std::map<std::string, LayerKindProfile> kinds_;
+};
+
 class Layer {
  public:
   Layer(LayerSpec spec, std::string name) : spec_(std::move(spec)), name_(std::move(name)) {}
@@ -70,6 +118,18 @@ class Layer {
   // Writes parameter gradients, announces them via ready (highest index
   // first), returns the input gradient when need_dx, else nullptr.
   virtual const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) = 0;
+
+  // For the profile (Note [Roofline]): the kind this layer's time is booked
+  // under, and the cost of one pass given the element counts of its input
+  // and output at the prepared batch size. The default suits memory-bound
+  // layers: forward reads x and writes y, backward reads x and dy and writes
+  // dx (when need_dx).
+  virtual std::string kind() const { return spec_.type; }
+  // Fusion: called once after setup with the layer that follows in the same
+  // chain; returning true means this layer now also does `next`'s work and
+  // the chain skips `next` (BatchNorm absorbs a following ReLU).
+  virtual bool absorb(const Layer& next) { return false; }
+  virtual LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const;
 
   virtual void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
 
@@ -109,6 +169,7 @@ class Chain {
     int64_t dx_floats = 0;  // storage size of the layer input in its own layout
   };
   std::vector<std::shared_ptr<Layer>> layers_;
+  std::vector<bool> absorbed_;  // done by the layer before (Layer::absorb)
   std::vector<ToPlain> to_plain_;
   Shape sample_in_;
   std::vector<Shape> sample_out_;

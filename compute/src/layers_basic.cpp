@@ -74,6 +74,10 @@ class Dropout final : public Layer {
     }
     return sample;
   }
+  // Forward writes the mask that backward reads.
+  LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const override {
+    return {0.0, sizeof(float) * static_cast<double>(backward ? (need_dx ? 3 * in : 0) : 3 * in)};
+  }
   const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
     x_ = &x;
     training_ = context.mode == Mode::training && rate_ > 0.0;
@@ -185,10 +189,39 @@ class Residual final : public Layer {
   dnnl::memory::desc prepare(const dnnl::memory::desc& input, bool input_gradient) override {
     out_md_ = main_.prepare(input, input_gradient);
     shortcut_md_ = shortcut_.empty() ? input : shortcut_.prepare(input, input_gradient);
+    in_md_ = input;
     // The sum is formed in the main branch's layout.
     to_main_.prepare(shortcut_md_, out_md_);
     to_shortcut_.prepare(out_md_, shortcut_md_);
+    // oneDNN's JIT kernels for the sum (with the activation fused), the
+    // activation's gradient and the sum of the branches' input gradients:
+    // memory-bound passes that compute/'s own loops ran slower (no AVX2).
+    using dnnl::algorithm;
+    dnnl::post_ops ops;
+    if (relu_) {
+      ops.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(ops);
+    sum_ = dnnl::binary(
+        dnnl::binary::primitive_desc({algorithm::binary_add, out_md_, out_md_, out_md_}, attr, detail::cpu_engine()));
+    dx_sum_ =
+        dnnl::binary(dnnl::binary::primitive_desc({algorithm::binary_add, input, input, input}, detail::cpu_engine()));
+    if (relu_) {
+      auto fwd = dnnl::eltwise_forward::primitive_desc(
+          {dnnl::prop_kind::forward_training, algorithm::eltwise_relu_use_dst_for_bwd, out_md_, 0.0f, 0.0f},
+          detail::cpu_engine());
+      relu_backward_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
+          {algorithm::eltwise_relu_use_dst_for_bwd, out_md_, out_md_, 0.0f, 0.0f}, detail::cpu_engine(), fwd));
+    }
     return out_md_;
+  }
+
+  // Only the block's own work (Note [Roofline]): the sum and activation
+  // forward; backward the activation's gradient and the sum of the two
+  // branches' input gradients.
+  LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const override {
+    return {0.0, sizeof(float) * static_cast<double>(3 * out + (backward && need_dx ? 3 * in : 0))};
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
@@ -200,42 +233,39 @@ class Residual final : public Layer {
       b = &shortcut_out_;
     }
     y_.resize_storage(a.shape(), a.size());
-    const int64_t n = a.size();
-    const float* pa = a.data();
-    const float* pb = b->data();
-    float* py = y_.data();
-    const bool relu = relu_;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) {
-      float s = pa[i] + pb[i];
-      py[i] = relu && s < 0.0f ? 0.0f : s;
-    }
+    sum_.execute(detail::cpu_stream(), {{DNNL_ARG_SRC_0, detail::wrap(out_md_, a.data())},
+                                        {DNNL_ARG_SRC_1, detail::wrap(out_md_, b->data())},
+                                        {DNNL_ARG_DST, detail::wrap(out_md_, y_.data())}});
     return y_;
   }
 
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
-    dsum_.resize_storage(dy.shape(), dy.size());
-    for (int64_t i = 0; i < dy.size(); ++i) {
-      dsum_[i] = relu_ && y_[i] <= 0.0f ? 0.0f : dy[i];
+    const Tensor* dsum = &dy;
+    if (relu_) {
+      dsum_.resize_storage(dy.shape(), dy.size());
+      relu_backward_.execute(detail::cpu_stream(), {{DNNL_ARG_DST, detail::wrap(out_md_, y_.data())},
+                                                    {DNNL_ARG_DIFF_DST, detail::wrap(out_md_, dy.data())},
+                                                    {DNNL_ARG_DIFF_SRC, detail::wrap(out_md_, dsum_.data())}});
+      dsum = &dsum_;
     }
-    const Tensor* dsum_shortcut = &dsum_;
+    const Tensor* dsum_shortcut = dsum;
     if (to_shortcut_.needed()) {
       dsum_shortcut_.resize_storage(dy.shape(), detail::storage_floats(shortcut_md_));
-      to_shortcut_.run(dsum_.data(), dsum_shortcut_.data());
+      to_shortcut_.run(dsum->data(), dsum_shortcut_.data());
       dsum_shortcut = &dsum_shortcut_;
     }
     // Shortcut parameters come after the main branch's (Note [Parameter
     // order]), so its gradients are finished and announced first.
     const Tensor* ds = shortcut_.empty() ? dsum_shortcut : shortcut_.backward(*dsum_shortcut, need_dx, ready);
-    const Tensor* dm = main_.backward(dsum_, need_dx, ready);
+    const Tensor* dm = main_.backward(*dsum, need_dx, ready);
     if (!need_dx) {
       return nullptr;
     }
     // Both input gradients are in the block input's layout.
     dx_.resize_storage(dm->shape(), dm->size());
-    for (int64_t i = 0; i < dx_.size(); ++i) {
-      dx_[i] = (*dm)[i] + (*ds)[i];
-    }
+    dx_sum_.execute(detail::cpu_stream(), {{DNNL_ARG_SRC_0, detail::wrap(in_md_, dm->data())},
+                                           {DNNL_ARG_SRC_1, detail::wrap(in_md_, ds->data())},
+                                           {DNNL_ARG_DST, detail::wrap(in_md_, dx_.data())}});
     return &dx_;
   }
 
@@ -247,8 +277,10 @@ class Residual final : public Layer {
  private:
   Chain main_, shortcut_;
   bool relu_ = true;
-  dnnl::memory::desc out_md_, shortcut_md_;
+  dnnl::memory::desc out_md_, shortcut_md_, in_md_;
   detail::Reorder to_main_, to_shortcut_;
+  dnnl::binary sum_, dx_sum_;
+  dnnl::eltwise_backward relu_backward_;
   Tensor y_, dsum_, dsum_shortcut_, shortcut_out_, dx_;
 };
 
@@ -267,6 +299,12 @@ Shape Chain::setup(const Shape& sample_input) {
     }
     sample_out_.push_back(s);
   }
+  absorbed_.assign(layers_.size(), false);
+  for (size_t i = 0; i + 1 < layers_.size(); ++i) {
+    if (!absorbed_[i] && layers_[i]->absorb(*layers_[i + 1])) {
+      absorbed_[i + 1] = true;
+    }
+  }
   return s;
 }
 
@@ -275,6 +313,11 @@ dnnl::memory::desc Chain::prepare(const dnnl::memory::desc& input, bool input_gr
   dnnl::memory::desc md = input;
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& conversion = to_plain_[i];
+    if (absorbed_[i]) {
+      conversion.forward = {};
+      conversion.backward = {};
+      continue;
+    }
     if (!layers_[i]->accepts_blocked() && !detail::is_plain(md)) {
       const auto plain = detail::plain_desc(md.dims());
       conversion.forward.prepare(md, plain);
@@ -290,28 +333,65 @@ dnnl::memory::desc Chain::prepare(const dnnl::memory::desc& input, bool input_gr
 }
 
 const Tensor& Chain::forward(const Tensor& x, const ForwardContext& context) {
+  Profiler* profiler = Profiler::active();
   const Tensor* t = &x;
   for (size_t i = 0; i < layers_.size(); ++i) {
+    if (absorbed_[i]) {
+      continue;
+    }
     auto& conversion = to_plain_[i];
+    const int64_t in = element_count(t->shape());
     if (conversion.forward.needed()) {
       conversion.x.resize(t->shape());
+      if (profiler) {
+        profiler->begin();
+      }
       conversion.forward.run(t->data(), conversion.x.data());
+      if (profiler) {
+        profiler->end("reorder", false, {0.0, 2.0 * sizeof(float) * static_cast<double>(in)});
+      }
       conversion.dx_floats = t->size();
       t = &conversion.x;
     }
+    if (profiler) {
+      profiler->begin();
+    }
     t = &layers_[i]->forward(*t, context);
+    if (profiler) {
+      profiler->end(layers_[i]->kind(), false, layers_[i]->cost(false, false, in, element_count(t->shape())));
+    }
   }
   return *t;
 }
 
 const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) {
+  Profiler* profiler = Profiler::active();
+  const int64_t batch = dy.dim(0);
   const Tensor* g = &dy;
   for (size_t i = layers_.size(); i-- > 0;) {
-    g = layers_[i]->backward(*g, need_dx || i > 0, ready);
+    if (absorbed_[i]) {
+      continue;
+    }
+    const int64_t in = batch * element_count(i == 0 ? sample_in_ : sample_out_[i - 1]);
+    const int64_t out = batch * element_count(sample_out_[i]);
+    const bool layer_dx = need_dx || i > 0;
+    if (profiler) {
+      profiler->begin();
+    }
+    g = layers_[i]->backward(*g, layer_dx, ready);
+    if (profiler) {
+      profiler->end(layers_[i]->kind(), true, layers_[i]->cost(true, layer_dx, in, out));
+    }
     auto& conversion = to_plain_[i];
     if (g != nullptr && conversion.backward.needed()) {
       conversion.dx.resize_storage(g->shape(), conversion.dx_floats);
+      if (profiler) {
+        profiler->begin();
+      }
       conversion.backward.run(g->data(), conversion.dx.data());
+      if (profiler) {
+        profiler->end("reorder", true, {0.0, 2.0 * sizeof(float) * static_cast<double>(in)});
+      }
       g = &conversion.dx;
     }
   }

@@ -22,6 +22,7 @@ struct Model::Registry {
   std::vector<Parameter*> params;
   std::vector<StateBuffer*> states;
   int64_t total = 0;
+  std::unique_ptr<Profiler> profiler;  // while profiling
 };
 
 Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
@@ -181,10 +182,17 @@ const Tensor& Model::forward(const Tensor& x, Mode mode, const BatchInfo& batch)
   if (mode == Mode::training) {
     ++training_passes_;
   }
+  Profiler::Activate profiling(r.profiler.get());
   const Tensor& y = r.chain.forward(x, context);
   if (r.output_to_plain.needed()) {
     r.plain_output.resize(y.shape());
+    if (r.profiler) {
+      r.profiler->begin();
+    }
     r.output_to_plain.run(y.data(), r.plain_output.data());
+    if (r.profiler) {
+      r.profiler->end("reorder", false, {0.0, 2.0 * sizeof(float) * static_cast<double>(element_count(y.shape()))});
+    }
     last_output_ = &r.plain_output;
   } else {
     last_output_ = &y;
@@ -201,13 +209,32 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
                       " does not match output " + to_string(last_output_->shape()));
   }
   Registry& r = *registry_;
+  Profiler::Activate profiling(r.profiler.get());
   const Tensor* dy = &d_output;
   if (r.gradient_from_plain.needed()) {
     r.d_output.resize_storage(d_output.shape(), detail::storage_floats(r.output_md));
+    if (r.profiler) {
+      r.profiler->begin();
+    }
     r.gradient_from_plain.run(d_output.data(), r.d_output.data());
+    if (r.profiler) {
+      r.profiler->end("reorder", true, {0.0, 2.0 * sizeof(float) * static_cast<double>(d_output.size())});
+    }
     dy = &r.d_output;
   }
   return r.chain.backward(*dy, input_gradient, on_gradient_ready);
+}
+
+void Model::set_profiling(bool on) {
+  if (!on) {
+    registry_->profiler.reset();
+  } else if (!registry_->profiler) {
+    registry_->profiler = std::make_unique<Profiler>();
+  }
+}
+
+std::vector<LayerKindProfile> Model::profile() const {
+  return registry_->profiler ? registry_->profiler->result() : std::vector<LayerKindProfile>{};
 }
 
 std::string Model::summary() const {

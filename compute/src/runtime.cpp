@@ -1,5 +1,6 @@
 #include <omp.h>
 
+#include <algorithm>
 #include <sstream>
 #include <stdexcept>
 
@@ -96,13 +97,25 @@ dnnl::stream& cpu_stream() {
 
 bool is_plain(const dnnl::memory::desc& desc) { return desc == plain_desc(desc.dims()); }
 
+dnnl::memory::format_tag blocked_tag() {
+  static const dnnl::memory::format_tag tag = [] {
+    const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+    const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+    return (isa & avx512) == avx512 ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c;
+  }();
+  return tag;
+}
+
+int64_t block_size() { return blocked_tag() == dnnl::memory::format_tag::nChw16c ? 16 : 8; }
+
 const char* layout_name(const dnnl::memory::desc& desc) {
   using tag = dnnl::memory::format_tag;
   const auto dims = desc.dims();
   if (dims.size() != 4) {
     return is_plain(desc) ? "plain" : "other";
   }
-  for (auto [t, name] : {std::pair{tag::nchw, "nchw"}, {tag::nhwc, "nhwc"}, {tag::nChw8c, "nChw8c"}}) {
+  for (auto [t, name] :
+       {std::pair{tag::nchw, "nchw"}, {tag::nhwc, "nhwc"}, {tag::nChw8c, "nChw8c"}, {tag::nChw16c, "nChw16c"}}) {
     if (desc == dnnl::memory::desc(dims, dnnl::memory::data_type::f32, t)) {
       return name;
     }
@@ -136,6 +149,49 @@ dnnl::memory::desc plain_desc(const Shape& dims) {
 }
 
 }  // namespace detail
+
+LayerCost Layer::cost(bool backward, bool need_dx, int64_t in, int64_t out) const {
+  const double elements = static_cast<double>(in + out + (backward && need_dx ? in : 0));
+  return {0.0, elements * sizeof(float)};
+}
+
+namespace {
+thread_local Profiler* active_profiler = nullptr;
+}  // namespace
+
+Profiler* Profiler::active() { return active_profiler; }
+
+Profiler::Activate::Activate(Profiler* profiler) : previous_(active_profiler) { active_profiler = profiler; }
+
+Profiler::Activate::~Activate() { active_profiler = previous_; }
+
+void Profiler::begin() { stack_.push_back({Clock::now(), 0.0}); }
+
+void Profiler::end(const std::string& kind, bool backward, const LayerCost& cost) {
+  const Frame frame = stack_.back();
+  stack_.pop_back();
+  const double total = std::chrono::duration<double>(Clock::now() - frame.start).count();
+  if (!stack_.empty()) {
+    stack_.back().children += total;
+  }
+  LayerKindProfile& k = kinds_[kind];
+  k.kind = kind;
+  ++k.passes;
+  (backward ? k.backward_seconds : k.forward_seconds) += total - frame.children;
+  k.flops += cost.flops;
+  k.bytes += cost.bytes;
+}
+
+std::vector<LayerKindProfile> Profiler::result() const {
+  std::vector<LayerKindProfile> out;
+  for (const auto& [kind, k] : kinds_) {
+    out.push_back(k);
+  }
+  std::sort(out.begin(), out.end(), [](const LayerKindProfile& a, const LayerKindProfile& b) {
+    return a.forward_seconds + a.backward_seconds > b.forward_seconds + b.backward_seconds;
+  });
+  return out;
+}
 
 void Layer::collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states) {
   for (auto& p : params_) {

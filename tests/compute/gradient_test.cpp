@@ -179,6 +179,12 @@ std::vector<Case> cases() {
       {"batch_norm_train_4d", {batch_norm()}, {4, 3, 3, 3}},
       {"batch_norm_train_2d", {batch_norm()}, {6, 5}},
       {"batch_norm_inference", {batch_norm()}, {4, 3, 3, 3}, Mode::inference},
+      {"conv2d_blocked_output", {conv2d(conv(16, 3, 1, 1))}, {2, 3, 5, 5}},
+      {"conv2d_blocked", {conv2d(conv(16, 3, 1, 1)), conv2d(conv(8, 3, 1, 1))}, {2, 3, 5, 5}},
+      // ReLU fused into BatchNorm, blocked max pooling and the residual sum's
+      // ReLU have kinks that finite differences over many outputs cross;
+      // fusion_test.cpp checks them against their unfused compositions.
+      {"batch_norm_relu", {batch_norm(), activation("relu")}, {4, 3, 3, 3}},
       {"dropout_train", {dropout(0.4, 11)}, {4, 10}},
       {"dropout_inference", {dropout(0.4, 11)}, {4, 10}, Mode::inference},
       {"residual_identity",

@@ -69,6 +69,18 @@ struct StateInfo {
   int64_t size = 0;
 };
 
+// Time and work of one kind of layer, summed over the passes profiled
+// (Model::set_profiling). Kinds are layer types, convolutions by kernel
+// ("conv2d_3x3"), and "reorder" for layout conversions between layers.
+struct LayerKindProfile {
+  std::string kind;
+  int64_t passes = 0;  // forward and backward calls
+  double forward_seconds = 0.0;
+  double backward_seconds = 0.0;
+  double flops = 0.0;  // counted work; a multiply-add is 2
+  double bytes = 0.0;  // least memory traffic: each tensor read or written once
+};
+
 class Layer;
 
 // Where a micro-batch sits in a training run (Note [Dropout masks]) and how
@@ -130,6 +142,12 @@ class Model {
   // BatchInfo keys Dropout masks by it, so it is saved in checkpoints.
   uint64_t training_passes() const { return training_passes_; }
   void set_training_passes(uint64_t n) { training_passes_ = n; }
+
+  // Profiling: while on, forward() and backward() time every layer and book
+  // its time and work by kind; profile() returns the sums since profiling was
+  // switched on, largest time first. Costs two clock reads per layer and pass.
+  void set_profiling(bool on);
+  std::vector<LayerKindProfile> profile() const;
 
   // Human-readable layer table (layer, output shape, parameters).
   std::string summary() const;

@@ -5,8 +5,8 @@
 // count, the same inputs and the same weights give bitwise the same outputs
 // and gradients run after run: oneDNN 2.6's CPU primitives split work
 // statically by thread count and reduce in a fixed order, and every
-// non-oneDNN kernel in compute/ (losses, optimizers, Dropout masks, the
-// residual sum) is sequential or splits statically. Changing the thread count
+// non-oneDNN kernel in compute/ (losses, optimizers, Dropout masks, max
+// pooling) is sequential or splits statically. Changing the thread count
 // may change the last bits of results (different reduction trees). Keep
 // OMP_DYNAMIC off (set_num_threads does so).
 #include <string>

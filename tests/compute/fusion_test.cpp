@@ -1,0 +1,177 @@
+// Fused and oneDNN-backed paths against their unfused compositions: a
+// BatchNorm that absorbs the following ReLU, max pooling on a convolution's
+// channel-blocked output (own loops over channel blocks), and a residual block's sum and ReLU. Each has a kink
+// that finite differences cross (gradient_test.cpp smooths those), so the
+// reference here is the same computation split into separate models whose
+// outputs and gradients are combined by hand.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "test_util.h"
+#include "tnt/compute/model.h"
+
+namespace tnt::compute {
+namespace {
+
+using namespace layers;
+using test::random_tensor;
+
+Conv2DOptions conv(int64_t filters, int64_t k, int64_t pad) {
+  Conv2DOptions o;
+  o.filters = filters;
+  o.kernel = {k, k};
+  o.padding = {pad, pad};
+  return o;
+}
+
+Model make(const Shape& input, std::vector<LayerSpec> layers) {
+  Model m(ModelSpec{"m", input, std::move(layers)});
+  m.initialize(3);
+  return m;
+}
+
+// Gives `target`'s parameters, in order, the values of `source`'s from
+// parameter `first` on.
+void copy_parameters(Model& source, size_t first, Model& target) {
+  for (size_t i = 0; i < target.parameter_count(); ++i) {
+    ASSERT_EQ(source.parameter(first + i).shape, target.parameter(i).shape);
+    std::copy_n(source.weights(first + i), target.parameter(i).size, target.weights(i));
+  }
+}
+
+void perturb(Model& m) {
+  for (size_t i = 0; i < m.parameter_count(); ++i) {
+    Tensor noise = random_tensor({m.parameter(i).size}, 50 + i, -0.3f, 0.3f);
+    for (int64_t j = 0; j < noise.size(); ++j) {
+      m.weights(i)[j] += noise[j];
+    }
+  }
+  for (size_t s = 0; s < m.state_count(); ++s) {
+    Tensor stat = random_tensor({m.state(s).size}, 80 + s, 0.5f, 1.5f);
+    std::copy_n(stat.data(), stat.size(), m.state_data(s));
+  }
+}
+
+void expect_close(const float* actual, const float* expected, int64_t n, const std::string& what) {
+  int failures = 0;
+  for (int64_t i = 0; i < n && failures < 5; ++i) {
+    const float tolerance = 1e-4f * std::max(1.0f, std::abs(expected[i]));
+    if (!(std::abs(actual[i] - expected[i]) <= tolerance)) {
+      ADD_FAILURE() << what << " element " << i << ": " << actual[i] << " vs " << expected[i];
+      ++failures;
+    }
+  }
+}
+
+Tensor relu(const Tensor& t) {
+  Tensor out = t;
+  for (int64_t i = 0; i < out.size(); ++i) {
+    out[i] = std::max(out[i], 0.0f);
+  }
+  return out;
+}
+
+// dy where y > 0, else 0: the ReLU's backward from its output.
+Tensor relu_gradient(const Tensor& y, const Tensor& dy) {
+  Tensor out = dy;
+  for (int64_t i = 0; i < out.size(); ++i) {
+    out[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  }
+  return out;
+}
+
+class BatchNormRelu : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(BatchNormRelu, FusedMatchesBatchNormThenRelu) {
+  // 16 filters: the convolution's output, and so BatchNorm, is channel-blocked.
+  const Shape sample{3, 6, 6};
+  Model fused = make(sample, {conv2d(conv(16, 3, 1)), batch_norm(), activation("relu")});
+  Model reference = make(sample, {conv2d(conv(16, 3, 1)), batch_norm()});
+  perturb(fused);
+  copy_parameters(fused, 0, reference);
+  for (size_t s = 0; s < fused.state_count(); ++s) {
+    std::copy_n(fused.state_data(s), fused.state(s).size, reference.state_data(s));
+  }
+  const Tensor x = random_tensor({4, 3, 6, 6}, 1);
+  fused.set_profiling(true);
+  const Tensor y = fused.forward(x, GetParam());
+  const Tensor y_ref = relu(reference.forward(x, GetParam()));
+  expect_close(y.data(), y_ref.data(), y.size(), "output");
+  const Tensor dy = random_tensor(y.shape(), 2);
+  const Tensor dx = *fused.backward(dy, {}, true);
+  const Tensor dx_ref = *reference.backward(relu_gradient(y_ref, dy), {}, true);
+  expect_close(dx.data(), dx_ref.data(), dx.size(), "input gradient");
+  for (size_t i = 0; i < fused.parameter_count(); ++i) {
+    expect_close(fused.gradient(i), reference.gradient(i), fused.parameter(i).size, fused.parameter(i).name);
+  }
+  // The ReLU ran inside BatchNorm: the profile books no activation.
+  std::vector<std::string> kinds;
+  for (const LayerKindProfile& k : fused.profile()) {
+    kinds.push_back(k.kind);
+  }
+  EXPECT_NE(std::find(kinds.begin(), kinds.end(), "batch_norm_relu"), kinds.end());
+  EXPECT_EQ(std::find(kinds.begin(), kinds.end(), "activation"), kinds.end());
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, BatchNormRelu, ::testing::Values(Mode::training, Mode::inference));
+
+TEST(Fusion, BlockedMaxPoolMatchesPlainMaxPool) {
+  // The pooling after a 16-filter convolution gets channel-blocked input;
+  // a model of its own gets plain input: the blocked and plain loops agree.
+  Model blocked = make({3, 7, 7}, {conv2d(conv(16, 1, 0)), max_pool2d(3, 2, 1)});
+  Model convolution = make({3, 7, 7}, {conv2d(conv(16, 1, 0))});
+  Model pooling = make({16, 7, 7}, {max_pool2d(3, 2, 1)});
+  perturb(blocked);
+  copy_parameters(blocked, 0, convolution);
+  const Tensor x = random_tensor({2, 3, 7, 7}, 1);
+  const Tensor y = blocked.forward(x, Mode::training);
+  const Tensor y_ref = pooling.forward(convolution.forward(x, Mode::training), Mode::training);
+  expect_close(y.data(), y_ref.data(), y.size(), "output");
+  const Tensor dy = random_tensor(y.shape(), 2);
+  const Tensor dx = *blocked.backward(dy, {}, true);
+  const Tensor dx_ref = *convolution.backward(*pooling.backward(dy, {}, true), {}, true);
+  expect_close(dx.data(), dx_ref.data(), dx.size(), "input gradient");
+  expect_close(blocked.gradient(0), convolution.gradient(0), blocked.parameter(0).size, "weight gradient");
+}
+
+TEST(Fusion, ResidualSumAndReluMatchTheirComposition) {
+  const Shape sample{3, 5, 5};
+  const std::vector<LayerSpec> main{conv2d(conv(16, 3, 1)), batch_norm()};
+  const std::vector<LayerSpec> shortcut{conv2d(conv(16, 1, 0))};
+  Model block = make(sample, {residual(main, shortcut, "relu")});
+  Model main_model = make(sample, main);
+  Model shortcut_model = make(sample, shortcut);
+  perturb(block);
+  copy_parameters(block, 0, main_model);
+  copy_parameters(block, main_model.parameter_count(), shortcut_model);
+  const Tensor x = random_tensor({2, 3, 5, 5}, 1);
+  const Tensor y = block.forward(x, Mode::training);
+  Tensor sum = main_model.forward(x, Mode::training);
+  const Tensor& b = shortcut_model.forward(x, Mode::training);
+  for (int64_t i = 0; i < sum.size(); ++i) {
+    sum[i] += b[i];
+  }
+  const Tensor y_ref = relu(sum);
+  expect_close(y.data(), y_ref.data(), y.size(), "output");
+  const Tensor dy = random_tensor(y.shape(), 2);
+  const Tensor dx = *block.backward(dy, {}, true);
+  const Tensor d_sum = relu_gradient(y_ref, dy);
+  Tensor dx_ref = *main_model.backward(d_sum, {}, true);
+  const Tensor& dx_shortcut = *shortcut_model.backward(d_sum, {}, true);
+  for (int64_t i = 0; i < dx_ref.size(); ++i) {
+    dx_ref[i] += dx_shortcut[i];
+  }
+  expect_close(dx.data(), dx_ref.data(), dx.size(), "input gradient");
+  for (size_t i = 0; i < block.parameter_count(); ++i) {
+    const bool in_main = i < main_model.parameter_count();
+    Model& part = in_main ? main_model : shortcut_model;
+    const size_t j = in_main ? i : i - main_model.parameter_count();
+    expect_close(block.gradient(i), part.gradient(j), block.parameter(i).size, block.parameter(i).name);
+  }
+}
+
+}  // namespace
+}  // namespace tnt::compute
