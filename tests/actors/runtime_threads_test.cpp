@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "tnt/core/error.h"
 
 namespace tnt::actors::test {
 namespace {
@@ -393,7 +394,7 @@ class SelfWaiter : public Actor {
       try {
         system->wait();
         return "returned";
-      } catch (const std::logic_error& e) {
+      } catch (const tnt::LogicError& e) {
         return e.what();
       }
     });

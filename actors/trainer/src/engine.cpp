@@ -14,6 +14,7 @@
 #include "tnt/actors/actor_system.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
+#include "tnt/core/error.h"
 
 namespace tnt::trainer {
 
@@ -127,7 +128,7 @@ class DataActor : public Actor {
   explicit DataActor(EngineContext& context) {
     on<NextBatch>([&context](NextBatch&) {
       auto batch = context.loader->next();  // the loader's worker has loaded it ahead
-      if (!batch) throw std::runtime_error("the data loader ended before the epoch did");
+      if (!batch) throw LogicError("the data loader ended before the epoch did");
       return std::move(*batch);
     });
     on<Recycle>([&context](Recycle& m) { context.loader->recycle(std::move(m.batch)); });
@@ -158,9 +159,9 @@ class BackpropActor : public Actor {
 
   void run(data::MicroBatch batch) {
     if (batch.epoch != epoch_ || batch.step != step_) {
-      throw std::logic_error("data actor delivered epoch " + std::to_string(batch.epoch) + " step " +
-                             std::to_string(batch.step) + ", expected epoch " + std::to_string(epoch_) + " step " +
-                             std::to_string(step_));
+      throw LogicError("data actor delivered epoch " + std::to_string(batch.epoch) + " step " +
+                       std::to_string(batch.step) + ", expected epoch " + std::to_string(epoch_) + " step " +
+                       std::to_string(step_));
     }
     batch_ = std::move(batch);
     reduced_ = 0;
@@ -241,9 +242,8 @@ class Bucketer : public Actor {
       const auto k = c_.layout->bucket_of.at(m.parameter);
       if (k != next_bucket_) {
         // Would break Note [Collective order]; the model promises decreasing order.
-        throw std::logic_error("gradient of parameter " + std::to_string(m.parameter) + " (bucket " +
-                               std::to_string(k) + ") ready while bucket " + std::to_string(next_bucket_) +
-                               " is incomplete");
+        throw LogicError("gradient of parameter " + std::to_string(m.parameter) + " (bucket " + std::to_string(k) +
+                         ") ready while bucket " + std::to_string(next_bucket_) + " is incomplete");
       }
       if (first_ready_us_ == 0) first_ready_us_ = m.time_us;
       if (--pending_[k] == 0) {
@@ -259,8 +259,8 @@ class Bucketer : public Actor {
     });
     on<StepEnd>([this](StepEnd& m) {
       if (next_bucket_ != c_.layout->buckets.size()) {
-        throw std::logic_error("step ended with " + std::to_string(next_bucket_) + " of " +
-                               std::to_string(c_.layout->buckets.size()) + " buckets complete");
+        throw LogicError("step ended with " + std::to_string(next_bucket_) + " of " +
+                         std::to_string(c_.layout->buckets.size()) + " buckets complete");
       }
       for (auto& full : held_) refs_->comm.send(full);
       held_.clear();
@@ -409,7 +409,7 @@ void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_beg
     if (finished.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) break;
     if (system.stopped()) {
       system.wait();  // throws the failure
-      throw std::logic_error("the trainer's actors stopped before the segment ended");
+      throw LogicError("the trainer's actors stopped before the segment ended");
     }
   }
   system.stop(actors::StopMode::drain);

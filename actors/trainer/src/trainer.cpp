@@ -22,9 +22,11 @@
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/runtime.h"
+#include "tnt/core/error.h"
+#include "tnt/core/log.h"
+#include "tnt/core/settings.h"
 #include "tnt/dataset/batch_plan.h"
 #include "tnt/dataset/loader.h"
-#include "tnt/transport/log.h"
 
 namespace tnt::trainer {
 
@@ -32,7 +34,7 @@ namespace tnt::trainer {
 
 Session::Session(SessionOptions options) : threads_(options.threads) {
   if (options.threads < 1) {
-    throw std::invalid_argument("threads must be at least 1, got " + std::to_string(options.threads));
+    throw ConfigError("threads must be at least 1, got " + std::to_string(options.threads));
   }
   const auto env = JobEnvironment::from_env();
   init_logging(env.rank, env.size);
@@ -86,19 +88,7 @@ namespace {
 constexpr const char* kFingerprintKey = "trainer.data_fingerprint";
 
 std::size_t fusion_threshold(std::size_t requested) {
-  if (requested > 0) return requested;
-  if (const char* kb = std::getenv("TNT_FUSION_THRESHOLD_KB"); kb && *kb) {
-    char* end = nullptr;
-    const long long v = std::strtoll(kb, &end, 10);
-    if (*end != '\0' || v <= 0) {
-      throw std::invalid_argument(
-          fmt::format("TNT_FUSION_THRESHOLD_KB='{}': expected a positive "
-                      "number of KiB",
-                      kb));
-    }
-    return static_cast<std::size_t>(v) * 1024;
-  }
-  return 32 * 1024;
+  return requested > 0 ? requested : settings::kFusionThresholdKb.read();
 }
 
 // Root's weights, BatchNorm statistics and pass counter reach every rank.
@@ -130,8 +120,8 @@ compute::Checkpoint load_checkpoint_everywhere(const std::string& path, Communic
   int64_t size = error.empty() ? static_cast<int64_t>(bytes.size()) : -1;
   comm.broadcast(&size, sizeof size, 0);
   if (size < 0) {
-    throw std::runtime_error(
-        comm.is_master_rank() ? error : fmt::format("the master rank could not read checkpoint '{}'", path));
+    throw DataError(comm.is_master_rank() ? error
+                                          : fmt::format("the master rank could not read checkpoint '{}'", path));
   }
   bytes.resize(static_cast<std::size_t>(size));
   if (size > 0) comm.broadcast(bytes.data(), bytes.size(), 0);
@@ -139,12 +129,12 @@ compute::Checkpoint load_checkpoint_everywhere(const std::string& path, Communic
   // Other ranks check and parse the same bytes through a private copy.
   char name[] = "/tmp/tnt-resume-XXXXXX";
   const int fd = mkstemp(name);
-  if (fd < 0) throw std::runtime_error(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
+  if (fd < 0) throw Error(fmt::format("cannot create a temporary file: {}", std::strerror(errno)));
   const bool ok = ::write(fd, bytes.data(), bytes.size()) == static_cast<ssize_t>(bytes.size());
   ::close(fd);
   if (!ok) {
     std::filesystem::remove(name);
-    throw std::runtime_error(fmt::format("cannot write temporary file {}", name));
+    throw Error(fmt::format("cannot write temporary file {}", name));
   }
   try {
     auto checkpoint = compute::load_checkpoint(name);
@@ -166,8 +156,7 @@ std::vector<std::pair<std::string, double>> ordered(const Logs& logs) {
 
 bool output_here(const Session& session) {
   if (session.is_master_rank()) return true;
-  const char* all = std::getenv("TNT_OUTPUT_ON_ALL_DEVICES");
-  return all && std::string(all) != "0" && *all;
+  return settings::kOutputOnAllDevices.read();
 }
 
 }  // namespace
@@ -187,12 +176,11 @@ void Trainer::initialize(uint64_t seed) { state_->model.initialize(seed); }
 
 void Trainer::compile(const CompileOptions& options) {
   if (options.loss != "sparse_categorical_crossentropy" && options.loss != "softmax_cross_entropy") {
-    throw std::invalid_argument(
-        fmt::format("loss '{}' is not supported: use 'sparse_categorical_crossentropy'", options.loss));
+    throw ConfigError(fmt::format("loss '{}' is not supported: use 'sparse_categorical_crossentropy'", options.loss));
   }
   for (const auto& m : options.metrics) {
     if (m != "accuracy") {
-      throw std::invalid_argument(fmt::format("metric '{}' is not supported: use 'accuracy'", m));
+      throw ConfigError(fmt::format("metric '{}' is not supported: use 'accuracy'", m));
     }
   }
   auto schedule_options = options.schedule;
@@ -204,7 +192,7 @@ void Trainer::compile(const CompileOptions& options) {
 
 void Trainer::save_checkpoint(const std::string& path) {
   auto& s = *state_;
-  if (!s.optimizer) throw std::logic_error("save_checkpoint: compile() first");
+  if (!s.optimizer) throw LogicError("save_checkpoint: compile() first");
   if (!s.master()) return;
   auto checkpoint = compute::capture(s.model, s.optimizer.get(), compute::CheckpointKind::full);
   checkpoint.epoch = s.position.epoch;
@@ -221,7 +209,7 @@ void Trainer::load_weights(const std::string& path) {
   auto& s = *state_;
   auto checkpoint = load_checkpoint_everywhere(path, s.comm());
   if (checkpoint.kind == compute::CheckpointKind::architecture) {
-    throw std::runtime_error(fmt::format("checkpoint '{}' holds no weights (architecture only)", path));
+    throw ConfigError(fmt::format("checkpoint '{}' holds no weights (architecture only)", path));
   }
   compute::restore_weights(s.model, checkpoint);
   broadcast_model(s.model, s.comm());
@@ -229,12 +217,12 @@ void Trainer::load_weights(const std::string& path) {
 
 History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions& options) {
   auto& s = *state_;
-  if (!s.optimizer) throw std::logic_error("fit: compile() first");
-  if (!train) throw std::invalid_argument("fit: no training data");
+  if (!s.optimizer) throw LogicError("fit: compile() first");
+  if (!train) throw ConfigError("fit: no training data");
   auto& comm = s.comm();
   const int rank = comm.rank(), size = comm.size();
   const bool out = output_here(s.session);
-  if (options.epochs == 0) throw std::invalid_argument("epochs must be at least 1");
+  if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
 
   data::BatchPlanOptions plan_options;
   plan_options.num_samples = train->size();
@@ -247,7 +235,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   plan_options.drop_remainder = options.drop_remainder;
   const data::BatchPlan plan(plan_options);
   const std::size_t steps_per_epoch = plan.steps_per_epoch();
-  if (steps_per_epoch == 0) throw std::invalid_argument("the training data gives no step per epoch");
+  if (steps_per_epoch == 0) throw ConfigError("the training data gives no step per epoch");
   s.fingerprint = plan.fingerprint();
   s.has_fingerprint = true;
   if (has_batch_norm(s.model.spec()) && plan.max_local_batch() < 16) {
@@ -262,7 +250,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   if (!options.resume_path.empty()) {
     auto checkpoint = load_checkpoint_everywhere(options.resume_path, comm);
     if (checkpoint.kind != compute::CheckpointKind::full) {
-      throw std::runtime_error(
+      throw ConfigError(
           fmt::format("checkpoint '{}' is not a full checkpoint: cannot resume training", options.resume_path));
     }
     compute::restore_weights(s.model, checkpoint);
@@ -270,7 +258,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
     if (const auto* entry = checkpoint.find(kFingerprintKey)) {
       const auto* saved = std::get_if<int64_t>(&entry->value);
       if (!saved || std::bit_cast<uint64_t>(*saved) != s.fingerprint) {
-        throw std::runtime_error(
+        throw ConfigError(
             fmt::format("checkpoint '{}' was written with another data order (data set size, batch size, seed "
                         "or shuffling differ): resuming would not continue the same run",
                         options.resume_path));
@@ -314,8 +302,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   if (s.master() && !options.csv_path.empty()) {
     const bool fresh = !std::filesystem::exists(options.csv_path) || options.resume_path.empty();
     csv = std::fopen(options.csv_path.c_str(), fresh ? "w" : "a");
-    if (!csv)
-      throw std::runtime_error(fmt::format("cannot open CSV file '{}': {}", options.csv_path, std::strerror(errno)));
+    if (!csv) throw Error(fmt::format("cannot open CSV file '{}': {}", options.csv_path, std::strerror(errno)));
     if (fresh)
       fmt::print(csv, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n");
   }
@@ -461,7 +448,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
         file << all.substr(static_cast<std::size_t>(r) * longest, lengths[static_cast<std::size_t>(r)]);
       }
       file << "]}\n";
-      if (!file) throw std::runtime_error(fmt::format("cannot write timeline '{}'", options.timeline_path));
+      if (!file) throw Error(fmt::format("cannot write timeline '{}'", options.timeline_path));
       spdlog::info("timeline written to {}", options.timeline_path);
     }
   }
@@ -472,7 +459,7 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
                        const data::TransformOptions& transform) {
   auto& s = *state_;
   auto& comm = s.comm();
-  if (!source) throw std::invalid_argument("evaluate: no data");
+  if (!source) throw ConfigError("evaluate: no data");
   data::LoaderOptions lo;
   lo.plan.num_samples = source->size();
   lo.plan.global_batch = std::max<std::size_t>(global_batch, static_cast<std::size_t>(comm.size()));
@@ -508,8 +495,8 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
 compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std::size_t batch,
                                  const data::TransformOptions& transform) {
   auto& s = *state_;
-  if (!source) throw std::invalid_argument("predict: no data");
-  if (batch == 0) throw std::invalid_argument("predict: batch must be at least 1");
+  if (!source) throw ConfigError("predict: no data");
+  if (batch == 0) throw ConfigError("predict: batch must be at least 1");
   data::LoaderOptions lo;
   lo.plan.num_samples = source->size();
   lo.plan.global_batch = batch;
