@@ -28,6 +28,7 @@
 
 #include "file_io.h"
 #include "random.h"
+#include "tnt/core/error.h"
 #include "tnt/dataset/dictzip.h"
 #include "tnt/dataset/error.h"
 #include "tnt/dataset/source.h"
@@ -301,8 +302,9 @@ std::string headword_key(std::string_view english) {
 PairSplits split_by_headword(const std::vector<TextPair>& pairs, const SplitOptions& options) {
   const bool fractions_ok = options.validation >= 0 && options.test >= 0 && options.validation + options.test < 1;
   if (!fractions_ok) {
-    throw DataError(fmt::format("split fractions validation = {} and test = {} must be >= 0 and sum to less than 1",
-                                options.validation, options.test));
+    throw ConfigError(
+        fmt::format("tnt::data: split fractions validation = {} and test = {} must be >= 0 and sum to less than 1",
+                    options.validation, options.test));
   }
   PairSplits splits;
   for (const auto& pair : pairs) {

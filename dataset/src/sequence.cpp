@@ -27,6 +27,7 @@
 #include <numeric>
 
 #include "random.h"
+#include "tnt/core/error.h"
 #include "tnt/dataset/error.h"
 
 namespace tnt::data {
@@ -82,8 +83,9 @@ namespace {
 
 BatchPlanOptions plan_options(const SequenceSource& source, BatchPlanOptions plan) {
   if (!plan.distribute) {
-    throw DataError(
-        "sequence batches need distribute = true: every rank must see the whole global batch to count its tokens");
+    throw ConfigError(
+        "tnt::data: sequence batches need distribute = true: every rank must see the whole global batch to count its "
+        "tokens");
   }
   plan.num_samples = source.size();
   return plan;

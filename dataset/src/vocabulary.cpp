@@ -9,6 +9,7 @@
 #include <queue>
 #include <set>
 
+#include "tnt/core/error.h"
 #include "tnt/dataset/error.h"
 #include "utf8.h"
 
@@ -79,7 +80,7 @@ class BpeLearner {
       const auto [count, negated_key] = heap_.top();
       const std::uint64_t key = ~negated_key;
       const auto it = pair_counts_.find(key);
-      if (it == pair_counts_.end() || it->second != count) {
+      if (it == pair_counts_.end() || it->second.count != count) {
         heap_.pop();
         continue;
       }
@@ -90,6 +91,7 @@ class BpeLearner {
   }
 
   void merge(std::int32_t a, std::int32_t b, std::int32_t id, std::uint32_t round) {
+    round_ = round;
     const std::uint64_t key = pair_key(a, b);
     auto it = where_.find(key);
     if (it == where_.end()) return;
@@ -122,8 +124,9 @@ class BpeLearner {
     for (std::size_t i = 0; i + 1 < s.size(); ++i) {
       if (s[i] == Vocabulary::unk || s[i + 1] == Vocabulary::unk) continue;
       const std::uint64_t key = pair_key(s[i], s[i + 1]);
-      pair_counts_[key] += counts_[w];
-      touched_.push_back(key);
+      PairCount& pc = pair_counts_[key];
+      pc.count += counts_[w];
+      touch(key, pc);
       if (fresh < 0 || s[i] == fresh || s[i + 1] == fresh) where_[key].push_back(w);
     }
   }
@@ -132,16 +135,14 @@ class BpeLearner {
     for (std::size_t i = 0; i + 1 < s.size(); ++i) {
       if (s[i] == Vocabulary::unk || s[i + 1] == Vocabulary::unk) continue;
       auto it = pair_counts_.find(pair_key(s[i], s[i + 1]));
-      touched_.push_back(it->first);
-      if ((it->second -= counts_[w]) == 0) pair_counts_.erase(it);
+      touch(it->first, it->second);
+      if ((it->second.count -= counts_[w]) == 0) pair_counts_.erase(it);
     }
   }
   void push_touched() {
-    std::sort(touched_.begin(), touched_.end());
-    touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
     for (std::uint64_t key : touched_) {
       const auto it = pair_counts_.find(key);
-      if (it != pair_counts_.end()) heap_.emplace(it->second, ~key);
+      if (it != pair_counts_.end()) heap_.emplace(it->second.count, ~key);
     }
     touched_.clear();
   }
@@ -149,7 +150,20 @@ class BpeLearner {
   std::vector<std::vector<std::int32_t>> words_;
   std::vector<std::int64_t> counts_;
   std::vector<std::uint32_t> stamp_;  // last merge round that rewrote each word
-  std::unordered_map<std::uint64_t, std::int64_t> pair_counts_;
+  struct PairCount {
+    std::int64_t count = 0;
+    std::uint32_t touched = static_cast<std::uint32_t>(-1);  // last round it was listed in touched_
+  };
+  // Lists a pair in touched_ once per round (a pair erased and added again in one round may be
+  // listed twice: its heap entries are then equal, and one is dropped as stale later).
+  void touch(std::uint64_t key, PairCount& pc) {
+    if (pc.touched == round_) return;
+    pc.touched = round_;
+    touched_.push_back(key);
+  }
+
+  std::unordered_map<std::uint64_t, PairCount> pair_counts_;
+  std::uint32_t round_ = 0;
   std::unordered_map<std::uint64_t, std::vector<std::uint32_t>> where_;
   std::vector<std::uint64_t> touched_;  // pairs whose count changed since the last push
   // Max-heap on (count, ~pair): the largest count first, then the smallest pair.
@@ -161,7 +175,7 @@ class BpeLearner {
 TokenizerKind parse_tokenizer_kind(std::string_view name) {
   if (name == "char") return TokenizerKind::character;
   if (name == "bpe") return TokenizerKind::bpe;
-  throw DataError(fmt::format("unknown tokenizer '{}' (expected char or bpe)", name));
+  throw ConfigError(fmt::format("tnt::data: unknown tokenizer '{}' (expected char or bpe)", name));
 }
 
 std::string_view to_string(TokenizerKind kind) { return kind == TokenizerKind::bpe ? "bpe" : "char"; }
@@ -334,12 +348,10 @@ Vocabulary Vocabulary::load(const std::filesystem::path& path) {
   if (next("header") != kMagic) fail(fmt::format("not a tnt vocabulary file (expected '{}')", kMagic));
   const std::string_view kind = next("kind");
   if (!kind.starts_with("kind ")) fail("expected 'kind char' or 'kind bpe'");
+  if (kind != "kind char" && kind != "kind bpe")
+    fail(fmt::format("unknown tokenizer '{}' (expected char or bpe)", kind.substr(5)));
   Vocabulary v;
-  try {
-    v.kind_ = parse_tokenizer_kind(kind.substr(5));
-  } catch (const DataError& e) {
-    fail(e.what());
-  }
+  v.kind_ = parse_tokenizer_kind(kind.substr(5));
   const std::size_t tokens = header_number("tokens");
   const std::size_t merges = header_number("merges");
   if (tokens < num_special + merges)

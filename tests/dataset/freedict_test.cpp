@@ -185,8 +185,9 @@ TEST(FreedictSplit, NoHeadwordInTwoSplitsAndSeeded) {
   auto other = split_by_headword(pairs, {.validation = 0.1, .test = 0.2, .seed = 8});
   EXPECT_NE(other.test, splits.test);
 
-  expect_data_error([&] { split_by_headword(pairs, {.validation = 0.5, .test = 0.5}); }, {"sum to less than 1"});
-  expect_data_error([&] { split_by_headword(pairs, {.validation = -0.1}); }, {"validation = -0.1"});
+  expect_error<ConfigError>([&] { split_by_headword(pairs, {.validation = 0.5, .test = 0.5}); },
+                            {"sum to less than 1"});
+  expect_error<ConfigError>([&] { split_by_headword(pairs, {.validation = -0.1}); }, {"validation = -0.1"});
 }
 
 TEST(Freedict, InstalledDictionaryLoads) {

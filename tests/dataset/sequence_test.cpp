@@ -157,7 +157,7 @@ TEST(SequenceLoader, IteratesEpochsAndSeeks) {
   EXPECT_FALSE(loader.next().has_value());
   expect_data_error([&] { loader.seek({0, 3}); }, {"the epoch has 3 steps"});
   options.plan.distribute = false;
-  expect_data_error([&] { SequenceLoader(source, options); }, {"distribute = true"});
+  expect_error<ConfigError>([&] { SequenceLoader(source, options); }, {"distribute = true"});
   auto empty = std::make_shared<const SequenceSource>(std::vector<TextPair>{}, source->shared_vocabulary(), "none");
   expect_data_error([&] { SequenceLoader(empty, loader_options(4, 0, 1)); }, {"no batches", "none"});
   expect_data_error([&] { source->source_tokens(25); }, {"out of range", "test pairs"});

@@ -35,6 +35,7 @@ TEST(Vocabulary, CharactersRoundTrip) {
   EXPECT_EQ(v.decode(framed), "low\xef\xbf\xbd");
   expect_data_error([&] { v.encode("bad \xff"); }, {"not valid UTF-8"});
   expect_data_error([&] { v.token(static_cast<std::int32_t>(v.size())); }, {"out of range"});
+  expect_error<ConfigError>([] { parse_tokenizer_kind("words"); }, {"unknown tokenizer 'words'"});
 }
 
 TEST(Vocabulary, MinCountAndOrderIndependence) {

@@ -72,7 +72,7 @@ struct PairSplits {
 std::string headword_key(std::string_view english);
 // Assigns every headword key to one split by a hash of (seed, key), so no headword is in two
 // splits, the assignment does not depend on the order or number of pairs, and a seed gives the
-// same split on every machine. Throws DataError for fractions outside [0, 1) or summing to >= 1.
+// same split on every machine. Throws tnt::ConfigError for fractions below 0 or summing to >= 1.
 PairSplits split_by_headword(const std::vector<TextPair>& pairs, const SplitOptions& options);
 
 }  // namespace tnt::data

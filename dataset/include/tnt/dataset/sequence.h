@@ -82,7 +82,7 @@ struct SequenceBatch {
 };
 
 struct SequenceLoaderOptions {
-  BatchPlanOptions plan;  // num_samples is taken from the source; distribute must be true
+  BatchPlanOptions plan;  // num_samples is taken from the source; distribute must be true (else tnt::ConfigError)
   // Length bucketing: 0 = off. Otherwise each run of `bucket_batches` global batches of the
   // epoch's permutation is sorted by length and cut into global batches again, and the order of
   // the epoch's full batches is shuffled (Note [Bucketing] in sequence.cpp).

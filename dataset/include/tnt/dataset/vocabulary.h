@@ -22,7 +22,7 @@
 namespace tnt::data {
 
 enum class TokenizerKind { character, bpe };
-TokenizerKind parse_tokenizer_kind(std::string_view name);  // "char" | "bpe"
+TokenizerKind parse_tokenizer_kind(std::string_view name);  // "char" | "bpe"; else tnt::ConfigError
 std::string_view to_string(TokenizerKind kind);
 
 struct VocabularyOptions {
