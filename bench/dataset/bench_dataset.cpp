@@ -211,6 +211,62 @@ void print_freedict(const FreedictReport& r, bool json) {
   }
 }
 
+Case synthetic_case(std::size_t batch) {
+  Case c{"synthetic", tnt::data::make_synthetic_source({3, 224, 224}, 1000, 100000, 7), {}, "crop16+flip+normalise"};
+  c.options.plan.global_batch = batch;
+  c.options.plan.seed = 1;
+  c.options.transform.crop_padding = 16;
+  c.options.transform.horizontal_flip = true;
+  c.options.transform.mean = {0.485f, 0.456f, 0.406f};
+  c.options.transform.std = {0.229f, 0.224f, 0.225f};
+  return c;
+}
+
+// Prefetch off and on, alone and with a consumer as busy as one batch's loading.
+std::vector<Row> measure_case(const Case& c, std::size_t prefetch, std::size_t batches) {
+  const Row alone = measure(c, 0, 0, batches);
+  const double load_ms = 1e3 * static_cast<double>(c.options.plan.global_batch) / alone.samples_per_s;
+  return {alone, measure(c, prefetch, 0, batches), measure(c, 0, load_ms, batches),
+          measure(c, prefetch, load_ms, batches)};
+}
+
+void print_report(const std::vector<Row>& rows, double open_s, const std::string& load_note,
+                  const std::optional<FreedictReport>& freedict, bool json) {
+  if (json) {
+    std::cout << "{\"bench\": \"tnt-bench-dataset\", \"cores\": " << std::thread::hardware_concurrency()
+              << ", \"fashion_mnist_open_s\": " << open_s << ", \"rows\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      std::cout << fmt::format(
+          "{}\n  {{\"data\": \"{}\", \"shape\": \"{}\", \"augment\": \"{}\", \"batch\": {}, "
+          "\"prefetch\": {}, \"compute_ms_per_batch\": {:.3f}, \"batches\": {}, "
+          "\"samples_per_s\": {:.1f}, \"wait_ms_per_batch\": {:.3f}}}",
+          i == 0 ? "" : ",", r.name, r.shape, r.augment, r.batch, r.prefetch, r.compute_ms, r.batches, r.samples_per_s,
+          r.wait_ms);
+    }
+    std::cout << "\n]";
+    if (freedict) print_freedict(*freedict, true);
+    std::cout << "}\n";
+  } else {
+    if (!rows.empty()) {
+      if (!load_note.empty()) std::cout << load_note << "\n";
+      std::cout << fmt::format(
+          "{} hardware threads; compute = simulated consumer work per batch "
+          "(a sleep as long as one batch's loading without prefetch; measured)\n\n",
+          std::thread::hardware_concurrency());
+      std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11} {:>8} {:>12} {:>10}\n", "data", "shape",
+                               "augment", "batch", "prefetch", "compute ms", "batches", "samples/s", "wait ms");
+      for (const auto& r : rows) {
+        std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11.2f} {:>8} {:>12.0f} {:>10.3f}\n", r.name,
+                                 r.shape, r.augment, r.batch,
+                                 r.prefetch == 0 ? std::string("off") : std::to_string(r.prefetch), r.compute_ms,
+                                 r.batches, r.samples_per_s, r.wait_ms);
+      }
+    }
+    if (freedict) print_freedict(*freedict, false);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -229,8 +285,8 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch", prefetch, "queue depth of the prefetching runs")->check(CLI::PositiveNumber);
   app.add_option("--data-dir", data_dir, "Fashion-MNIST directory (default: $TNT_DATA_DIR, then installed data sets)");
   app.add_flag("--synthetic-only", synthetic_only, "skip Fashion-MNIST");
-  app.add_flag("--no-freedict", no_freedict, "skip the FreeDict translation pairs");
-  app.add_flag("--freedict-only", freedict_only, "only the FreeDict translation pairs");
+  auto* skip = app.add_flag("--no-freedict", no_freedict, "skip the FreeDict translation pairs");
+  app.add_flag("--freedict-only", freedict_only, "only the FreeDict translation pairs")->excludes(skip);
   app.add_option("--freedict", freedict_dir,
                  "FreeDict eng-deu directory or file (default: $TNT_DATA_DIR, then /usr/share/dictd)");
   app.add_option("--sequence-batch", sequence_batch, "FreeDict global batch (pairs)")->check(CLI::PositiveNumber);
@@ -240,8 +296,6 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (no_freedict && freedict_only)
-      throw std::invalid_argument("--no-freedict and --freedict-only exclude each other");
     std::optional<FreedictReport> freedict;
     if (!no_freedict) {
       freedict = bench_freedict(freedict_dir, freedict_max_chars, bpe_merges, sequence_batch, sequence_batches);
@@ -270,60 +324,13 @@ int main(int argc, char** argv) {
       augmented.options.transform.horizontal_flip = true;
       cases.push_back(augmented);
     }
-    Case synthetic{
-        "synthetic", tnt::data::make_synthetic_source({3, 224, 224}, 1000, 100000, 7), {}, "crop16+flip+normalise"};
-    synthetic.options.plan.global_batch = synthetic_batch;
-    synthetic.options.plan.seed = 1;
-    synthetic.options.transform.crop_padding = 16;
-    synthetic.options.transform.horizontal_flip = true;
-    synthetic.options.transform.mean = {0.485f, 0.456f, 0.406f};
-    synthetic.options.transform.std = {0.229f, 0.224f, 0.225f};
-    if (!freedict_only) cases.push_back(synthetic);
-
+    if (!freedict_only) cases.push_back(synthetic_case(synthetic_batch));
     std::vector<Row> rows;
     for (const auto& c : cases) {
-      const std::size_t batches = c.name == "synthetic" ? synthetic_batches : mnist_batches;
-      const Row alone = measure(c, 0, 0, batches);
-      const double load_ms = 1e3 * static_cast<double>(c.options.plan.global_batch) / alone.samples_per_s;
-      rows.push_back(alone);
-      rows.push_back(measure(c, prefetch, 0, batches));
-      rows.push_back(measure(c, 0, load_ms, batches));
-      rows.push_back(measure(c, prefetch, load_ms, batches));
+      const auto more = measure_case(c, prefetch, c.name == "synthetic" ? synthetic_batches : mnist_batches);
+      rows.insert(rows.end(), more.begin(), more.end());
     }
-
-    if (json) {
-      std::cout << "{\"bench\": \"tnt-bench-dataset\", \"cores\": " << std::thread::hardware_concurrency()
-                << ", \"fashion_mnist_open_s\": " << open_s << ", \"rows\": [";
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const auto& r = rows[i];
-        std::cout << fmt::format(
-            "{}\n  {{\"data\": \"{}\", \"shape\": \"{}\", \"augment\": \"{}\", \"batch\": {}, "
-            "\"prefetch\": {}, \"compute_ms_per_batch\": {:.3f}, \"batches\": {}, "
-            "\"samples_per_s\": {:.1f}, \"wait_ms_per_batch\": {:.3f}}}",
-            i == 0 ? "" : ",", r.name, r.shape, r.augment, r.batch, r.prefetch, r.compute_ms, r.batches,
-            r.samples_per_s, r.wait_ms);
-      }
-      std::cout << "\n]";
-      if (freedict) print_freedict(*freedict, true);
-      std::cout << "}\n";
-    } else {
-      if (!rows.empty()) {
-        if (!load_note.empty()) std::cout << load_note << "\n";
-        std::cout << fmt::format(
-            "{} hardware threads; compute = simulated consumer work per batch "
-            "(a sleep as long as one batch's loading without prefetch; measured)\n\n",
-            std::thread::hardware_concurrency());
-        std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11} {:>8} {:>12} {:>10}\n", "data", "shape",
-                                 "augment", "batch", "prefetch", "compute ms", "batches", "samples/s", "wait ms");
-        for (const auto& r : rows) {
-          std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11.2f} {:>8} {:>12.0f} {:>10.3f}\n", r.name,
-                                   r.shape, r.augment, r.batch,
-                                   r.prefetch == 0 ? std::string("off") : std::to_string(r.prefetch), r.compute_ms,
-                                   r.batches, r.samples_per_s, r.wait_ms);
-        }
-      }
-      if (freedict) print_freedict(*freedict, false);
-    }
+    print_report(rows, open_s, load_note, freedict, json);
   } catch (const std::exception& e) {
     std::cerr << "tnt-bench-dataset: " << e.what() << "\n";
     return 1;
