@@ -123,6 +123,31 @@ void remove_registry(const std::string& path) {
   if (!path.empty()) unlink(path.c_str());
 }
 
+RegistryEntry parse_registry_entry(const std::string& text, const std::string& path) {
+  RegistryEntry entry;
+  entry.path = path;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto sp = line.find(' ');
+    const std::string key = line.substr(0, sp);
+    const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
+    if (key == "job") {
+      entry.job_id = unescape_field(value);
+    } else if (key == "program") {
+      entry.program = unescape_field(value);
+    } else if (key == "executable") {
+      entry.executable = unescape_field(value);
+    } else if (key == "process") {
+      std::istringstream f(value);
+      RegisteredProcess p;
+      f >> p.rank >> p.pid >> p.start_time;
+      if (f) entry.processes.push_back(p);
+    }
+  }
+  return entry;
+}
+
 std::vector<RegistryEntry> read_registry() {
   std::vector<RegistryEntry> entries;
   const std::string dir = registry_dir();
@@ -132,27 +157,10 @@ std::vector<RegistryEntry> read_registry() {
     const std::string name = e->d_name;
     if (name.size() < 5 || name.substr(name.size() - 4) != ".job") continue;
     if (name.rfind(host_prefix(), 0) != 0) continue;
-    RegistryEntry entry;
-    entry.path = dir + "/" + name;
-    std::ifstream in(entry.path);
-    std::string line;
-    while (std::getline(in, line)) {
-      const auto sp = line.find(' ');
-      const std::string key = line.substr(0, sp);
-      const std::string value = sp == std::string::npos ? "" : line.substr(sp + 1);
-      if (key == "job") {
-        entry.job_id = unescape_field(value);
-      } else if (key == "program") {
-        entry.program = unescape_field(value);
-      } else if (key == "executable") {
-        entry.executable = unescape_field(value);
-      } else if (key == "process") {
-        std::istringstream f(value);
-        RegisteredProcess p;
-        f >> p.rank >> p.pid >> p.start_time;
-        if (f) entry.processes.push_back(p);
-      }
-    }
+    std::ifstream in(dir + "/" + name);
+    std::stringstream text;
+    text << in.rdbuf();
+    RegistryEntry entry = parse_registry_entry(text.str(), dir + "/" + name);
     entries.push_back(std::move(entry));
   }
   closedir(d);

@@ -39,6 +39,8 @@ std::string register_job(const std::string& job_id, const std::string& program, 
                          int first_rank);
 void remove_registry(const std::string& path);
 std::vector<RegistryEntry> read_registry();
+// One registry file's text as read_registry reads it (`path` is kept in the entry).
+RegistryEntry parse_registry_entry(const std::string& text, const std::string& path);
 
 // True if `p` still is the process that was registered.
 bool still_running(const RegisteredProcess& p);

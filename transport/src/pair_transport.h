@@ -53,6 +53,7 @@ class PairTransport : public Transport {
     if (--outstanding_ == 0) loop_.wake();
   }
   bool closed() const { return closed_; }
+  EventLoop& loop() { return loop_; }
   void report(int peer, const std::string& message) {
     if (closed_) return;
     if (error_handler_) error_handler_(peer, message);
