@@ -21,7 +21,8 @@ struct TextPair {
 
 struct FreedictOptions {
   // A directory holding <name>.index and <name>.dict.dz, or one of the two files; empty = search
-  // $TNT_DATA_DIR/<name>, $TNT_DATA_DIR, /usr/share/dictd, /usr/local/share/dictd.
+  // as locate_dataset does, then /usr/share/dictd and /usr/local/share/dictd (where Debian's
+  // dict-freedict-eng-deu installs).
   std::filesystem::path path;
   std::string name = "freedict-eng-deu";
   // Drop a pair if either side has more code points than this after cleaning; 0 = no limit.
