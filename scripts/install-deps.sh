@@ -18,6 +18,7 @@ packages=(
   zlib1g-dev
   libcli11-dev libtomlplusplus-dev
   dataset-fashion-mnist
+  dict-freedict-eng-deu  # English-German pairs for the translation tutorial (dataset/ FreeDict source)
   openssh-server openssh-client iproute2 procps psmisc
   openmpi-bin libopenmpi-dev
   python3

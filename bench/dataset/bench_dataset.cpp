@@ -1,4 +1,5 @@
-// tnt-bench-dataset: samples per second of the input pipeline, with and without prefetch.
+// tnt-bench-dataset: samples per second of the input pipeline, with and without prefetch, and of
+// the FreeDict translation pairs' sequence loader.
 //
 // Each case is run twice per prefetch setting: with a consumer that does nothing (the pipeline's
 // own throughput) and with a consumer that "computes" for as long as loading one batch took
@@ -10,18 +11,25 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "tnt/dataset/error.h"
 #include "tnt/dataset/loader.h"
+#include "tnt/dataset/sequence.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using tnt::data::Loader;
 using tnt::data::LoaderOptions;
+
+// Process CPU seconds: on a loaded machine wall time overstates single-threaded work.
+double cpu_seconds() { return static_cast<double>(std::clock()) / CLOCKS_PER_SEC; }
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -74,11 +82,198 @@ Row measure(const Case& c, std::size_t prefetch, double compute_ms, std::size_t 
              1e3 * waited / static_cast<double>(batches)};
 }
 
+// The FreeDict translation pairs: opening (read + clean, split, vocabulary, tokenize) and the
+// sequence loader's samples/s (median of 5), with and without length bucketing, per tokenizer.
+struct SequenceRow {
+  std::string tokenizer;
+  std::size_t vocabulary = 0, batch = 0, bucket = 0, batches = 0;
+  double samples_per_s = 0, target_tokens_per_s = 0, padding = 0;
+};
+
+struct FreedictReport {
+  std::string note;
+  double read_s = 0, read_cpu_s = 0, split_s = 0;
+  std::size_t pairs = 0, train = 0;
+  std::vector<std::pair<std::string, double>> vocabulary_s, vocabulary_cpu_s, tokenize_s;  // per tokenizer
+  std::vector<SequenceRow> rows;
+};
+
+SequenceRow measure_sequences(std::shared_ptr<const tnt::data::SequenceSource> source, std::size_t batch,
+                              std::size_t bucket, std::size_t batches) {
+  tnt::data::SequenceLoaderOptions options;
+  options.plan.global_batch = batch;
+  options.plan.seed = 1;
+  options.bucket_batches = bucket;
+  tnt::data::SequenceLoader loader(source, options);
+  loader.next();  // warm-up: the epoch's order
+  std::size_t samples = 0, tokens = 0, slots = 0;
+  const auto start = Clock::now();
+  for (std::size_t i = 0; i < batches; ++i) {
+    const auto b = loader.next();
+    samples += b->local_count;
+    tokens += b->local_target_tokens;
+    slots += b->local_count * b->target_length;
+  }
+  const double elapsed = seconds_since(start);
+  return SequenceRow{std::string(to_string(source->vocabulary().kind())),
+                     source->vocabulary().size(),
+                     batch,
+                     bucket,
+                     batches,
+                     static_cast<double>(samples) / elapsed,
+                     static_cast<double>(tokens) / elapsed,
+                     1.0 - static_cast<double>(tokens) / static_cast<double>(slots)};
+}
+
+FreedictReport bench_freedict(const std::string& path, std::size_t max_chars, std::size_t bpe_merges, std::size_t batch,
+                              std::size_t batches) {
+  FreedictReport report;
+  tnt::data::FreedictOptions options;
+  options.path = path;
+  options.max_chars = max_chars;
+  auto t = Clock::now();
+  double cpu = cpu_seconds();
+  auto corpus = tnt::data::load_freedict(options);
+  report.read_s = seconds_since(t);
+  report.read_cpu_s = cpu_seconds() - cpu;
+  report.pairs = corpus.pairs.size();
+  t = Clock::now();
+  auto splits = tnt::data::split_by_headword(corpus.pairs, {});
+  report.split_s = seconds_since(t);
+  report.train = splits.train.size();
+  report.note = fmt::format(
+      "FreeDict {}: {} entries -> {} pairs (max {} characters a side) read and cleaned in {:.2f} s ({:.2f} s "
+      "CPU), split in {:.2f} s ({} training pairs)",
+      corpus.dict_path.string(), corpus.stats.entries, report.pairs, max_chars, report.read_s, report.read_cpu_s,
+      report.split_s, report.train);
+  const auto texts = tnt::data::vocabulary_texts(splits.train);
+  std::vector<tnt::data::VocabularyOptions> tokenizers{{}};
+  if (bpe_merges > 0) tokenizers.push_back({.kind = tnt::data::TokenizerKind::bpe, .merges = bpe_merges});
+  for (const auto& vo : tokenizers) {
+    const std::string name(to_string(vo.kind));
+    t = Clock::now();
+    cpu = cpu_seconds();
+    auto vocabulary = std::make_shared<const tnt::data::Vocabulary>(tnt::data::Vocabulary::learn(texts, vo));
+    report.vocabulary_s.emplace_back(name, seconds_since(t));
+    report.vocabulary_cpu_s.emplace_back(name, cpu_seconds() - cpu);
+    t = Clock::now();
+    auto source = std::make_shared<const tnt::data::SequenceSource>(splits.train, vocabulary, "freedict train");
+    report.tokenize_s.emplace_back(name, seconds_since(t));
+    // Bucketing off and on alternate, 5 runs each, and each row is the median run: the two see
+    // the same disturbances from other work on the machine.
+    std::vector<SequenceRow> runs[2];
+    for (int repeat = 0; repeat < 5; ++repeat) {
+      for (std::size_t k = 0; k < 2; ++k) runs[k].push_back(measure_sequences(source, batch, k * 20, batches));
+    }
+    for (auto& r : runs) {
+      std::sort(r.begin(), r.end(), [](const auto& a, const auto& b) { return a.samples_per_s < b.samples_per_s; });
+      report.rows.push_back(r[r.size() / 2]);
+    }
+  }
+  return report;
+}
+
+void print_freedict(const FreedictReport& r, bool json) {
+  auto timings = [&](const std::vector<std::pair<std::string, double>>& v) {
+    std::string out;
+    for (const auto& [name, s] : v) out += fmt::format("{}\"{}\": {:.3f}", out.empty() ? "" : ", ", name, s);
+    return "{" + out + "}";
+  };
+  if (json) {
+    std::cout << fmt::format(
+        ", \"freedict\": {{\"pairs\": {}, \"train_pairs\": {}, \"read_s\": {:.3f}, \"read_cpu_s\": {:.3f}, "
+        "\"split_s\": {:.3f}, \"vocabulary_s\": {}, \"vocabulary_cpu_s\": {}, \"tokenize_s\": {}, \"rows\": [",
+        r.pairs, r.train, r.read_s, r.read_cpu_s, r.split_s, timings(r.vocabulary_s), timings(r.vocabulary_cpu_s),
+        timings(r.tokenize_s));
+    for (std::size_t i = 0; i < r.rows.size(); ++i) {
+      const auto& x = r.rows[i];
+      std::cout << fmt::format(
+          "{}\n  {{\"tokenizer\": \"{}\", \"vocabulary\": {}, \"batch\": {}, \"bucket_batches\": {}, \"batches\": {}, "
+          "\"samples_per_s\": {:.1f}, \"target_tokens_per_s\": {:.1f}, \"padding\": {:.4f}}}",
+          i == 0 ? "" : ",", x.tokenizer, x.vocabulary, x.batch, x.bucket, x.batches, x.samples_per_s,
+          x.target_tokens_per_s, x.padding);
+    }
+    std::cout << "\n]}";
+    return;
+  }
+  std::cout << "\n" << r.note << "\n";
+  for (std::size_t i = 0; i < r.vocabulary_s.size(); ++i) {
+    std::cout << fmt::format("{} vocabulary learned in {:.2f} s ({:.2f} s CPU), training split tokenized in {:.2f} s\n",
+                             r.vocabulary_s[i].first, r.vocabulary_s[i].second, r.vocabulary_cpu_s[i].second,
+                             r.tokenize_s[i].second);
+  }
+  std::cout << fmt::format("\n{:<10} {:>10} {:>6} {:>8} {:>8} {:>12} {:>14} {:>9}\n", "tokenizer", "vocabulary",
+                           "batch", "bucket", "batches", "samples/s", "target tok/s", "padding");
+  for (const auto& x : r.rows) {
+    std::cout << fmt::format("{:<10} {:>10} {:>6} {:>8} {:>8} {:>12.0f} {:>14.0f} {:>8.1f}%\n", x.tokenizer,
+                             x.vocabulary, x.batch, x.bucket == 0 ? std::string("off") : std::to_string(x.bucket),
+                             x.batches, x.samples_per_s, x.target_tokens_per_s, 100 * x.padding);
+  }
+}
+
+Case synthetic_case(std::size_t batch) {
+  Case c{"synthetic", tnt::data::make_synthetic_source({3, 224, 224}, 1000, 100000, 7), {}, "crop16+flip+normalise"};
+  c.options.plan.global_batch = batch;
+  c.options.plan.seed = 1;
+  c.options.transform.crop_padding = 16;
+  c.options.transform.horizontal_flip = true;
+  c.options.transform.mean = {0.485f, 0.456f, 0.406f};
+  c.options.transform.std = {0.229f, 0.224f, 0.225f};
+  return c;
+}
+
+// Prefetch off and on, alone and with a consumer as busy as one batch's loading.
+std::vector<Row> measure_case(const Case& c, std::size_t prefetch, std::size_t batches) {
+  const Row alone = measure(c, 0, 0, batches);
+  const double load_ms = 1e3 * static_cast<double>(c.options.plan.global_batch) / alone.samples_per_s;
+  return {alone, measure(c, prefetch, 0, batches), measure(c, 0, load_ms, batches),
+          measure(c, prefetch, load_ms, batches)};
+}
+
+void print_report(const std::vector<Row>& rows, double open_s, const std::string& load_note,
+                  const std::optional<FreedictReport>& freedict, bool json) {
+  if (json) {
+    std::cout << "{\"bench\": \"tnt-bench-dataset\", \"cores\": " << std::thread::hardware_concurrency()
+              << ", \"fashion_mnist_open_s\": " << open_s << ", \"rows\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const auto& r = rows[i];
+      std::cout << fmt::format(
+          "{}\n  {{\"data\": \"{}\", \"shape\": \"{}\", \"augment\": \"{}\", \"batch\": {}, "
+          "\"prefetch\": {}, \"compute_ms_per_batch\": {:.3f}, \"batches\": {}, "
+          "\"samples_per_s\": {:.1f}, \"wait_ms_per_batch\": {:.3f}}}",
+          i == 0 ? "" : ",", r.name, r.shape, r.augment, r.batch, r.prefetch, r.compute_ms, r.batches, r.samples_per_s,
+          r.wait_ms);
+    }
+    std::cout << "\n]";
+    if (freedict) print_freedict(*freedict, true);
+    std::cout << "}\n";
+  } else {
+    if (!rows.empty()) {
+      if (!load_note.empty()) std::cout << load_note << "\n";
+      std::cout << fmt::format(
+          "{} hardware threads; compute = simulated consumer work per batch "
+          "(a sleep as long as one batch's loading without prefetch; measured)\n\n",
+          std::thread::hardware_concurrency());
+      std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11} {:>8} {:>12} {:>10}\n", "data", "shape",
+                               "augment", "batch", "prefetch", "compute ms", "batches", "samples/s", "wait ms");
+      for (const auto& r : rows) {
+        std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11.2f} {:>8} {:>12.0f} {:>10.3f}\n", r.name,
+                                 r.shape, r.augment, r.batch,
+                                 r.prefetch == 0 ? std::string("off") : std::to_string(r.prefetch), r.compute_ms,
+                                 r.batches, r.samples_per_s, r.wait_ms);
+      }
+    }
+    if (freedict) print_freedict(*freedict, false);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tnt-bench-dataset: input pipeline throughput (samples/s), with and without prefetch"};
-  bool json = false, synthetic_only = false;
+  bool json = false, synthetic_only = false, no_freedict = false, freedict_only = false;
+  std::size_t sequence_batch = 64, sequence_batches = 2000, freedict_max_chars = 64, bpe_merges = 1000;
+  std::string freedict_dir;
   std::size_t mnist_batch = 128, synthetic_batch = 32, mnist_batches = 400, synthetic_batches = 30, prefetch = 4;
   std::string data_dir;
   app.add_flag("--json", json, "print JSON instead of a table");
@@ -90,13 +285,25 @@ int main(int argc, char** argv) {
   app.add_option("--prefetch", prefetch, "queue depth of the prefetching runs")->check(CLI::PositiveNumber);
   app.add_option("--data-dir", data_dir, "Fashion-MNIST directory (default: $TNT_DATA_DIR, then installed data sets)");
   app.add_flag("--synthetic-only", synthetic_only, "skip Fashion-MNIST");
+  auto* skip = app.add_flag("--no-freedict", no_freedict, "skip the FreeDict translation pairs");
+  app.add_flag("--freedict-only", freedict_only, "only the FreeDict translation pairs")->excludes(skip);
+  app.add_option("--freedict", freedict_dir,
+                 "FreeDict eng-deu directory or file (default: $TNT_DATA_DIR, then /usr/share/dictd)");
+  app.add_option("--sequence-batch", sequence_batch, "FreeDict global batch (pairs)")->check(CLI::PositiveNumber);
+  app.add_option("--sequence-batches", sequence_batches, "FreeDict batches timed per run")->check(CLI::PositiveNumber);
+  app.add_option("--freedict-max-chars", freedict_max_chars, "drop pairs with a longer side (0 = keep all)");
+  app.add_option("--bpe-merges", bpe_merges, "merges of the BPE vocabulary (0 = character level only)");
   CLI11_PARSE(app, argc, argv);
 
   try {
+    std::optional<FreedictReport> freedict;
+    if (!no_freedict) {
+      freedict = bench_freedict(freedict_dir, freedict_max_chars, bpe_merges, sequence_batch, sequence_batches);
+    }
     std::vector<Case> cases;
     std::string load_note;
     double open_s = 0;
-    if (!synthetic_only) {
+    if (!synthetic_only && !freedict_only) {
       tnt::data::SourceConfig config;
       config.kind = tnt::data::SourceKind::fashion_mnist;
       config.path = data_dir;
@@ -117,55 +324,13 @@ int main(int argc, char** argv) {
       augmented.options.transform.horizontal_flip = true;
       cases.push_back(augmented);
     }
-    Case synthetic{
-        "synthetic", tnt::data::make_synthetic_source({3, 224, 224}, 1000, 100000, 7), {}, "crop16+flip+normalise"};
-    synthetic.options.plan.global_batch = synthetic_batch;
-    synthetic.options.plan.seed = 1;
-    synthetic.options.transform.crop_padding = 16;
-    synthetic.options.transform.horizontal_flip = true;
-    synthetic.options.transform.mean = {0.485f, 0.456f, 0.406f};
-    synthetic.options.transform.std = {0.229f, 0.224f, 0.225f};
-    cases.push_back(synthetic);
-
+    if (!freedict_only) cases.push_back(synthetic_case(synthetic_batch));
     std::vector<Row> rows;
     for (const auto& c : cases) {
-      const std::size_t batches = c.name == "synthetic" ? synthetic_batches : mnist_batches;
-      const Row alone = measure(c, 0, 0, batches);
-      const double load_ms = 1e3 * static_cast<double>(c.options.plan.global_batch) / alone.samples_per_s;
-      rows.push_back(alone);
-      rows.push_back(measure(c, prefetch, 0, batches));
-      rows.push_back(measure(c, 0, load_ms, batches));
-      rows.push_back(measure(c, prefetch, load_ms, batches));
+      const auto more = measure_case(c, prefetch, c.name == "synthetic" ? synthetic_batches : mnist_batches);
+      rows.insert(rows.end(), more.begin(), more.end());
     }
-
-    if (json) {
-      std::cout << "{\"bench\": \"tnt-bench-dataset\", \"cores\": " << std::thread::hardware_concurrency()
-                << ", \"fashion_mnist_open_s\": " << open_s << ", \"rows\": [";
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const auto& r = rows[i];
-        std::cout << fmt::format(
-            "{}\n  {{\"data\": \"{}\", \"shape\": \"{}\", \"augment\": \"{}\", \"batch\": {}, "
-            "\"prefetch\": {}, \"compute_ms_per_batch\": {:.3f}, \"batches\": {}, "
-            "\"samples_per_s\": {:.1f}, \"wait_ms_per_batch\": {:.3f}}}",
-            i == 0 ? "" : ",", r.name, r.shape, r.augment, r.batch, r.prefetch, r.compute_ms, r.batches,
-            r.samples_per_s, r.wait_ms);
-      }
-      std::cout << "\n]}\n";
-    } else {
-      if (!load_note.empty()) std::cout << load_note << "\n";
-      std::cout << fmt::format(
-          "{} hardware threads; compute = simulated consumer work per batch "
-          "(a sleep as long as one batch's loading without prefetch; measured)\n\n",
-          std::thread::hardware_concurrency());
-      std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11} {:>8} {:>12} {:>10}\n", "data", "shape",
-                               "augment", "batch", "prefetch", "compute ms", "batches", "samples/s", "wait ms");
-      for (const auto& r : rows) {
-        std::cout << fmt::format("{:<14} {:<10} {:<22} {:>5} {:>8} {:>11.2f} {:>8} {:>12.0f} {:>10.3f}\n", r.name,
-                                 r.shape, r.augment, r.batch,
-                                 r.prefetch == 0 ? std::string("off") : std::to_string(r.prefetch), r.compute_ms,
-                                 r.batches, r.samples_per_s, r.wait_ms);
-      }
-    }
+    print_report(rows, open_s, load_note, freedict, json);
   } catch (const std::exception& e) {
     std::cerr << "tnt-bench-dataset: " << e.what() << "\n";
     return 1;

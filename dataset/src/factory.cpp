@@ -35,7 +35,8 @@ std::filesystem::path pick_file(const std::filesystem::path& dir, const std::str
 }
 
 std::filesystem::path locate_any(const std::vector<std::string>& names, const std::vector<std::string>& required,
-                                 const std::filesystem::path& explicit_dir) {
+                                 const std::filesystem::path& explicit_dir,
+                                 const std::vector<std::filesystem::path>& extra_dirs = {}) {
   std::vector<std::filesystem::path> candidates;
   if (!explicit_dir.empty()) {
     candidates.push_back(explicit_dir);
@@ -49,6 +50,7 @@ std::filesystem::path locate_any(const std::vector<std::string>& names, const st
         candidates.push_back(std::filesystem::path(prefix) / "share" / "datasets" / name);
       }
     }
+    candidates.insert(candidates.end(), extra_dirs.begin(), extra_dirs.end());
   }
   for (const auto& dir : candidates) {
     bool all = true;
@@ -113,8 +115,9 @@ Split parse_split(std::string_view name) {
 }
 
 std::filesystem::path locate_dataset(std::string_view name, const std::vector<std::string>& required,
-                                     const std::filesystem::path& explicit_dir) {
-  return locate_any({std::string(name)}, required, explicit_dir);
+                                     const std::filesystem::path& explicit_dir,
+                                     const std::vector<std::filesystem::path>& extra_dirs) {
+  return locate_any({std::string(name)}, required, explicit_dir, extra_dirs);
 }
 
 std::shared_ptr<const Source> make_source(const SourceConfig& config) {

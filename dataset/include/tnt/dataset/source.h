@@ -78,9 +78,11 @@ std::shared_ptr<const Source> make_subset(std::shared_ptr<const Source> base, st
 // Finds the directory of data set `name` ("fashion-mnist", "mnist", "cifar10") that holds every
 // file in `required` (each may also be present with a ".gz" suffix). Tried in order: `explicit_dir`
 // if not empty (and then only it), $TNT_DATA_DIR/<name>, $TNT_DATA_DIR, then
-// <prefix>/share/datasets/<name> for the prefixes /usr and /usr/local. Throws DataError listing
-// every place tried.
+// <prefix>/share/datasets/<name> for the prefixes /usr and /usr/local, then `extra_dirs` (where a
+// package installs outside share/datasets, e.g. /usr/share/dictd). Throws DataError listing every
+// place tried.
 std::filesystem::path locate_dataset(std::string_view name, const std::vector<std::string>& required,
-                                     const std::filesystem::path& explicit_dir = {});
+                                     const std::filesystem::path& explicit_dir = {},
+                                     const std::vector<std::filesystem::path>& extra_dirs = {});
 
 }  // namespace tnt::data
