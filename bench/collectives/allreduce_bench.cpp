@@ -5,7 +5,7 @@
 
 #include "bench_common.h"
 #include "tnt/collectives/communicator.h"
-#include "tnt/transport/log.h"
+#include "tnt/core/log.h"
 
 int main(int argc, char** argv) {
   const auto options = tnt::bench::parse_options(argc, argv, "tnt-bench-allreduce");

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <list>
 #include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "operations.h"
+#include "tnt/core/settings.h"
 #include "tnt/transport/rendezvous.h"
 #include "tnt/transport/transport.h"
 
@@ -17,41 +17,11 @@ namespace asio = boost::asio;
 using detail::Operation;
 using detail::OperationState;
 
-namespace {
-
-std::size_t env_kib(const char* name, std::size_t fallback_bytes, std::size_t max_kib) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback_bytes;
-  char* end = nullptr;
-  const unsigned long long kib = std::strtoull(text, &end, 10);
-  if (end == text || *end != '\0' || kib > max_kib) {
-    throw ConfigError(std::string(name) + "='" + text + "' is not a size in KiB in [0, " + std::to_string(max_kib) +
-                      "]");
-  }
-  return static_cast<std::size_t>(kib) * 1024;
-}
-
-int env_int(const char* name, int fallback, int min, int max) {
-  const char* text = std::getenv(name);
-  if (!text || !*text) return fallback;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (end == text || *end != '\0' || value < min || value > max) {
-    throw ConfigError(std::string(name) + "='" + text + "' is not an integer in [" + std::to_string(min) + ", " +
-                      std::to_string(max) + "]");
-  }
-  return static_cast<int>(value);
-}
-
-}  // namespace
-
 class Communicator::Impl final : public detail::CommunicatorCore {
  public:
   explicit Impl(CommunicatorOptions options)
       : env_(options.environment ? *options.environment : JobEnvironment::from_env()) {
-    const auto poll = options.poll_before_sleep.count() >= 0
-                          ? options.poll_before_sleep
-                          : std::chrono::microseconds(env_int("TNT_WAIT_POLL_US", 50, 0, 1'000'000));
+    const auto poll = options.poll_before_sleep.count() >= 0 ? options.poll_before_sleep : settings::kWaitPollUs.read();
     // Note [Two loops]: the data plane's loop runs on demand (Note [Driving] in event_loop.cpp);
     // the control plane's heartbeats must go on while nobody calls a collective, so it has an
     // always-running loop of its own. An embedding code's io_context carries both.
@@ -63,13 +33,12 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     }
     control_loop_ = own_control_loop_ ? own_control_loop_.get() : loop_.get();
     verdict_timer_.emplace(loop_->strand());
-    segment_bytes_ = options.segment_bytes ? options.segment_bytes : env_kib("TNT_SEGMENT_KB", 512 * 1024, 1 << 20);
-    if (segment_bytes_ == 0) throw ConfigError("TNT_SEGMENT_KB must be at least 1");
-    pipeline_depth_ = options.pipeline_depth ? options.pipeline_depth : env_int("TNT_PIPELINE_DEPTH", 4, 1, 255);
+    segment_bytes_ = options.segment_bytes ? options.segment_bytes : settings::kSegmentKb.read();
+    pipeline_depth_ =
+        options.pipeline_depth ? options.pipeline_depth : static_cast<int>(settings::kPipelineDepth.read());
     if (pipeline_depth_ < 1 || pipeline_depth_ > 255) throw ConfigError("pipeline depth must be in [1, 255]");
-    small_allreduce_bytes_ = options.small_allreduce_bytes != std::size_t(-1)
-                                 ? options.small_allreduce_bytes
-                                 : env_kib("TNT_SMALL_ALLREDUCE_KB", 16 * 1024, 1 << 20);
+    small_allreduce_bytes_ = options.small_allreduce_bytes != std::size_t(-1) ? options.small_allreduce_bytes
+                                                                              : settings::kSmallAllreduceKb.read();
     if (env_.size == 1) return;
     try {
       join_job(options.configuration);

@@ -1,4 +1,5 @@
 #include "tnt/compute/checkpoint.h"
+#include "tnt/core/error.h"
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -46,11 +47,11 @@ uint64_t fnv1a(const uint8_t* data, size_t size) {
 }
 
 [[noreturn]] void io_error(const std::string& what, const std::string& path) {
-  throw std::runtime_error("checkpoint '" + path + "': " + what + ": " + std::strerror(errno));
+  throw DataError("checkpoint '" + path + "': " + what + ": " + std::strerror(errno));
 }
 
 [[noreturn]] void bad_file(const std::string& path, const std::string& what) {
-  throw std::runtime_error("checkpoint '" + path + "' is not valid: " + what);
+  throw DataError("checkpoint '" + path + "' is not valid: " + what);
 }
 
 void write_all(int fd, const void* data, size_t size, const std::string& path) {
@@ -317,7 +318,7 @@ void read_extra(schema::Checkpoint::Reader root, Checkpoint& c, const std::strin
   }
 }
 
-// Throws kj::Exception for a malformed message, std::runtime_error for a bad value.
+// Throws kj::Exception for a malformed message, DataError for a bad value.
 Checkpoint read_message(schema::Checkpoint::Reader root, const std::string& origin) {
   if (root.getSchemaVersion() != kSchemaVersion) {
     bad_file(origin, "schema version " + std::to_string(root.getSchemaVersion()) + ", this build reads " +
@@ -332,7 +333,7 @@ Checkpoint read_message(schema::Checkpoint::Reader root, const std::string& orig
   }
   try {
     c.model = parse_model_toml(root.getModelToml(), origin + " (model)");
-  } catch (const std::invalid_argument& e) {
+  } catch (const ConfigError& e) {
     bad_file(origin, e.what());
   }
   for (auto a : root.getParameters()) {
@@ -390,27 +391,25 @@ Checkpoint load_checkpoint(const std::string& path) { return parse_checkpoint(re
 
 void restore_weights(Model& model, const Checkpoint& c) {
   if (c.kind == CheckpointKind::architecture) {
-    throw std::invalid_argument("checkpoint holds the architecture only, no weights");
+    throw ConfigError("checkpoint holds the architecture only, no weights");
   }
   if (c.parameters.size() != model.parameter_count() || c.states.size() != model.state_count()) {
-    throw std::invalid_argument("checkpoint has " + std::to_string(c.parameters.size()) + " parameters and " +
-                                std::to_string(c.states.size()) + " statistics, model '" + model.spec().name +
-                                "' has " + std::to_string(model.parameter_count()) + " and " +
-                                std::to_string(model.state_count()));
+    throw ConfigError("checkpoint has " + std::to_string(c.parameters.size()) + " parameters and " +
+                      std::to_string(c.states.size()) + " statistics, model '" + model.spec().name + "' has " +
+                      std::to_string(model.parameter_count()) + " and " + std::to_string(model.state_count()));
   }
   for (size_t i = 0; i < c.parameters.size(); ++i) {
     const auto& p = model.parameter(i);
     if (c.parameters[i].name != p.name || c.parameters[i].shape != p.shape) {
-      throw std::invalid_argument("checkpoint parameter " + std::to_string(i) + " is '" + c.parameters[i].name + "' " +
-                                  to_string(c.parameters[i].shape) + ", model has '" + p.name + "' " +
-                                  to_string(p.shape));
+      throw ConfigError("checkpoint parameter " + std::to_string(i) + " is '" + c.parameters[i].name + "' " +
+                        to_string(c.parameters[i].shape) + ", model has '" + p.name + "' " + to_string(p.shape));
     }
   }
   for (size_t i = 0; i < c.states.size(); ++i) {
     if (c.states[i].name != model.state(i).name ||
         static_cast<int64_t>(c.states[i].values.size()) != model.state(i).size) {
-      throw std::invalid_argument("checkpoint statistic '" + c.states[i].name + "' does not match model's '" +
-                                  model.state(i).name + "'");
+      throw ConfigError("checkpoint statistic '" + c.states[i].name + "' does not match model's '" +
+                        model.state(i).name + "'");
     }
   }
   for (size_t i = 0; i < c.parameters.size(); ++i) {
@@ -432,7 +431,7 @@ Model model_from_checkpoint(const Checkpoint& c) {
 
 void restore_optimizer(Optimizer& optimizer, const Checkpoint& c) {
   if (!c.optimizer_options) {
-    throw std::invalid_argument("checkpoint holds no optimizer state");
+    throw ConfigError("checkpoint holds no optimizer state");
   }
   optimizer.load_state(c.optimizer_state);
 }

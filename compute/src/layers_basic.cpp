@@ -7,6 +7,7 @@
 
 #include "layer.h"
 #include "layers_internal.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -64,7 +65,7 @@ class Dropout final : public Layer {
     rate_ = opt.number("rate", 0.5);
     seed_ = static_cast<uint64_t>(opt.integer("seed", 0));
     if (!(rate_ >= 0.0 && rate_ < 1.0)) {
-      throw std::invalid_argument("layer " + name_ + ": rate must be in [0, 1), got " + std::to_string(rate_));
+      throw ConfigError("layer " + name_ + ": rate must be in [0, 1), got " + std::to_string(rate_));
     }
     return sample;
   }
@@ -121,7 +122,7 @@ class Residual final : public Layer {
  public:
   Residual(const LayerSpec& spec, const std::string& name) : Layer(spec, name) {
     if (spec.branches.empty() || spec.branches.size() > 2) {
-      throw std::invalid_argument("layer " + name + ": a residual block needs a main branch and an optional shortcut");
+      throw ConfigError("layer " + name + ": a residual block needs a main branch and an optional shortcut");
     }
     for (size_t b = 0; b < spec.branches.size(); ++b) {
       Chain& chain = b == 0 ? main_ : shortcut_;
@@ -131,7 +132,7 @@ class Residual final : public Layer {
       }
     }
     if (main_.empty()) {
-      throw std::invalid_argument("layer " + name + ": the main branch is empty");
+      throw ConfigError("layer " + name + ": the main branch is empty");
     }
   }
 
@@ -140,14 +141,14 @@ class Residual final : public Layer {
     opt.check_known({"activation"});
     std::string act = opt.text("activation", "relu");
     if (act != "relu" && act != "linear") {
-      throw std::invalid_argument("layer " + name_ + ": activation must be relu or linear, got '" + act + "'");
+      throw ConfigError("layer " + name_ + ": activation must be relu or linear, got '" + act + "'");
     }
     relu_ = act == "relu";
     Shape a = main_.setup(sample);
     Shape b = shortcut_.empty() ? sample : shortcut_.setup(sample);
     if (a != b) {
-      throw std::invalid_argument("layer " + name_ + ": main branch gives " + to_string(a) + " but shortcut gives " +
-                                  to_string(b) + "; they must match to be added");
+      throw ConfigError("layer " + name_ + ": main branch gives " + to_string(a) + " but shortcut gives " +
+                        to_string(b) + "; they must match to be added");
     }
     return a;
   }
@@ -234,7 +235,7 @@ Shape Chain::setup(const Shape& sample_input) {
     s = layer->setup(s);
     for (int64_t d : s) {
       if (d < 1) {
-        throw std::invalid_argument("layer " + layer->name() + ": output shape " + to_string(s) + " is empty");
+        throw ConfigError("layer " + layer->name() + ": output shape " + to_string(s) + " is empty");
       }
     }
     sample_out_.push_back(s);
@@ -310,9 +311,9 @@ std::shared_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& name
   if (spec.type == "residual") {
     return std::make_shared<Residual>(spec, name);
   }
-  throw std::invalid_argument("unknown layer type '" + spec.type +
-                              "' (dense, conv2d, max_pool2d, avg_pool2d, global_avg_pool2d, activation, "
-                              "batch_norm, dropout, flatten, residual)");
+  throw ConfigError("unknown layer type '" + spec.type +
+                    "' (dense, conv2d, max_pool2d, avg_pool2d, global_avg_pool2d, activation, "
+                    "batch_norm, dropout, flatten, residual)");
 }
 
 namespace layers {

@@ -23,6 +23,7 @@
 #include "dnnl_util.h"
 #include "layer.h"
 #include "layers_internal.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -40,7 +41,7 @@ using Args = std::unordered_map<int, memory>;
 
 void check_rank(const std::string& layer, const Shape& sample, size_t rank, const char* what) {
   if (sample.size() != rank) {
-    throw std::invalid_argument("layer " + layer + ": expects " + what + " input per sample, got " + to_string(sample));
+    throw ConfigError("layer " + layer + ": expects " + what + " input per sample, got " + to_string(sample));
   }
 }
 
@@ -87,7 +88,7 @@ class Dense final : public Layer {
     opt.check_known({"units", "bias", "init"});
     units_ = opt.required_integer("units");
     if (units_ < 1) {
-      throw std::invalid_argument("layer " + name_ + ": units must be >= 1");
+      throw ConfigError("layer " + name_ + ": units must be >= 1");
     }
     in_ = element_count(sample);
     std::string init = opt.text("init", "glorot_uniform");
@@ -177,20 +178,20 @@ class Conv2D final : public Layer {
     channels_ = sample[0];
     for (int i = 0; i < 2; ++i) {
       if (kernel_[i] < 1 || stride_[i] < 1 || dilation_[i] < 1 || padding_[i] < 0) {
-        throw std::invalid_argument("layer " + name_ + ": kernel, stride, dilation must be >= 1, padding >= 0");
+        throw ConfigError("layer " + name_ + ": kernel, stride, dilation must be >= 1, padding >= 0");
       }
     }
     if (filters_ < 1 || groups_ < 1 || channels_ % groups_ != 0 || filters_ % groups_ != 0) {
-      throw std::invalid_argument("layer " + name_ + ": filters (" + std::to_string(filters_) +
-                                  ") and input channels (" + std::to_string(channels_) +
-                                  ") must be positive multiples of groups (" + std::to_string(groups_) + ")");
+      throw ConfigError("layer " + name_ + ": filters (" + std::to_string(filters_) + ") and input channels (" +
+                        std::to_string(channels_) + ") must be positive multiples of groups (" +
+                        std::to_string(groups_) + ")");
     }
     in_hw_ = {sample[1], sample[2]};
     for (int i = 0; i < 2; ++i) {
       int64_t span = (kernel_[i] - 1) * dilation_[i] + 1;
       int64_t padded = in_hw_[i] + 2 * padding_[i];
       if (padded < span) {
-        throw std::invalid_argument("layer " + name_ + ": kernel does not fit input " + to_string(sample));
+        throw ConfigError("layer " + name_ + ": kernel does not fit input " + to_string(sample));
       }
       out_hw_[i] = (padded - span) / stride_[i] + 1;
     }
@@ -249,7 +250,7 @@ class Conv2D final : public Layer {
       }
     }
     if (best < 0) {
-      throw std::invalid_argument("layer " + name_ + ": oneDNN has no convolution for this configuration");
+      throw ConfigError("layer " + name_ + ": oneDNN has no convolution for this configuration");
     }
     spdlog::debug("{}: input {} as {}, kernels fwd {}, bwd-weights {}, bwd-data {}", name_, detail::layout_name(input),
                   detail::layout_name(src_), prims_.fwd_impl, prims_.bwd_weights_impl, prims_.bwd_data_impl);
@@ -409,14 +410,14 @@ class Pool2D final : public Layer {
           stride_[i] = kernel_[i];
         }
         if (kernel_[i] < 1 || stride_[i] < 1 || padding_[i] < 0 || padding_[i] >= kernel_[i]) {
-          throw std::invalid_argument("layer " + name_ + ": kernel, stride must be >= 1 and 0 <= padding < kernel");
+          throw ConfigError("layer " + name_ + ": kernel, stride must be >= 1 and 0 <= padding < kernel");
         }
       }
     }
     for (int i = 0; i < 2; ++i) {
       int64_t padded = in_hw_[i] + 2 * padding_[i];
       if (padded < kernel_[i]) {
-        throw std::invalid_argument("layer " + name_ + ": kernel larger than input " + to_string(sample));
+        throw ConfigError("layer " + name_ + ": kernel larger than input " + to_string(sample));
       }
       out_hw_[i] = (padded - kernel_[i]) / stride_[i] + 1;
     }
@@ -536,11 +537,11 @@ class MaxPool2D final : public Layer {
         stride_[i] = kernel_[i];
       }
       if (kernel_[i] < 1 || stride_[i] < 1 || padding_[i] < 0 || padding_[i] >= kernel_[i]) {
-        throw std::invalid_argument("layer " + name_ + ": kernel, stride must be >= 1 and 0 <= padding < kernel");
+        throw ConfigError("layer " + name_ + ": kernel, stride must be >= 1 and 0 <= padding < kernel");
       }
       const int64_t padded = in_hw_[i] + 2 * padding_[i];
       if (padded < kernel_[i]) {
-        throw std::invalid_argument("layer " + name_ + ": kernel larger than input " + to_string(sample));
+        throw ConfigError("layer " + name_ + ": kernel larger than input " + to_string(sample));
       }
       out_hw_[i] = (padded - kernel_[i]) / stride_[i] + 1;
     }
@@ -657,8 +658,8 @@ class Activation final : public Layer {
     } else if (f == "linear") {
       identity_ = true;
     } else {
-      throw std::invalid_argument("layer " + name_ + ": unknown activation function '" + f +
-                                  "' (relu, leaky_relu, elu, tanh, sigmoid, gelu, swish, linear)");
+      throw ConfigError("layer " + name_ + ": unknown activation function '" + f +
+                        "' (relu, leaky_relu, elu, tanh, sigmoid, gelu, swish, linear)");
     }
     return sample;
   }
@@ -728,10 +729,10 @@ class BatchNorm final : public Layer {
     momentum_ = static_cast<float>(opt.number("momentum", 0.99));
     epsilon_ = static_cast<float>(opt.number("epsilon", 1e-3));
     if (!(momentum_ >= 0.0f && momentum_ <= 1.0f) || !(epsilon_ > 0.0f)) {
-      throw std::invalid_argument("layer " + name_ + ": need 0 <= momentum <= 1 and epsilon > 0");
+      throw ConfigError("layer " + name_ + ": need 0 <= momentum <= 1 and epsilon > 0");
     }
     if (sample.size() != 1 && sample.size() != 3) {
-      throw std::invalid_argument("layer " + name_ + ": expects {C} or {C, H, W} per sample, got " + to_string(sample));
+      throw ConfigError("layer " + name_ + ": expects {C} or {C, H, W} per sample, got " + to_string(sample));
     }
     channels_ = sample[0];
     spatial_ = element_count(sample) / channels_;

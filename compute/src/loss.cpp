@@ -1,4 +1,5 @@
 #include "tnt/compute/loss.h"
+#include "tnt/core/error.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -8,13 +9,13 @@ namespace tnt::compute {
 
 LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const int32_t> labels) {
   if (logits.shape().size() != 2) {
-    throw std::invalid_argument("softmax cross-entropy: logits must be {N, K}, got " + to_string(logits.shape()));
+    throw ConfigError("softmax cross-entropy: logits must be {N, K}, got " + to_string(logits.shape()));
   }
   const int64_t n = logits.dim(0);
   const int64_t k = logits.dim(1);
   if (static_cast<int64_t>(labels.size()) != n) {
-    throw std::invalid_argument("softmax cross-entropy: " + std::to_string(labels.size()) + " labels for " +
-                                std::to_string(n) + " samples");
+    throw ConfigError("softmax cross-entropy: " + std::to_string(labels.size()) + " labels for " + std::to_string(n) +
+                      " samples");
   }
   probabilities_.resize(logits.shape());
   labels_ = labels;
@@ -23,8 +24,8 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const in
   for (int64_t i = 0; i < n; ++i) {
     const int32_t label = labels[static_cast<size_t>(i)];
     if (label < 0 || label >= k) {
-      throw std::invalid_argument("softmax cross-entropy: label " + std::to_string(label) + " of sample " +
-                                  std::to_string(i) + " is outside [0, " + std::to_string(k) + ")");
+      throw ConfigError("softmax cross-entropy: label " + std::to_string(label) + " of sample " + std::to_string(i) +
+                        " is outside [0, " + std::to_string(k) + ")");
     }
     const float* z = logits.data() + i * k;
     float* p = probabilities_.data() + i * k;
@@ -54,7 +55,7 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const in
 
 const Tensor& SoftmaxCrossEntropy::backward(float scale) {
   if (probabilities_.size() == 0 && labels_.empty()) {
-    throw std::logic_error("softmax cross-entropy: backward() before forward()");
+    throw LogicError("softmax cross-entropy: backward() before forward()");
   }
   gradient_.resize(probabilities_.shape());
   const int64_t n = probabilities_.dim(0);
@@ -70,8 +71,8 @@ const Tensor& SoftmaxCrossEntropy::backward(float scale) {
 
 LossResult MeanSquaredError::forward(const Tensor& prediction, const Tensor& target) {
   if (prediction.shape() != target.shape() || prediction.shape().empty()) {
-    throw std::invalid_argument("mean squared error: prediction " + to_string(prediction.shape()) + " and target " +
-                                to_string(target.shape()) + " differ");
+    throw ConfigError("mean squared error: prediction " + to_string(prediction.shape()) + " and target " +
+                      to_string(target.shape()) + " differ");
   }
   difference_.resize(prediction.shape());
   const int64_t n = prediction.dim(0);
@@ -93,7 +94,7 @@ LossResult MeanSquaredError::forward(const Tensor& prediction, const Tensor& tar
 const Tensor& MeanSquaredError::backward(float scale) {
   gradient_.resize(difference_.shape());
   if (difference_.shape().empty()) {
-    throw std::logic_error("mean squared error: backward() before forward()");
+    throw LogicError("mean squared error: backward() before forward()");
   }
   const int64_t n = difference_.dim(0);
   const int64_t features = n > 0 ? difference_.size() / n : 1;

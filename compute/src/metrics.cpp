@@ -1,4 +1,5 @@
 #include "tnt/compute/metrics.h"
+#include "tnt/core/error.h"
 
 #include <stdexcept>
 #include <string>
@@ -7,19 +8,19 @@ namespace tnt::compute {
 
 int64_t top_k_correct(const Tensor& logits, std::span<const int32_t> labels, int64_t k) {
   if (logits.shape().size() != 2 || static_cast<int64_t>(labels.size()) != logits.dim(0)) {
-    throw std::invalid_argument("top_k_correct: need logits {N, K} and N labels, got " + to_string(logits.shape()) +
-                                " and " + std::to_string(labels.size()) + " labels");
+    throw ConfigError("top_k_correct: need logits {N, K} and N labels, got " + to_string(logits.shape()) + " and " +
+                      std::to_string(labels.size()) + " labels");
   }
   const int64_t classes = logits.dim(1);
   if (k < 1) {
-    throw std::invalid_argument("top_k_correct: k must be >= 1, got " + std::to_string(k));
+    throw ConfigError("top_k_correct: k must be >= 1, got " + std::to_string(k));
   }
   int64_t correct = 0;
   for (int64_t i = 0; i < logits.dim(0); ++i) {
     const int32_t label = labels[static_cast<size_t>(i)];
     if (label < 0 || label >= classes) {
-      throw std::invalid_argument("top_k_correct: label " + std::to_string(label) + " outside [0, " +
-                                  std::to_string(classes) + ")");
+      throw ConfigError("top_k_correct: label " + std::to_string(label) + " outside [0, " + std::to_string(classes) +
+                        ")");
     }
     const float* z = logits.data() + i * classes;
     int64_t higher = 0;

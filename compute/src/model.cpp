@@ -1,4 +1,5 @@
 #include "tnt/compute/model.h"
+#include "tnt/core/error.h"
 
 #include <cmath>
 #include <numbers>
@@ -25,15 +26,15 @@ struct Model::Registry {
 
 Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
   if (spec_.input.empty()) {
-    throw std::invalid_argument("model '" + spec_.name + "': input shape is empty");
+    throw ConfigError("model '" + spec_.name + "': input shape is empty");
   }
   for (int64_t d : spec_.input) {
     if (d < 1) {
-      throw std::invalid_argument("model '" + spec_.name + "': bad input shape " + to_string(spec_.input));
+      throw ConfigError("model '" + spec_.name + "': bad input shape " + to_string(spec_.input));
     }
   }
   if (spec_.layers.empty()) {
-    throw std::invalid_argument("model '" + spec_.name + "': no layers");
+    throw ConfigError("model '" + spec_.name + "': no layers");
   }
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
     registry_->chain.add(make_layer(spec_.layers[i], "", i));
@@ -122,8 +123,8 @@ void init_parameter(Parameter& p, uint64_t seed) {
       return z * stddev;
     });
   } else {
-    throw std::invalid_argument("parameter " + p.info.name + ": unknown initialiser '" + p.init +
-                                "' (glorot_uniform, glorot_normal, he_uniform, he_normal, zeros, ones)");
+    throw ConfigError("parameter " + p.info.name + ": unknown initialiser '" + p.init +
+                      "' (glorot_uniform, glorot_normal, he_uniform, he_normal, zeros, ones)");
   }
 }
 
@@ -143,8 +144,8 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
   const Shape& shape = x.shape();
   if (shape.size() != spec_.input.size() + 1 ||
       !std::equal(spec_.input.begin(), spec_.input.end(), shape.begin() + 1) || shape[0] < 1) {
-    throw std::invalid_argument("model '" + spec_.name + "': input " + to_string(shape) + " does not match {N} + " +
-                                to_string(spec_.input));
+    throw ConfigError("model '" + spec_.name + "': input " + to_string(shape) + " does not match {N} + " +
+                      to_string(spec_.input));
   }
   Registry& r = *registry_;
   if (shape != configured_input_) {
@@ -172,11 +173,11 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
 
 const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_gradient_ready, bool input_gradient) {
   if (last_output_ == nullptr) {
-    throw std::logic_error("model '" + spec_.name + "': backward() before forward()");
+    throw LogicError("model '" + spec_.name + "': backward() before forward()");
   }
   if (d_output.shape() != last_output_->shape()) {
-    throw std::invalid_argument("model '" + spec_.name + "': output gradient " + to_string(d_output.shape()) +
-                                " does not match output " + to_string(last_output_->shape()));
+    throw ConfigError("model '" + spec_.name + "': output gradient " + to_string(d_output.shape()) +
+                      " does not match output " + to_string(last_output_->shape()));
   }
   Registry& r = *registry_;
   const Tensor* dy = &d_output;

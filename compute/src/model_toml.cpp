@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "tnt/compute/spec.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -17,13 +18,13 @@ std::string where(const std::string& origin, const toml::node& node) {
 std::vector<int64_t> integer_list(const std::string& origin, const std::string& key, const toml::node& node) {
   const toml::array* array = node.as_array();
   if (array == nullptr) {
-    throw std::invalid_argument(where(origin, node) + ": '" + key + "' must be a list of integers");
+    throw ConfigError(where(origin, node) + ": '" + key + "' must be a list of integers");
   }
   std::vector<int64_t> out;
   for (const toml::node& item : *array) {
     auto v = item.value<int64_t>();
     if (!item.is_integer() || !v) {
-      throw std::invalid_argument(where(origin, item) + ": '" + key + "' must be a list of integers");
+      throw ConfigError(where(origin, item) + ": '" + key + "' must be a list of integers");
     }
     out.push_back(*v);
   }
@@ -35,12 +36,12 @@ std::vector<LayerSpec> parse_layers(const std::string& origin, const std::string
 LayerSpec parse_layer(const std::string& origin, const toml::node& node) {
   const toml::table* table = node.as_table();
   if (table == nullptr) {
-    throw std::invalid_argument(where(origin, node) + ": a layer must be a table");
+    throw ConfigError(where(origin, node) + ": a layer must be a table");
   }
   LayerSpec spec;
   auto type = (*table)["type"].value<std::string>();
   if (!type) {
-    throw std::invalid_argument(where(origin, node) + ": layer has no string 'type'");
+    throw ConfigError(where(origin, node) + ": layer has no string 'type'");
   }
   spec.type = *type;
   for (const auto& [k, value] : *table) {
@@ -67,12 +68,12 @@ LayerSpec parse_layer(const std::string& origin, const toml::node& node) {
     } else if (value.is_array()) {
       spec.options[key] = integer_list(origin, key, value);
     } else {
-      throw std::invalid_argument(where(origin, value) + ": option '" + key + "' of layer type '" + spec.type +
-                                  "' has an unsupported value type");
+      throw ConfigError(where(origin, value) + ": option '" + key + "' of layer type '" + spec.type +
+                        "' has an unsupported value type");
     }
   }
   if (spec.type == "residual" && (spec.branches.empty() || spec.branches[0].empty())) {
-    throw std::invalid_argument(where(origin, node) + ": residual layer needs [[...main]] layers");
+    throw ConfigError(where(origin, node) + ": residual layer needs [[...main]] layers");
   }
   return spec;
 }
@@ -80,7 +81,7 @@ LayerSpec parse_layer(const std::string& origin, const toml::node& node) {
 std::vector<LayerSpec> parse_layers(const std::string& origin, const std::string& key, const toml::node& node) {
   const toml::array* array = node.as_array();
   if (array == nullptr) {
-    throw std::invalid_argument(where(origin, node) + ": '" + key + "' must be an array of tables ([[" + key + "]])");
+    throw ConfigError(where(origin, node) + ": '" + key + "' must be an array of tables ([[" + key + "]])");
   }
   std::vector<LayerSpec> out;
   for (const toml::node& item : *array) {
@@ -138,23 +139,23 @@ ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
   } catch (const toml::parse_error& e) {
     std::ostringstream msg;
     msg << origin << ":" << e.source().begin.line << ":" << e.source().begin.column << ": " << e.description();
-    throw std::invalid_argument(msg.str());
+    throw ConfigError(msg.str());
   }
   ModelSpec spec;
   spec.name = root["name"].value_or(std::string("model"));
   const toml::node* input = root.get("input");
   if (input == nullptr) {
-    throw std::invalid_argument(origin + ": missing 'input' (the per-sample shape, e.g. [1, 28, 28])");
+    throw ConfigError(origin + ": missing 'input' (the per-sample shape, e.g. [1, 28, 28])");
   }
   spec.input = integer_list(origin, "input", *input);
   const toml::node* layers = root.get("layers");
   if (layers == nullptr) {
-    throw std::invalid_argument(origin + ": missing [[layers]]");
+    throw ConfigError(origin + ": missing [[layers]]");
   }
   spec.layers = parse_layers(origin, "layers", *layers);
   for (const auto& [k, value] : root) {
     if (k.str() != "name" && k.str() != "input" && k.str() != "layers") {
-      throw std::invalid_argument(where(origin, value) + ": unknown key '" + std::string(k.str()) + "'");
+      throw ConfigError(where(origin, value) + ": unknown key '" + std::string(k.str()) + "'");
     }
   }
   return spec;
@@ -163,7 +164,7 @@ ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
 ModelSpec load_model_toml(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw std::invalid_argument("cannot open model file '" + path + "'");
+    throw ConfigError("cannot open model file '" + path + "'");
   }
   std::ostringstream text;
   text << in.rdbuf();

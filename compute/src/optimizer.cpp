@@ -1,4 +1,5 @@
 #include "tnt/compute/optimizer.h"
+#include "tnt/core/error.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -18,7 +19,7 @@ struct Optimizer::Impl {
 namespace {
 
 [[noreturn]] void fail(const std::string& kind, const std::string& what) {
-  throw std::invalid_argument("optimizer '" + kind + "': " + what);
+  throw ConfigError("optimizer '" + kind + "': " + what);
 }
 
 // Elementwise loops split statically over threads: every element's update is

@@ -6,6 +6,7 @@
 #include "dnnl_util.h"
 #include "layer.h"
 #include "tnt/compute/runtime.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 
@@ -31,16 +32,15 @@ Tensor::Tensor(Shape shape) : shape_(std::move(shape)), values_(static_cast<size
 
 Tensor::Tensor(Shape shape, std::vector<float> values) : shape_(std::move(shape)), values_(std::move(values)) {
   if (static_cast<int64_t>(values_.size()) != element_count(shape_)) {
-    throw std::invalid_argument("Tensor: shape " + to_string(shape_) + " needs " +
-                                std::to_string(element_count(shape_)) + " values, got " +
-                                std::to_string(values_.size()));
+    throw ConfigError("Tensor: shape " + to_string(shape_) + " needs " + std::to_string(element_count(shape_)) +
+                      " values, got " + std::to_string(values_.size()));
   }
 }
 
 void Tensor::resize(const Shape& shape) {
   for (int64_t d : shape) {
     if (d < 0) {
-      throw std::invalid_argument("Tensor: negative dimension in " + to_string(shape));
+      throw ConfigError("Tensor: negative dimension in " + to_string(shape));
     }
   }
   shape_ = shape;
@@ -49,8 +49,7 @@ void Tensor::resize(const Shape& shape) {
 
 void Tensor::resize_storage(const Shape& shape, int64_t floats) {
   if (floats < element_count(shape)) {
-    throw std::invalid_argument("Tensor: storage of " + std::to_string(floats) + " floats is too small for " +
-                                to_string(shape));
+    throw ConfigError("Tensor: storage of " + std::to_string(floats) + " floats is too small for " + to_string(shape));
   }
   shape_ = shape;
   values_.resize(static_cast<size_t>(floats));
@@ -58,14 +57,14 @@ void Tensor::resize_storage(const Shape& shape, int64_t floats) {
 
 void Tensor::reshape(const Shape& shape) {
   if (element_count(shape) != size()) {
-    throw std::invalid_argument("Tensor: cannot reshape " + to_string(shape_) + " to " + to_string(shape));
+    throw ConfigError("Tensor: cannot reshape " + to_string(shape_) + " to " + to_string(shape));
   }
   shape_ = shape;
 }
 
 void set_num_threads(int threads) {
   if (threads < 1) {
-    throw std::invalid_argument("set_num_threads: need at least 1 thread, got " + std::to_string(threads));
+    throw ConfigError("set_num_threads: need at least 1 thread, got " + std::to_string(threads));
   }
   omp_set_dynamic(0);
   omp_set_num_threads(threads);
@@ -130,7 +129,7 @@ dnnl::memory::desc plain_desc(const Shape& dims) {
   using tag = dnnl::memory::format_tag;
   static const tag tags[] = {tag::a, tag::ab, tag::abc, tag::abcd, tag::abcde};
   if (dims.empty() || dims.size() > 5) {
-    throw std::invalid_argument("plain_desc: unsupported rank " + std::to_string(dims.size()));
+    throw ConfigError("plain_desc: unsupported rank " + std::to_string(dims.size()));
   }
   return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dnnl::memory::data_type::f32,
                             tags[dims.size() - 1]);
@@ -186,7 +185,7 @@ OptionReader::OptionReader(const LayerSpec& spec, std::string layer_name)
     : spec_(spec), layer_(std::move(layer_name)) {}
 
 void OptionReader::fail(const std::string& key, const std::string& what) const {
-  throw std::invalid_argument("layer " + layer_ + " (" + spec_.type + "): option '" + key + "' " + what);
+  throw ConfigError("layer " + layer_ + " (" + spec_.type + "): option '" + key + "' " + what);
 }
 
 int64_t OptionReader::integer(const std::string& key, int64_t fallback) const {

@@ -1,4 +1,5 @@
 #include "tnt/compute/schedule.h"
+#include "tnt/core/error.h"
 
 #include <cmath>
 #include <stdexcept>
@@ -7,9 +8,7 @@ namespace tnt::compute {
 
 LearningRateSchedule::LearningRateSchedule(ScheduleOptions options) : options_(std::move(options)) {
   const auto& o = options_;
-  auto fail = [&](const std::string& what) {
-    throw std::invalid_argument("learning-rate schedule '" + o.kind + "': " + what);
-  };
+  auto fail = [&](const std::string& what) { throw ConfigError("learning-rate schedule '" + o.kind + "': " + what); };
   if (o.warmup_steps < 0) {
     fail("warmup_steps must be >= 0");
   }

@@ -1,4 +1,5 @@
 #include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
 
 #include <stdexcept>
 
@@ -106,7 +107,7 @@ ModelSpec by_name(const std::string& name) {
   if (name == "resnet50") {
     return resnet50();
   }
-  throw std::invalid_argument("unknown zoo model '" + name + "' (mlp, lenet5, resnet20, resnet50)");
+  throw ConfigError("unknown zoo model '" + name + "' (mlp, lenet5, resnet20, resnet50)");
 }
 
 }  // namespace tnt::compute::zoo

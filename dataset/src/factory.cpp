@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "tnt/core/settings.h"
 #include "tnt/dataset/error.h"
 #include "tnt/dataset/source.h"
 
@@ -39,9 +40,9 @@ std::filesystem::path locate_any(const std::vector<std::string>& names, const st
   if (!explicit_dir.empty()) {
     candidates.push_back(explicit_dir);
   } else {
-    if (const char* env = std::getenv("TNT_DATA_DIR"); env != nullptr && *env != '\0') {
-      for (const auto& name : names) candidates.push_back(std::filesystem::path(env) / name);
-      candidates.emplace_back(env);
+    if (const std::string dir = settings::kDataDir.read(); !dir.empty()) {
+      for (const auto& name : names) candidates.push_back(std::filesystem::path(dir) / name);
+      candidates.emplace_back(dir);
     }
     for (auto prefix : kPrefixes) {
       for (const auto& name : names) {

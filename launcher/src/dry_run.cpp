@@ -6,6 +6,7 @@
 
 #include "launch_common.h"
 #include "process.h"
+#include "tnt/core/settings.h"
 #include "tnt/launcher/numa.h"
 
 namespace tnt::launcher::detail {
@@ -37,7 +38,7 @@ void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSett
       out << "\n  (the agent receives the rank list and the job token on ssh's standard input)\n";
     }
     HostLaunch spec = make_host_launch(opts, plan, h);
-    spec.job_env.emplace_back("TNT_JOB_TOKEN", "<secret made at launch>");
+    spec.job_env.emplace_back(settings::kJobToken.name, "<secret made at launch>");
     for (int local = 0; local < h.n_ranks; ++local) {
       int node = -1;
       std::string node_text;
@@ -54,9 +55,9 @@ void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSett
       out << "  rank " << (h.first_rank + local) << node_text << ": cd " << shell_word(cwd) << " && env";
       for (const auto& [k, v] : env) {
         std::string value = v;
-        if (k == "TNT_MASTER_PORT" && plan.master_port == 0) value = "<chosen at launch>";
-        if (k == "TNT_JOB_ID") value = "<made at launch>";
-        if (k == "TNT_PIN_SOCKET" && opts.pin_to_socket && !host_topo) value = "<node>";
+        if (k == settings::kMasterPort.name && plan.master_port == 0) value = "<chosen at launch>";
+        if (k == settings::kJobId.name) value = "<made at launch>";
+        if (k == settings::kPinSocket.name && opts.pin_to_socket && !host_topo) value = "<node>";
         out << " " << k << "=" << (value.front() == '<' ? value : shell_word(value));
       }
       for (const auto& a : opts.program) out << " " << shell_word(a);

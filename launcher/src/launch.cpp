@@ -24,6 +24,7 @@
 #include "registry.h"
 #include "remote_host.h"
 #include "signals.h"
+#include "tnt/core/settings.h"
 #include "tnt/launcher/numa.h"
 #include "tnt/launcher/plan.h"
 
@@ -195,7 +196,7 @@ class Job : public RemoteListener {
     std::size_t next_remote = 0;
     for (const auto& h : plan_.hosts) {
       HostLaunch spec = make_host_launch(opts_, plan_, h);
-      spec.job_env.emplace_back("TNT_JOB_TOKEN", token);
+      spec.job_env.emplace_back(settings::kJobToken.name, token);
       if (h.local) {
         local_ = std::make_unique<LocalRanks>(std::move(spec), loop_, *this);
         try {

@@ -37,15 +37,9 @@ int main(int argc, char** argv) {
       case Mode::cleanup: return detail::run_cleanup(opts);
       case Mode::launch: return detail::run_launch(opts);
     }
-  } catch (const UsageError& e) {
-    spdlog::error("{}", e.what());
-    return 2;
-  } catch (const HostfileError& e) {
-    spdlog::error("{}", e.what());
-    return 2;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());
-    return 1;
+    return tnt::exit_status_of(e);  // 2 for a usage or hostfile error
   }
   return 1;
 }

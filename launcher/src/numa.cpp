@@ -1,4 +1,5 @@
 #include "tnt/launcher/numa.h"
+#include "tnt/core/error.h"
 
 #include <numa.h>
 #include <sched.h>
@@ -25,11 +26,11 @@ std::vector<int> parse_cpu_list(const std::string& text, const std::string& cont
     if (lo_s.empty() || hi_s.empty() || r1.ec != std::errc{} || r2.ec != std::errc{} ||
         r1.ptr != lo_s.data() + lo_s.size() || r2.ptr != hi_s.data() + hi_s.size() || lo < 0 || hi < lo ||
         hi >= CPU_SETSIZE) {
-      throw std::invalid_argument(context + ": bad CPU list part '" + part + "'");
+      throw ConfigError(context + ": bad CPU list part '" + part + "'");
     }
     for (int c = lo; c <= hi; ++c) cpus.push_back(c);
   }
-  if (cpus.empty()) throw std::invalid_argument(context + ": empty CPU list");
+  if (cpus.empty()) throw ConfigError(context + ": empty CPU list");
   return cpus;
 }
 
@@ -67,13 +68,13 @@ NumaTopology parse_numa_topology(const std::string& spec) {
       const std::string mem = item.substr(at + 1);
       auto r = std::from_chars(mem.data(), mem.data() + mem.size(), node.memory_node);
       if (mem.empty() || r.ec != std::errc{} || r.ptr != mem.data() + mem.size() || node.memory_node < 0) {
-        throw std::invalid_argument(context + ": bad memory node '" + mem + "'");
+        throw ConfigError(context + ": bad memory node '" + mem + "'");
       }
     }
     topo.nodes.push_back(std::move(node));
   }
   if (topo.nodes.empty()) {
-    throw std::invalid_argument("--numa-topology '" + spec + "': no nodes (expected e.g. '0-3@0;4-7@1')");
+    throw ConfigError("--numa-topology '" + spec + "': no nodes (expected e.g. '0-3@0;4-7@1')");
   }
   return topo;
 }

@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "tnt/core/settings.h"
+
 namespace tnt::launcher {
 namespace {
 
@@ -34,9 +36,7 @@ std::pair<std::string, std::string> parse_export(const std::string& item) {
 
 LaunchOptions parse_command_line(const std::vector<std::string>& args) {
   LaunchOptions opts;
-  if (const char* ssh = std::getenv("TNT_LAUNCH_SSH"); ssh != nullptr && *ssh != '\0') {
-    opts.ssh_command = ssh;
-  }
+  opts.ssh_command = settings::kLaunchSsh.read();
 
   // Everything after the first "--" is the program, whatever it looks like.
   std::vector<std::string> own;

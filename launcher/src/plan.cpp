@@ -9,6 +9,8 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "tnt/core/settings.h"
+
 namespace tnt::launcher {
 namespace {
 
@@ -98,28 +100,33 @@ JobPlan make_plan(const LaunchOptions& opts) {
   return plan;
 }
 
+namespace {
+// The variable a setting is read from (core/'s table holds every name).
+std::string var(const auto& setting) { return std::string(setting.name); }
+}  // namespace
+
 Environment job_environment(const LaunchOptions& opts, const JobPlan& plan) {
   return {
-      {"TNT_SIZE", std::to_string(plan.size)},
-      {"TNT_MASTER_ADDR", plan.master_addr},
-      {"TNT_MASTER_PORT", std::to_string(plan.master_port)},
-      {"TNT_JOB_ID", plan.job_id},
-      {"TNT_TRANSPORT", opts.transport},
-      {"TNT_FUSION_THRESHOLD_KB", std::to_string(opts.fusion_threshold_kb)},
-      {"TNT_LOG_LEVEL", opts.log_level},
-      {"TNT_LOG_ON_ALL_DEVICES", opts.log_on_all_devices ? "1" : "0"},
-      {"TNT_OUTPUT_ON_ALL_DEVICES", opts.output_on_all_devices ? "1" : "0"},
+      {var(settings::kSize), std::to_string(plan.size)},
+      {var(settings::kMasterAddr), plan.master_addr},
+      {var(settings::kMasterPort), std::to_string(plan.master_port)},
+      {var(settings::kJobId), plan.job_id},
+      {var(settings::kTransport), opts.transport},
+      {var(settings::kFusionThresholdKb), std::to_string(opts.fusion_threshold_kb)},
+      {var(settings::kLogLevel), opts.log_level},
+      {var(settings::kLogOnAllDevices), opts.log_on_all_devices ? "1" : "0"},
+      {var(settings::kOutputOnAllDevices), opts.output_on_all_devices ? "1" : "0"},
   };
 }
 
 Environment rank_environment(const Environment& job_env, const Environment& exports, int rank, int local_rank,
                              int local_size, int pin_node, bool pin_memory) {
   Environment env = job_env;
-  env.emplace_back("TNT_RANK", std::to_string(rank));
-  env.emplace_back("TNT_LOCAL_RANK", std::to_string(local_rank));
-  env.emplace_back("TNT_LOCAL_SIZE", std::to_string(local_size));
-  env.emplace_back("TNT_PIN_SOCKET", std::to_string(pin_node));
-  env.emplace_back("TNT_PIN_MEMORY", (pin_memory && pin_node >= 0) ? "1" : "0");
+  env.emplace_back(var(settings::kRank), std::to_string(rank));
+  env.emplace_back(var(settings::kLocalRank), std::to_string(local_rank));
+  env.emplace_back(var(settings::kLocalSize), std::to_string(local_size));
+  env.emplace_back(var(settings::kPinSocket), std::to_string(pin_node));
+  env.emplace_back(var(settings::kPinMemory), (pin_memory && pin_node >= 0) ? "1" : "0");
   env.insert(env.end(), exports.begin(), exports.end());
   return env;
 }

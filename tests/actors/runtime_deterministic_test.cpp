@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "tnt/core/error.h"
 
 namespace tnt::actors::test {
 namespace {
@@ -339,10 +340,10 @@ TEST_F(DeterministicTest, CallbackRequestToAFailingHandlerFailsTheSystem) {
 }
 
 TEST_F(DeterministicTest, SetupMistakesAreClearErrors) {
-  EXPECT_THROW(system.spawn<Counter>(""), std::invalid_argument);
+  EXPECT_THROW(system.spawn<Counter>(""), tnt::ConfigError);
   system.spawn<Counter>("counter");
-  EXPECT_THROW(system.spawn<Counter>("counter"), std::invalid_argument);
-  EXPECT_THROW(system.add_executor("test", io.get_executor()), std::invalid_argument);
+  EXPECT_THROW(system.spawn<Counter>("counter"), tnt::ConfigError);
+  EXPECT_THROW(system.add_executor("test", io.get_executor()), tnt::ConfigError);
 
   class Late : public Actor {
    public:
@@ -352,8 +353,8 @@ TEST_F(DeterministicTest, SetupMistakesAreClearErrors) {
   };
   system.spawn<Late>("late");
   system.start();
-  EXPECT_THROW(system.spawn<Counter>("after-start"), std::logic_error);
-  EXPECT_THROW(system.start(), std::logic_error);
+  EXPECT_THROW(system.spawn<Counter>("after-start"), tnt::LogicError);
+  EXPECT_THROW(system.start(), tnt::LogicError);
   run_until_idle();  // Late's on_start registers a handler outside its constructor: a failure
   ASSERT_TRUE(system.stopped());
   try {
@@ -361,13 +362,13 @@ TEST_F(DeterministicTest, SetupMistakesAreClearErrors) {
     FAIL();
   } catch (const ActorFailed& e) {
     EXPECT_EQ(e.where(), "actor 'late' in on_start");
-    EXPECT_THROW(std::rethrow_exception(e.cause()), std::logic_error);
+    EXPECT_THROW(std::rethrow_exception(e.cause()), tnt::LogicError);
   }
 }
 
 TEST(ActorSetup, ActorsExistOnlyThroughSpawn) {
   class Loose : public Actor {};
-  EXPECT_THROW(Loose{}, std::logic_error);
+  EXPECT_THROW(Loose{}, tnt::LogicError);
 }
 
 TEST(ActorSetup, PlacementMustNameAPoolOrExecutor) {
@@ -379,13 +380,13 @@ TEST(ActorSetup, PlacementMustNameAPoolOrExecutor) {
   try {
     system.spawn<Counter>("worker");
     FAIL();
-  } catch (const std::invalid_argument& e) {
+  } catch (const tnt::ConfigError& e) {
     EXPECT_STREQ(e.what(),
                  "actor system 'actors': actor 'worker' is placed on 'gpu', which is neither a pool "
                  "nor an executor of this system");
   }
   config.pools = {{"compute", 0}};
-  EXPECT_THROW(ActorSystem{config}, std::invalid_argument);
+  EXPECT_THROW(ActorSystem{config}, tnt::ConfigError);
 }
 
 TEST(ActorSetup, StopBeforeStartNeedsNoThreads) {
@@ -397,7 +398,7 @@ TEST(ActorSetup, StopBeforeStartNeedsNoThreads) {
   system.spawn<Counter>("counter");
   system.stop();
   EXPECT_TRUE(system.wait_for(0ms));
-  EXPECT_THROW(system.start(), std::logic_error);
+  EXPECT_THROW(system.start(), tnt::LogicError);
 }
 
 }  // namespace

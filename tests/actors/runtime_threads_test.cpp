@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "test_support.h"
+#include "tnt/core/error.h"
 
 namespace tnt::actors::test {
 namespace {
@@ -395,7 +396,7 @@ class SelfWaiter : public Actor {
       try {
         system->wait();
         return "returned";
-      } catch (const std::logic_error& e) {
+      } catch (const tnt::LogicError& e) {
         return e.what();
       }
     });

@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "auth.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport {
 namespace {

@@ -167,7 +167,10 @@ TEST(Rendezvous, GarbageFloodDoesNotStopTheJob) {
   Job job(3);
   job.start({kWorker, "barrier"}, job.rank_env(0));
   job.start({kBadPeer, "flood", "300"}, job.rank_env(1));  // uses rank 1's view of the job
-  std::this_thread::sleep_for(200ms);
+  ASSERT_TRUE(job.wait_for_output(1, "flooded with", 30s)) << job.output(1);
+  const std::string flood = job.output(1);
+  const int connected = std::stoi(flood.substr(flood.find("flooded with ") + 13));
+  EXPECT_GE(connected, 290) << flood;  // the flood really reached the master
   job.start({kWorker, "barrier"}, job.rank_env(1));
   job.start({kWorker, "barrier"}, job.rank_env(2));
   auto outcomes = job.wait(60s);
@@ -176,6 +179,7 @@ TEST(Rendezvous, GarbageFloodDoesNotStopTheJob) {
     EXPECT_EQ(outcomes[i].exit_code, 0) << describe(outcomes);
     EXPECT_NE(outcomes[i].output.find("done"), std::string::npos) << describe(outcomes);
   }
+  EXPECT_NE(outcomes[0].output.find("rendezvous: ignored connection"), std::string::npos) << describe(outcomes);
 }
 
 // ---- failures while running --------------------------------------------------------------------

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "tnt/collectives/communicator.h"
-#include "tnt/transport/log.h"
+#include "tnt/core/log.h"
 
 namespace {
 

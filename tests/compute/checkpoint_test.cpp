@@ -11,6 +11,7 @@
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -125,10 +126,10 @@ TEST_F(CheckpointTest, ArchitectureOnlyAndWeightsOnly) {
   restore_weights(target, weights);
   EXPECT_TRUE(same_bits(all_weights(target), all_weights(model)));
   Optimizer sgd({}, target);
-  EXPECT_THROW(restore_optimizer(sgd, weights), std::invalid_argument);
-  EXPECT_THROW(restore_weights(target, arch), std::invalid_argument);
+  EXPECT_THROW(restore_optimizer(sgd, weights), tnt::ConfigError);
+  EXPECT_THROW(restore_weights(target, arch), tnt::ConfigError);
   Model other(zoo::mlp());
-  EXPECT_THROW(restore_weights(other, weights), std::invalid_argument);
+  EXPECT_THROW(restore_weights(other, weights), tnt::ConfigError);
 }
 
 std::string read_file(const std::string& p) {
@@ -164,7 +165,7 @@ TEST_F(CheckpointTest, TruncatedAndCorruptedFilesAreRefused) {
     try {
       load_checkpoint(bad);
       ADD_FAILURE() << what << ": accepted";
-    } catch (const std::runtime_error& e) {
+    } catch (const tnt::DataError& e) {
       EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
     }
   };
@@ -201,10 +202,10 @@ TEST_F(CheckpointTest, TruncatedAndCorruptedFilesAreRefused) {
       }
       try {
         Model m = model_from_checkpoint(loaded);
-      } catch (const std::invalid_argument&) {
+      } catch (const tnt::ConfigError&) {
         ++refused;
       }
-    } catch (const std::runtime_error& e) {
+    } catch (const tnt::Error& e) {
       ++refused;
       EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
     }
@@ -241,7 +242,7 @@ TEST_F(CheckpointTest, BytesInMemoryParseLikeTheFile) {
     try {
       parse_checkpoint(std::span(bytes).first(length), "broadcast bytes");
       ADD_FAILURE() << "truncated to " << length << ": accepted";
-    } catch (const std::runtime_error& e) {
+    } catch (const tnt::DataError& e) {
       EXPECT_NE(std::string(e.what()).find("'broadcast bytes' is not valid"), std::string::npos) << e.what();
     }
   }
@@ -249,8 +250,8 @@ TEST_F(CheckpointTest, BytesInMemoryParseLikeTheFile) {
 
 TEST_F(CheckpointTest, SaveIntoMissingFolderFailsClearly) {
   Model model(zoo::mlp({4}, {3}, 2));
-  EXPECT_THROW(save_checkpoint(path("no/such/folder/x.ckpt"), capture(model)), std::runtime_error);
-  EXPECT_THROW(load_checkpoint(path("missing.ckpt")), std::runtime_error);
+  EXPECT_THROW(save_checkpoint(path("no/such/folder/x.ckpt"), capture(model)), tnt::DataError);
+  EXPECT_THROW(load_checkpoint(path("missing.ckpt")), tnt::DataError);
 }
 
 int run_tool(const std::string& args) {

@@ -13,6 +13,7 @@
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -193,17 +194,17 @@ TEST(Model, BatchSizeMayChangeBetweenSteps) {
 TEST(Model, BadInputIsRefusedClearly) {
   Model model(zoo::lenet5());
   Tensor wrong = test::random_tensor({2, 3, 28, 28}, 1);
-  EXPECT_THROW(model.forward(wrong, Mode::training), std::invalid_argument);
-  EXPECT_THROW(model.backward(Tensor({2, 10})), std::logic_error);
-  EXPECT_THROW(Model(ModelSpec{"x", {4}, {LayerSpec{"nonsense", {}, {}}}}), std::invalid_argument);
-  EXPECT_THROW(Model(ModelSpec{"x", {4}, {layers::dense(0)}}), std::invalid_argument);
-  EXPECT_THROW(Model(ModelSpec{"x", {1, 4, 4}, {layers::max_pool2d(5)}}), std::invalid_argument);
+  EXPECT_THROW(model.forward(wrong, Mode::training), tnt::ConfigError);
+  EXPECT_THROW(model.backward(Tensor({2, 10})), tnt::LogicError);
+  EXPECT_THROW(Model(ModelSpec{"x", {4}, {LayerSpec{"nonsense", {}, {}}}}), tnt::ConfigError);
+  EXPECT_THROW(Model(ModelSpec{"x", {4}, {layers::dense(0)}}), tnt::ConfigError);
+  EXPECT_THROW(Model(ModelSpec{"x", {1, 4, 4}, {layers::max_pool2d(5)}}), tnt::ConfigError);
   LayerSpec typo = layers::dense(3);
   typo.options["unitz"] = int64_t{4};
   try {
     Model m(ModelSpec{"x", {4}, {typo}});
     FAIL() << "unknown option accepted";
-  } catch (const std::invalid_argument& e) {
+  } catch (const tnt::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("unitz"), std::string::npos) << e.what();
   }
 }

@@ -4,6 +4,7 @@
 
 #include "tnt/compute/model.h"
 #include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -43,7 +44,7 @@ void expect_error(const std::string& text, const std::string& fragment) {
     ModelSpec spec = parse_model_toml(text, "test.toml");
     Model m(spec);
     ADD_FAILURE() << "accepted: " << text;
-  } catch (const std::invalid_argument& e) {
+  } catch (const tnt::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
   }
 }
@@ -58,7 +59,7 @@ TEST(ModelToml, BadFilesGiveClearErrors) {
   expect_error("input = [4]\n[[layers]]\ntype = 'dense'\nunits = 3\nkernel = [1.5]\n", "list of integers");
   expect_error("input = [4]\n[[layers]]\ntype = 'dense'\nunits = 3\nsize = 3\n", "'size' is not known");
   expect_error("input = [1, 4, 4]\n[[layers]]\ntype = 'residual'\n", "needs [[...main]]");
-  EXPECT_THROW(load_model_toml(kModels + "does_not_exist.toml"), std::invalid_argument);
+  EXPECT_THROW(load_model_toml(kModels + "does_not_exist.toml"), tnt::ConfigError);
 }
 
 }  // namespace

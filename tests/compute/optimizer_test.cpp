@@ -7,6 +7,7 @@
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -62,12 +63,12 @@ TEST(Optimizer, RefusesMismatchedStateAndBadOptions) {
   Model m = scalar_model(1.0f);
   Optimizer adam({.kind = "adam"}, m);
   Optimizer sgd({.kind = "sgd", .momentum = 0.9}, m);
-  EXPECT_THROW(sgd.load_state(adam.state()), std::invalid_argument);
+  EXPECT_THROW(sgd.load_state(adam.state()), tnt::ConfigError);
   OptimizerState broken = adam.state();
   broken.slots[0].values.push_back(1.0f);
-  EXPECT_THROW(adam.load_state(broken), std::invalid_argument);
-  EXPECT_THROW(Optimizer({.kind = "lbfgs"}, m), std::invalid_argument);
-  EXPECT_THROW(Optimizer({.kind = "sgd", .nesterov = true}, m), std::invalid_argument);
+  EXPECT_THROW(adam.load_state(broken), tnt::ConfigError);
+  EXPECT_THROW(Optimizer({.kind = "lbfgs"}, m), tnt::ConfigError);
+  EXPECT_THROW(Optimizer({.kind = "sgd", .nesterov = true}, m), tnt::ConfigError);
 }
 
 ScheduleOptions schedule(const std::string& kind) {
@@ -101,8 +102,8 @@ TEST(Schedule, WarmupPiecewiseExponentialAndScaling) {
   EXPECT_DOUBLE_EQ(decay.rate(19), 0.5);
   EXPECT_DOUBLE_EQ(decay.rate(20), 0.25);
   p.values = {1.0};
-  EXPECT_THROW(LearningRateSchedule{p}, std::invalid_argument);
-  EXPECT_THROW(LearningRateSchedule{schedule("cosine")}, std::invalid_argument);
+  EXPECT_THROW(LearningRateSchedule{p}, tnt::ConfigError);
+  EXPECT_THROW(LearningRateSchedule{schedule("cosine")}, tnt::ConfigError);
 }
 
 TEST(Metrics, TopKAndMeans) {

@@ -23,7 +23,7 @@
 
 #include "ib/protocol.h"
 #include "ib/registration_cache.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport::ib {
 namespace {

@@ -67,7 +67,7 @@ TEST(Pinning, DetectedTopologyPinsEveryRank) {
 
 TEST(Pinning, BadTopologyIsRefused) {
   auto r = run({kLaunch, "-n", "2", "--pin-to-socket", "--numa-topology", "0-x", "--", kProbe});
-  EXPECT_EQ(r.exit_code(), 1);
+  EXPECT_EQ(r.exit_code(), 2);  // a usage error, like every bad option
   EXPECT_NE(r.err.find("bad CPU list part '0-x'"), std::string::npos) << r.err;
 }
 

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "tnt/core/error.h"
 #include "tnt/launcher/hostfile.h"
 #include "tnt/launcher/numa.h"
 #include "tnt/launcher/options.h"
@@ -134,9 +135,9 @@ TEST(Numa, TopologySpecs) {
   EXPECT_EQ(t.nodes[2].memory_node, 2);  // defaults to its index
   EXPECT_EQ(format_cpu_list(t.nodes[0].cpus), "0-3,8");
   EXPECT_EQ(node_for_local_rank(4, t), 1);
-  EXPECT_THROW(parse_numa_topology(""), std::invalid_argument);
-  EXPECT_THROW(parse_numa_topology("3-1"), std::invalid_argument);
-  EXPECT_THROW(parse_numa_topology("0@x"), std::invalid_argument);
+  EXPECT_THROW(parse_numa_topology(""), tnt::ConfigError);
+  EXPECT_THROW(parse_numa_topology("3-1"), tnt::ConfigError);
+  EXPECT_THROW(parse_numa_topology("0@x"), tnt::ConfigError);
   EXPECT_FALSE(detect_numa_topology().nodes.empty());
   EXPECT_FALSE(detect_numa_topology().nodes[0].cpus.empty());
 }

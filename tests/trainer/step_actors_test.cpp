@@ -17,7 +17,7 @@
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/zoo.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::trainer {
 namespace {

@@ -14,6 +14,7 @@
 #include "run_config.h"
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
 
@@ -124,10 +125,10 @@ TEST(RunConfig, SettingsOverrideAnyKey) {
   EXPECT_EQ(c.optimizer.kind, "adam");
   ASSERT_EQ(c.mean.size(), 1u);
   EXPECT_DOUBLE_EQ(c.std.at(0), 0.25);
-  EXPECT_THROW(trainer::load_run_config(path, {"epochs=3"}), std::invalid_argument);
-  EXPECT_THROW(trainer::load_run_config(path, {"train.epochs=three"}), std::invalid_argument);
-  EXPECT_THROW(trainer::load_run_config(path, {"train.epoch=3"}), std::invalid_argument);
-  EXPECT_THROW(trainer::load_run_config(path, {"train.global_batch=-1"}), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(path, {"epochs=3"}), tnt::ConfigError);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.epochs=three"}), tnt::ConfigError);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.epoch=3"}), tnt::ConfigError);
+  EXPECT_THROW(trainer::load_run_config(path, {"train.global_batch=-1"}), tnt::ConfigError);
 }
 
 TEST(RunConfig, BadFilesNameTheFileAndKey) {
@@ -135,16 +136,16 @@ TEST(RunConfig, BadFilesNameTheFileAndKey) {
   try {
     trainer::load_run_config(unknown);
     FAIL() << "unknown key accepted";
-  } catch (const std::invalid_argument& e) {
+  } catch (const tnt::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(unknown), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("global_bach"), std::string::npos) << e.what();
   }
   auto wrong_type = write_file("tnt_trainer_type.toml", "[train]\nepochs = \"two\"\n");
-  EXPECT_THROW(trainer::load_run_config(wrong_type), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(wrong_type), tnt::ConfigError);
   auto syntax = write_file("tnt_trainer_syntax.toml", "[train\n");
-  EXPECT_THROW(trainer::load_run_config(syntax), std::invalid_argument);
+  EXPECT_THROW(trainer::load_run_config(syntax), tnt::ConfigError);
   trainer::RunConfig no_batch;
-  EXPECT_THROW(trainer::validate(no_batch), std::invalid_argument);
+  EXPECT_THROW(trainer::validate(no_batch), tnt::ConfigError);
 }
 
 TEST(FitParts, MeansOfSummedFigures) {
@@ -381,17 +382,17 @@ TEST(TrainerApi, BadOptionsAreRefused) {
   trainer::Trainer t(session, compute::zoo::mlp({1, 4, 4}, {4}, 2));
   auto bad_loss = compile_options("sgd", 0.0, 0.1);
   bad_loss.loss = "hinge";
-  EXPECT_THROW(t.compile(bad_loss), std::invalid_argument);
+  EXPECT_THROW(t.compile(bad_loss), tnt::ConfigError);
   auto bad_metric = compile_options("sgd", 0.0, 0.1);
   bad_metric.metrics = {"f1"};
-  EXPECT_THROW(t.compile(bad_metric), std::invalid_argument);
+  EXPECT_THROW(t.compile(bad_metric), tnt::ConfigError);
   auto train = data::make_synthetic_source({1, 4, 4}, 2, 10, 1);
   trainer::FitOptions fit;
   fit.global_batch = 4;
-  EXPECT_THROW(t.fit(train, fit), std::logic_error) << "fit before compile";
+  EXPECT_THROW(t.fit(train, fit), tnt::LogicError) << "fit before compile";
   t.compile(compile_options("sgd", 0.0, 0.1));
   fit.resume_path = "/nonexistent/tnt.ckpt";
-  EXPECT_THROW(t.fit(train, fit), std::runtime_error);
+  EXPECT_THROW(t.fit(train, fit), tnt::DataError);
 }
 
 }  // namespace

@@ -8,7 +8,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport {
 namespace asio = boost::asio;

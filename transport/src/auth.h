@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tnt/transport/asio.h"
+#include "tnt/core/asio.h"
 
 namespace tnt::transport {
 

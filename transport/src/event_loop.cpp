@@ -4,7 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport {
 namespace asio = boost::asio;

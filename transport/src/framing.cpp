@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport {
 namespace asio = boost::asio;

@@ -7,7 +7,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
-#include "tnt/transport/asio.h"
+#include "tnt/core/asio.h"
 
 namespace tnt::transport {
 

@@ -1,6 +1,6 @@
 #include "ib/ib_transport.h"
 #include "tcp/tcp_transport.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport {
 

@@ -1,4 +1,5 @@
 #include "tnt/actors/actor.h"
+#include "tnt/core/error.h"
 
 #include <cxxabi.h>
 
@@ -16,7 +17,7 @@ thread_local std::shared_ptr<Cell> constructing;
 }  // namespace
 
 ConstructionScope::ConstructionScope(std::shared_ptr<Cell> cell) {
-  if (constructing) throw std::logic_error("tnt::actors: spawn() inside an actor's constructor");
+  if (constructing) throw LogicError("tnt::actors: spawn() inside an actor's constructor");
   constructing = std::move(cell);
 }
 ConstructionScope::~ConstructionScope() { constructing.reset(); }
@@ -31,7 +32,7 @@ std::string type_name(const std::type_info& type) {
 }  // namespace detail
 
 Actor::Actor() : cell_(detail::constructing) {
-  if (!cell_) throw std::logic_error("tnt::actors: actors are created with ActorSystem::spawn");
+  if (!cell_) throw LogicError("tnt::actors: actors are created with ActorSystem::spawn");
 }
 
 const std::string& Actor::name() const { return cell_->name; }
@@ -39,8 +40,8 @@ const Strand& Actor::strand() const { return *cell_->strand; }
 
 void Actor::check_constructing(const std::type_info& type) const {
   if (detail::constructing != cell_) {
-    throw std::logic_error("actor '" + cell_->name + "': on<" + detail::type_name(type) +
-                           ">() is only allowed in its constructor");
+    throw LogicError("actor '" + cell_->name + "': on<" + detail::type_name(type) +
+                     ">() is only allowed in its constructor");
   }
 }
 

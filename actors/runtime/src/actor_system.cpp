@@ -1,4 +1,5 @@
 #include "tnt/actors/actor_system.h"
+#include "tnt/core/error.h"
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
@@ -245,9 +246,9 @@ ActorSystem::ActorSystem(SystemConfig config) : impl_(std::make_unique<Impl>()) 
   state.name = config.name;
   state.log = config.logger ? config.logger : spdlog::default_logger();
   for (const auto& [name, threads] : config.pools) {
-    if (name.empty()) throw std::invalid_argument("actor system '" + config.name + "': a pool has an empty name");
+    if (name.empty()) throw ConfigError("actor system '" + config.name + "': a pool has an empty name");
     if (threads == 0) {
-      throw std::invalid_argument("actor system '" + config.name + "': pool '" + name + "' needs at least 1 thread");
+      throw ConfigError("actor system '" + config.name + "': pool '" + name + "' needs at least 1 thread");
     }
     auto pool = std::make_unique<Pool>(name, threads);
     state.pools.push_back(&pool->io);
@@ -283,8 +284,7 @@ ActorSystem::~ActorSystem() {
 
 void ActorSystem::add_executor(const std::string& name, boost::asio::any_io_executor executor) {
   if (impl_->pools.contains(name) || impl_->external.contains(name)) {
-    throw std::invalid_argument("actor system '" + impl_->config.name + "': executor name '" + name +
-                                "' is already taken");
+    throw ConfigError("actor system '" + impl_->config.name + "': executor name '" + name + "' is already taken");
   }
   impl_->external.emplace(name, std::move(executor));
 }
@@ -292,10 +292,10 @@ void ActorSystem::add_executor(const std::string& name, boost::asio::any_io_exec
 std::shared_ptr<detail::Cell> ActorSystem::make_cell(const std::string& name) {
   auto& state = *impl_->state;
   const std::string prefix = "actor system '" + state.name + "': ";
-  if (state.phase != detail::Phase::created) throw std::logic_error(prefix + "spawn('" + name + "') after start");
-  if (name.empty()) throw std::invalid_argument(prefix + "an actor needs a name");
+  if (state.phase != detail::Phase::created) throw LogicError(prefix + "spawn('" + name + "') after start");
+  if (name.empty()) throw ConfigError(prefix + "an actor needs a name");
   for (const auto& cell : state.cells) {
-    if (cell->name == name) throw std::invalid_argument(prefix + "actor name '" + name + "' is already taken");
+    if (cell->name == name) throw ConfigError(prefix + "actor name '" + name + "' is already taken");
   }
   auto placed = impl_->config.placement.find(name);
   const std::string& where = placed != impl_->config.placement.end() ? placed->second : impl_->config.default_pool;
@@ -306,8 +306,8 @@ std::shared_ptr<detail::Cell> ActorSystem::make_cell(const std::string& name) {
   if (auto ex = impl_->external.find(where); ex != impl_->external.end()) {
     return std::make_shared<detail::Cell>(name, impl_->state, make_strand(ex->second), false);
   }
-  throw std::invalid_argument(prefix + "actor '" + name + "' is placed on '" + where +
-                              "', which is neither a pool nor an executor of this system");
+  throw ConfigError(prefix + "actor '" + name + "' is placed on '" + where +
+                    "', which is neither a pool nor an executor of this system");
 }
 
 ActorRef ActorSystem::adopt(std::unique_ptr<Actor> actor) {
@@ -328,7 +328,7 @@ void ActorSystem::start() {
   {
     std::lock_guard lock(state.mutex);
     if (state.phase != detail::Phase::created) {
-      throw std::logic_error("actor system '" + state.name + "' can be started only once");
+      throw LogicError("actor system '" + state.name + "' can be started only once");
     }
     state.phase = detail::Phase::running;
     for (const auto& cell : state.cells) boost::asio::post(*cell->strand, [cell] { cell->start(); });
@@ -346,7 +346,7 @@ void ActorSystem::stop(StopMode mode) { detail::request_stop(*impl_->state, mode
 bool ActorSystem::wait_for(std::chrono::milliseconds timeout) {
   auto& state = *impl_->state;
   if (detail::pool_system == &state) {
-    throw std::logic_error("actor system '" + state.name + "': wait() on one of its own threads would deadlock");
+    throw LogicError("actor system '" + state.name + "': wait() on one of its own threads would deadlock");
   }
   std::exception_ptr error;
   {

@@ -14,7 +14,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "tnt/actors/asio.h"
+#include "tnt/core/asio.h"
 
 namespace tnt::trainer {
 

@@ -14,6 +14,7 @@
 #include "tnt/actors/actor_system.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
+#include "tnt/core/error.h"
 
 namespace tnt::trainer {
 
@@ -96,7 +97,7 @@ void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_beg
     if (finished.wait_for(std::chrono::milliseconds(20)) == std::future_status::ready) break;
     if (system.stopped()) {
       system.wait();  // throws the failure
-      throw std::logic_error("the trainer's actors stopped before the segment ended");
+      throw LogicError("the trainer's actors stopped before the segment ended");
     }
   }
   system.stop(actors::StopMode::drain);

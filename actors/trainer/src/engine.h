@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "timeline.h"
-#include "tnt/actors/asio.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
+#include "tnt/core/asio.h"
 #include "tnt/dataset/loader.h"
 
 namespace tnt {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "tnt/core/error.h"
 #include "trainer_state.h"
 
 namespace tnt::trainer {
@@ -14,7 +15,7 @@ namespace tnt::trainer {
 namespace {
 
 data::BatchPlanOptions make_plan_options(const data::Source& train, const FitOptions& options, const Session& session) {
-  if (options.epochs == 0) throw std::invalid_argument("epochs must be at least 1");
+  if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
   data::BatchPlanOptions plan;
   plan.num_samples = train.size();
   plan.global_batch = options.global_batch;
@@ -42,7 +43,7 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, std::shared_ptr<const da
       timeline_(!options.timeline_path.empty()),
       checkpoints_(options),
       bar_(stdout, environment.output && options.progress_bar) {
-  if (steps_per_epoch_ == 0) throw std::invalid_argument("the training data gives no step per epoch");
+  if (steps_per_epoch_ == 0) throw ConfigError("the training data gives no step per epoch");
   s_.fingerprint = plan_.fingerprint();
   s_.has_fingerprint = true;
   if (has_batch_norm(s_.model.spec()) && plan_.max_local_batch() < 16) {

@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "tnt/collectives/communicator.h"
+#include "tnt/core/error.h"
 #include "trainer_state.h"
 
 namespace tnt::trainer {
@@ -66,7 +67,7 @@ bool CheckpointPolicy::due_at_end(uint64_t global_step) const { return enabled()
 CsvLog::CsvLog(const std::string& path, bool resuming) {
   const bool fresh = !resuming || !std::filesystem::exists(path);
   file_ = std::fopen(path.c_str(), fresh ? "w" : "a");
-  if (!file_) throw std::runtime_error(fmt::format("cannot open CSV file '{}': {}", path, std::strerror(errno)));
+  if (!file_) throw Error(fmt::format("cannot open CSV file '{}': {}", path, std::strerror(errno)));
   if (fresh) {
     fmt::print(file_, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n");
   }
@@ -112,8 +113,8 @@ compute::Checkpoint load_checkpoint_everywhere(const std::string& path, Communic
   int64_t size = error.empty() ? static_cast<int64_t>(bytes.size()) : -1;
   comm.broadcast(&size, sizeof size, 0);
   if (size < 0) {
-    throw std::runtime_error(
-        comm.is_master_rank() ? error : fmt::format("the master rank could not read checkpoint '{}'", path));
+    throw DataError(comm.is_master_rank() ? error
+                                          : fmt::format("the master rank could not read checkpoint '{}'", path));
   }
   bytes.resize(static_cast<std::size_t>(size));
   if (size > 0) comm.broadcast(bytes.data(), bytes.size(), 0);
@@ -123,14 +124,14 @@ compute::Checkpoint load_checkpoint_everywhere(const std::string& path, Communic
 data::LoaderPosition resume_from(const compute::Checkpoint& checkpoint, const std::string& path, compute::Model& model,
                                  compute::Optimizer& optimizer, uint64_t fingerprint, std::size_t steps_per_epoch) {
   if (checkpoint.kind != compute::CheckpointKind::full) {
-    throw std::runtime_error(fmt::format("checkpoint '{}' is not a full checkpoint: cannot resume training", path));
+    throw ConfigError(fmt::format("checkpoint '{}' is not a full checkpoint: cannot resume training", path));
   }
   compute::restore_weights(model, checkpoint);
   compute::restore_optimizer(optimizer, checkpoint);
   if (const auto* entry = checkpoint.find(kFingerprintKey)) {
     const auto* saved = std::get_if<int64_t>(&entry->value);
     if (!saved || std::bit_cast<uint64_t>(*saved) != fingerprint) {
-      throw std::runtime_error(
+      throw ConfigError(
           fmt::format("checkpoint '{}' was written with another data order (data set size, batch size, seed "
                       "or shuffling differ): resuming would not continue the same run",
                       path));
@@ -163,7 +164,7 @@ void write_timeline(const Timeline& timeline, Communicator& comm, const std::str
     file << all.substr(r * longest, lengths[r]);
   }
   file << "]}\n";
-  if (!file) throw std::runtime_error(fmt::format("cannot write timeline '{}'", path));
+  if (!file) throw Error(fmt::format("cannot write timeline '{}'", path));
   spdlog::info("timeline written to {}", path);
 }
 

@@ -13,6 +13,7 @@
 #include "run_config.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
+#include "tnt/core/error.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
 
@@ -52,7 +53,7 @@ void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
   const auto p = trainer.predict(test, config.eval_batch, tnt::trainer::eval_transform(config));
   const int64_t n = p.dim(0), k = p.dim(1);
   std::FILE* out = std::fopen(path.c_str(), "w");
-  if (!out) throw std::runtime_error(fmt::format("cannot write predictions to '{}'", path));
+  if (!out) throw tnt::Error(fmt::format("cannot write predictions to '{}'", path));
   fmt::print(out, "index,label,predicted");
   for (int64_t c = 0; c < k; ++c) fmt::print(out, ",p{}", c);
   fmt::print(out, "\n");
@@ -66,7 +67,7 @@ void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
     for (int64_t c = 0; c < k; ++c) fmt::print(out, ",{:.6g}", p[i * k + c]);
     fmt::print(out, "\n");
   }
-  if (std::fclose(out) != 0) throw std::runtime_error(fmt::format("cannot write predictions to '{}'", path));
+  if (std::fclose(out) != 0) throw tnt::Error(fmt::format("cannot write predictions to '{}'", path));
   spdlog::info("predictions for {} test samples written to {}", n, path);
 }
 
@@ -264,7 +265,7 @@ int main(int argc, char** argv) {
       }
     }
     if (!predict_csv.empty()) {
-      if (!sources.test) throw std::invalid_argument("--predict needs a test split (test_size > 0)");
+      if (!sources.test) throw tnt::ConfigError("--predict needs a test split (test_size > 0)");
       if (session.is_master_rank()) write_predictions(predict_csv, trainer, sources.test, config);
     }
     std::fflush(stdout);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
 
 namespace tnt::trainer {
 namespace {
@@ -18,7 +19,7 @@ struct Reader {
   std::string origin;
 
   [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw std::invalid_argument(fmt::format("{}: [{}]: {}", origin, key, what));
+    throw ConfigError(fmt::format("{}: [{}]: {}", origin, key, what));
   }
 
   const toml::table* table(const toml::table& root, const std::string& name,
@@ -99,7 +100,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     try {
       root = toml::parse_file(path);
     } catch (const toml::parse_error& e) {
-      throw std::invalid_argument(
+      throw ConfigError(
           fmt::format("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description()));
     }
   }
@@ -107,19 +108,19 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     const auto eq = setting.find('=');
     const auto dot = setting.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
-      throw std::invalid_argument(fmt::format("--set '{}': expected section.key=value", setting));
+      throw ConfigError(fmt::format("--set '{}': expected section.key=value", setting));
     }
     const std::string section = setting.substr(0, dot), key = setting.substr(dot + 1, eq - dot - 1);
     toml::table parsed;
     try {
       parsed = toml::parse(std::string_view("value = " + setting.substr(eq + 1)), std::string_view("--set"));
     } catch (const toml::parse_error& e) {
-      throw std::invalid_argument(
+      throw ConfigError(
           fmt::format("--set '{}': the value is not TOML ({}); strings need quotes", setting, e.description()));
     }
     if (!root.contains(section)) root.insert(section, toml::table{});
     toml::table* t = root[section].as_table();
-    if (!t) throw std::invalid_argument(fmt::format("--set '{}': '{}' is not a section", setting, section));
+    if (!t) throw ConfigError(fmt::format("--set '{}': '{}' is not a section", setting, section));
     t->insert_or_assign(key, *parsed.get("value"));
   }
   RunConfig c;
@@ -129,7 +130,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     static const std::set<std::string> sections{"model",    "data",         "train",      "optimizer",
                                                 "schedule", "distribution", "checkpoint", "output"};
     if (!sections.count(std::string(key.str()))) {
-      throw std::invalid_argument(
+      throw ConfigError(
           fmt::format("{}: unknown section or key '{}' (sections: model, data, train, optimizer, schedule, "
                       "distribution, checkpoint, output)",
                       path, key.str()));
@@ -221,7 +222,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 }
 
 void validate(const RunConfig& c) {
-  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  auto bad = [](const std::string& what) { throw ConfigError(what); };
   if (c.global_batch == 0 && c.micro_batch == 0)
     bad("give a global batch size (--global-batch) or a micro-batch size (--micro-batch)");
   if (c.epochs == 0) bad("epochs must be at least 1");
@@ -285,12 +286,11 @@ compute::ModelSpec resolve_model(const RunConfig& c, int data_classes, const dat
   } else {
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-    throw std::invalid_argument(
-        fmt::format("model '{}' is neither a zoo model ({}) nor an existing model file", c.model, list));
+    throw ConfigError(fmt::format("model '{}' is neither a zoo model ({}) nor an existing model file", c.model, list));
   }
   if (spec.input != input) {
-    throw std::invalid_argument(fmt::format("model '{}' takes input {} but the data set '{}' gives {}", c.model,
-                                            compute::to_string(spec.input), c.dataset, compute::to_string(input)));
+    throw ConfigError(fmt::format("model '{}' takes input {} but the data set '{}' gives {}", c.model,
+                                  compute::to_string(spec.input), c.dataset, compute::to_string(input)));
   }
   return spec;
 }

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "tnt/compute/runtime.h"
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::trainer {
 
@@ -30,7 +30,7 @@ void hand_over(const actors::ActorRef& to, Msg msg) {
 DataActor::DataActor(EngineContext& context) {
   on<NextBatch>([&context](NextBatch&) {
     auto batch = context.loader->next();  // the loader's worker has loaded it ahead
-    if (!batch) throw std::runtime_error("the data loader ended before the epoch did");
+    if (!batch) throw LogicError("the data loader ended before the epoch did");
     return std::move(*batch);
   });
   on<Recycle>([&context](Recycle& m) { context.loader->recycle(std::move(m.batch)); });
@@ -59,9 +59,9 @@ void BackpropActor::next() {
 
 void BackpropActor::run(data::MicroBatch batch) {
   if (batch.epoch != epoch_ || batch.step != step_) {
-    throw std::logic_error("data actor delivered epoch " + std::to_string(batch.epoch) + " step " +
-                           std::to_string(batch.step) + ", expected epoch " + std::to_string(epoch_) + " step " +
-                           std::to_string(step_));
+    throw LogicError("data actor delivered epoch " + std::to_string(batch.epoch) + " step " +
+                     std::to_string(batch.step) + ", expected epoch " + std::to_string(epoch_) + " step " +
+                     std::to_string(step_));
   }
   batch_ = std::move(batch);
   reduced_ = 0;
@@ -135,8 +135,8 @@ void Bucketer::grad_ready(const GradReady& m) {
   const auto k = c_.layout->bucket_of.at(m.parameter);
   if (k != next_bucket_) {
     // Would break Note [Collective order]; the model promises decreasing order.
-    throw std::logic_error("gradient of parameter " + std::to_string(m.parameter) + " (bucket " + std::to_string(k) +
-                           ") ready while bucket " + std::to_string(next_bucket_) + " is incomplete");
+    throw LogicError("gradient of parameter " + std::to_string(m.parameter) + " (bucket " + std::to_string(k) +
+                     ") ready while bucket " + std::to_string(next_bucket_) + " is incomplete");
   }
   if (first_ready_us_ == 0) first_ready_us_ = m.time_us;
   if (--pending_[k] > 0) return;
@@ -152,8 +152,8 @@ void Bucketer::grad_ready(const GradReady& m) {
 
 void Bucketer::step_end(const StepEnd& m) {
   if (next_bucket_ != c_.layout->buckets.size()) {
-    throw std::logic_error("step ended with " + std::to_string(next_bucket_) + " of " +
-                           std::to_string(c_.layout->buckets.size()) + " buckets complete");
+    throw LogicError("step ended with " + std::to_string(next_bucket_) + " of " +
+                     std::to_string(c_.layout->buckets.size()) + " buckets complete");
   }
   for (auto& full : held_) refs_->comm.send(full);
   held_.clear();

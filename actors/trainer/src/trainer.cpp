@@ -5,7 +5,6 @@
 
 #include <array>
 #include <bit>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -16,9 +15,11 @@
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/runtime.h"
+#include "tnt/core/error.h"
+#include "tnt/core/log.h"
+#include "tnt/core/settings.h"
 #include "tnt/dataset/batch_plan.h"
 #include "tnt/dataset/loader.h"
-#include "tnt/transport/log.h"
 #include "trainer_state.h"
 
 namespace tnt::trainer {
@@ -27,7 +28,7 @@ namespace tnt::trainer {
 
 Session::Session(SessionOptions options) : threads_(options.threads) {
   if (options.threads < 1) {
-    throw std::invalid_argument("threads must be at least 1, got " + std::to_string(options.threads));
+    throw ConfigError("threads must be at least 1, got " + std::to_string(options.threads));
   }
   const auto env = JobEnvironment::from_env();
   init_logging(env.rank, env.size);
@@ -57,25 +58,12 @@ bool has_batch_norm(const compute::ModelSpec& spec) {
 namespace {
 
 std::size_t fusion_threshold(std::size_t requested) {
-  if (requested > 0) return requested;
-  if (const char* kb = std::getenv("TNT_FUSION_THRESHOLD_KB"); kb && *kb) {
-    char* end = nullptr;
-    const long long v = std::strtoll(kb, &end, 10);
-    if (*end != '\0' || v <= 0) {
-      throw std::invalid_argument(
-          fmt::format("TNT_FUSION_THRESHOLD_KB='{}': expected a positive "
-                      "number of KiB",
-                      kb));
-    }
-    return static_cast<std::size_t>(v) * 1024;
-  }
-  return 32 * 1024;
+  return requested > 0 ? requested : settings::kFusionThresholdKb.read();
 }
 
 bool output_here(const Session& session) {
   if (session.is_master_rank()) return true;
-  const char* all = std::getenv("TNT_OUTPUT_ON_ALL_DEVICES");
-  return all && std::string(all) != "0" && *all;
+  return settings::kOutputOnAllDevices.read();
 }
 
 }  // namespace
@@ -95,12 +83,11 @@ void Trainer::initialize(uint64_t seed) { state_->model.initialize(seed); }
 
 void Trainer::compile(const CompileOptions& options) {
   if (options.loss != "sparse_categorical_crossentropy" && options.loss != "softmax_cross_entropy") {
-    throw std::invalid_argument(
-        fmt::format("loss '{}' is not supported: use 'sparse_categorical_crossentropy'", options.loss));
+    throw ConfigError(fmt::format("loss '{}' is not supported: use 'sparse_categorical_crossentropy'", options.loss));
   }
   for (const auto& m : options.metrics) {
     if (m != "accuracy") {
-      throw std::invalid_argument(fmt::format("metric '{}' is not supported: use 'accuracy'", m));
+      throw ConfigError(fmt::format("metric '{}' is not supported: use 'accuracy'", m));
     }
   }
   auto schedule_options = options.schedule;
@@ -112,7 +99,7 @@ void Trainer::compile(const CompileOptions& options) {
 
 void Trainer::save_checkpoint(const std::string& path) {
   auto& s = *state_;
-  if (!s.optimizer) throw std::logic_error("save_checkpoint: compile() first");
+  if (!s.optimizer) throw LogicError("save_checkpoint: compile() first");
   if (!s.master()) return;
   auto checkpoint = compute::capture(s.model, s.optimizer.get(), compute::CheckpointKind::full);
   checkpoint.epoch = s.position.epoch;
@@ -129,7 +116,7 @@ void Trainer::load_weights(const std::string& path) {
   auto& s = *state_;
   auto checkpoint = load_checkpoint_everywhere(path, s.comm());
   if (checkpoint.kind == compute::CheckpointKind::architecture) {
-    throw std::runtime_error(fmt::format("checkpoint '{}' holds no weights (architecture only)", path));
+    throw ConfigError(fmt::format("checkpoint '{}' holds no weights (architecture only)", path));
   }
   compute::restore_weights(s.model, checkpoint);
   broadcast_model(s.model, s.comm());
@@ -137,8 +124,8 @@ void Trainer::load_weights(const std::string& path) {
 
 History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions& options) {
   auto& s = *state_;
-  if (!s.optimizer) throw std::logic_error("fit: compile() first");
-  if (!train) throw std::invalid_argument("fit: no training data");
+  if (!s.optimizer) throw LogicError("fit: compile() first");
+  if (!train) throw ConfigError("fit: no training data");
   FitEnvironment environment;
   environment.fusion_threshold_bytes = fusion_threshold(options.fusion_threshold_bytes);
   environment.output = output_here(s.session);
@@ -150,7 +137,7 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
                        const data::TransformOptions& transform) {
   auto& s = *state_;
   auto& comm = s.comm();
-  if (!source) throw std::invalid_argument("evaluate: no data");
+  if (!source) throw ConfigError("evaluate: no data");
   data::LoaderOptions lo;
   lo.plan.num_samples = source->size();
   lo.plan.global_batch = std::max<std::size_t>(global_batch, static_cast<std::size_t>(comm.size()));
@@ -184,8 +171,8 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
 compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std::size_t batch,
                                  const data::TransformOptions& transform) {
   auto& s = *state_;
-  if (!source) throw std::invalid_argument("predict: no data");
-  if (batch == 0) throw std::invalid_argument("predict: batch must be at least 1");
+  if (!source) throw ConfigError("predict: no data");
+  if (batch == 0) throw ConfigError("predict: batch must be at least 1");
   data::LoaderOptions lo;
   lo.plan.num_samples = source->size();
   lo.plan.global_batch = batch;

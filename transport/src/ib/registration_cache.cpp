@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport::ib {
 

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tnt/transport/error.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport::ib {
 

@@ -8,9 +8,9 @@
 #include <string>
 
 #include "tnt/collectives/types.h"
-#include "tnt/transport/asio.h"
+#include "tnt/core/asio.h"
+#include "tnt/core/error.h"
 #include "tnt/transport/environment.h"
-#include "tnt/transport/error.h"
 
 namespace tnt {
 

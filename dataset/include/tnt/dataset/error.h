@@ -1,13 +1,14 @@
 #pragma once
 // Errors raised by tnt::data. Every message names the file or value at fault and what is wrong.
-#include <stdexcept>
 #include <string>
+
+#include "tnt/core/error.h"
 
 namespace tnt::data {
 
-class DataError : public std::runtime_error {
+class DataError : public tnt::DataError {
  public:
-  explicit DataError(const std::string& what) : std::runtime_error("tnt::data: " + what) {}
+  explicit DataError(const std::string& what) : tnt::DataError("tnt::data: " + what) {}
 };
 
 }  // namespace tnt::data

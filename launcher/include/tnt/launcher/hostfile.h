@@ -2,16 +2,17 @@
 #pragma once
 
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "tnt/core/error.h"
 
 namespace tnt::launcher {
 
 // A hostfile or node list that cannot be used; the message names the file, line and problem.
-class HostfileError : public std::runtime_error {
+class HostfileError : public ConfigError {
  public:
-  using std::runtime_error::runtime_error;
+  using ConfigError::ConfigError;
 };
 
 struct HostEntry {

@@ -3,17 +3,18 @@
 #pragma once
 
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tnt/core/error.h"
+
 namespace tnt::launcher {
 
 // A bad command line: the message says what is wrong and how to fix it.
-class UsageError : public std::runtime_error {
+class UsageError : public ConfigError {
  public:
-  using std::runtime_error::runtime_error;
+  using ConfigError::ConfigError;
 };
 
 enum class Mode { launch, help, version, cleanup, agent };

@@ -9,7 +9,7 @@
 #include <optional>
 #include <thread>
 
-#include "tnt/transport/asio.h"
+#include "tnt/core/asio.h"
 
 namespace tnt::transport {
 

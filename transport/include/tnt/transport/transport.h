@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "tnt/transport/asio.h"
+#include "tnt/core/asio.h"
 #include "tnt/transport/environment.h"
 #include "tnt/transport/event_loop.h"
 #include "tnt/transport/pair.h"

@@ -19,9 +19,9 @@
 #include <typeinfo>
 #include <unordered_map>
 
-#include "tnt/actors/asio.h"
 #include "tnt/actors/detail/envelope.h"
 #include "tnt/actors/errors.h"
+#include "tnt/core/asio.h"
 
 namespace tnt::actors {
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "tnt/actors/actor.h"
-#include "tnt/actors/asio.h"
+#include "tnt/core/asio.h"
 
 namespace spdlog {
 class logger;

@@ -1,14 +1,15 @@
 #pragma once
-// Errors of the actor runtime. All derive from ActorError, itself a std::runtime_error.
+// Errors of the actor runtime. All derive from ActorError, itself a tnt::Error.
 #include <exception>
-#include <stdexcept>
 #include <string>
+
+#include "tnt/core/error.h"
 
 namespace tnt::actors {
 
-class ActorError : public std::runtime_error {
+class ActorError : public Error {
  public:
-  using std::runtime_error::runtime_error;
+  using Error::Error;
 };
 
 // A send or request to a system that is not running (not yet started, stopping or stopped).

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "tnt/core/error.h"
+
 namespace tnt::actors {
 
 template <class Msg>
@@ -49,7 +51,7 @@ class Reply {
 
  private:
   std::unique_ptr<detail::ReplySink<R>> take() {
-    if (!sink_) throw std::logic_error("tnt::actors::Reply: request already answered");
+    if (!sink_) throw LogicError("tnt::actors::Reply: request already answered");
     return std::move(sink_);
   }
   std::unique_ptr<detail::ReplySink<R>> sink_;

@@ -15,7 +15,7 @@
 // the metrics actor's thread, the others on the caller's thread. Every rank must make the same
 // calls in the same order (they issue collectives).
 //
-// Errors: bad options throw std::invalid_argument; a lost rank or any failure inside the actors
+// Errors: every failure is a tnt::Error: bad options a tnt::ConfigError; a lost rank or any failure inside the actors
 // throws (tnt::JobError or tnt::actors::ActorFailed) on every surviving rank.
 #include <cstddef>
 #include <cstdint>

@@ -8,7 +8,8 @@ namespace tnt {
 // Sets up tnt's default spdlog logger: "[tnt <time> rank R] LEVEL message", with
 // Tarantella's level names (DEBUG, INFO, WARNING, ERROR). The level comes from
 // TNT_LOG_LEVEL (default INFO). Ranks other than the master log only ERRORs unless
-// TNT_LOG_ON_ALL_DEVICES=1. Safe to call more than once (the last call wins).
+// TNT_LOG_ON_ALL_DEVICES is true. Safe to call more than once (the last call wins). Throws
+// ConfigError for a level or flag it cannot read.
 void init_logging(int rank, int size);
 
 }  // namespace tnt

@@ -1,11 +1,12 @@
-#include "tnt/transport/log.h"
+#include "tnt/core/log.h"
 
-#include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_sinks.h>
+
+#include "tnt/core/settings.h"
 
 namespace tnt {
 namespace {
@@ -29,20 +30,13 @@ class LevelNameFlag : public spdlog::custom_flag_formatter {
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<LevelNameFlag>(); }
 };
 
-spdlog::level::level_enum level_from_env() {
-  const char* text = std::getenv("TNT_LOG_LEVEL");
-  std::string level = text ? text : "INFO";
-  for (auto& c : level) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (level == "DEBUG") return spdlog::level::debug;
-  if (level == "WARNING" || level == "WARN") return spdlog::level::warn;
-  if (level == "ERROR") return spdlog::level::err;
+spdlog::level::level_enum level_from_settings() {
+  const std::string level = settings::kLogLevel.read();
   if (level == "TRACE") return spdlog::level::trace;
+  if (level == "DEBUG") return spdlog::level::debug;
+  if (level == "WARNING") return spdlog::level::warn;
+  if (level == "ERROR") return spdlog::level::err;
   return spdlog::level::info;
-}
-
-bool env_flag(const char* name) {
-  const char* text = std::getenv(name);
-  return text && (std::string_view(text) == "1" || std::string_view(text) == "true" || std::string_view(text) == "yes");
 }
 
 }  // namespace
@@ -54,8 +48,8 @@ void init_logging(int rank, int size) {
   std::string prefix = size > 1 ? "[tnt %H:%M:%S.%e rank " + std::to_string(rank) + "] " : "[tnt %H:%M:%S.%e] ";
   formatter->set_pattern(prefix + "%* %v");
   logger->set_formatter(std::move(formatter));
-  auto level = level_from_env();
-  if (rank != 0 && !env_flag("TNT_LOG_ON_ALL_DEVICES") && level < spdlog::level::err) level = spdlog::level::err;
+  auto level = level_from_settings();
+  if (rank != 0 && !settings::kLogOnAllDevices.read() && level < spdlog::level::err) level = spdlog::level::err;
   logger->set_level(level);
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
