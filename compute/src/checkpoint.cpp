@@ -7,11 +7,14 @@
 #include <kj/exception.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <stdexcept>
+#include <vector>
 
 #include "checkpoint.capnp.h"
 
@@ -133,9 +136,10 @@ Checkpoint capture(const Model& model, const Optimizer* optimizer, CheckpointKin
   return c;
 }
 
-void save_checkpoint(const std::string& path, const Checkpoint& c) {
-  capnp::MallocMessageBuilder message;
-  auto root = message.initRoot<schema::Checkpoint>();
+namespace {
+
+// The Cap'n Proto message of a checkpoint, without the header.
+void build_message(schema::Checkpoint::Builder root, const Checkpoint& c) {
   root.setSchemaVersion(kSchemaVersion);
   using Kind = schema::Checkpoint::Kind;
   root.setKind(c.kind == CheckpointKind::full           ? Kind::FULL
@@ -184,17 +188,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
       e.setBytes(kj::arrayPtr(b.data(), b.size()));
     }
   }
+}
 
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
-  kj::ArrayPtr<const kj::byte> payload = words.asBytes();
-  Header header{};
-  std::memcpy(header.magic, kMagic, sizeof(kMagic));
-  header.format_version = kFormatVersion;
-  header.payload_bytes = payload.size();
-  header.payload_hash = fnv1a(payload.begin(), payload.size());
-
-  // Atomic replace: write a sibling temporary, fsync it, rename over the
-  // target, fsync the folder so the rename itself is durable.
+// Atomic replace: write a sibling temporary, fsync it, rename over the target, fsync the
+// folder so the rename itself is durable.
+void write_atomically(const std::string& path, std::span<const std::byte> bytes) {
   const std::filesystem::path target(path);
   const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
   const std::string temp = path + ".tmp." + std::to_string(::getpid());
@@ -203,8 +201,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
     io_error("cannot create " + temp, path);
   }
   try {
-    write_all(fd, &header, sizeof(header), path);
-    write_all(fd, payload.begin(), payload.size(), path);
+    write_all(fd, bytes.data(), bytes.size(), path);
     if (::fsync(fd) != 0) {
       io_error("fsync failed", path);
     }
@@ -228,80 +225,8 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   }
 }
 
-namespace {
-
-// The Cap'n Proto payload of a checkpoint whose header checked out.
-Checkpoint decode_checkpoint(kj::ArrayPtr<const capnp::word> words, const std::string& path) {
-  Checkpoint c;
-  try {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = words.size() + 1024;
-    options.nestingLimit = 16;
-    capnp::FlatArrayMessageReader reader(words, options);
-    auto root = reader.getRoot<schema::Checkpoint>();
-    if (root.getSchemaVersion() != kSchemaVersion) {
-      bad_file(path, "schema version " + std::to_string(root.getSchemaVersion()) + ", this build reads " +
-                         std::to_string(kSchemaVersion));
-    }
-    switch (root.getKind()) {
-      case schema::Checkpoint::Kind::FULL: c.kind = CheckpointKind::full; break;
-      case schema::Checkpoint::Kind::ARCHITECTURE: c.kind = CheckpointKind::architecture; break;
-      case schema::Checkpoint::Kind::WEIGHTS: c.kind = CheckpointKind::weights; break;
-      default: bad_file(path, "unknown checkpoint kind");
-    }
-    try {
-      c.model = parse_model_toml(root.getModelToml(), path + " (model)");
-    } catch (const ConfigError& e) {
-      bad_file(path, e.what());
-    }
-    for (auto a : root.getParameters()) {
-      c.parameters.push_back(get_array(a, path));
-    }
-    for (auto a : root.getStates()) {
-      c.states.push_back(get_array(a, path));
-    }
-    if (root.getHasOptimizer()) {
-      auto o = root.getOptimizerOptions();
-      c.optimizer_options = OptimizerOptions{.kind = o.getKind(),
-                                             .momentum = o.getMomentum(),
-                                             .nesterov = o.getNesterov(),
-                                             .weight_decay = o.getWeightDecay(),
-                                             .beta1 = o.getBeta1(),
-                                             .beta2 = o.getBeta2(),
-                                             .epsilon = o.getEpsilon(),
-                                             .rho = o.getRho(),
-                                             .initial_accumulator = o.getInitialAccumulator()};
-      c.optimizer_state.kind = c.optimizer_options->kind;
-      c.optimizer_state.steps = root.getOptimizerSteps();
-      for (auto a : root.getOptimizerSlots()) {
-        NamedArray s = get_array(a, path);
-        c.optimizer_state.slots.push_back({s.name, std::move(s.values)});
-      }
-    }
-    c.epoch = root.getEpoch();
-    c.step = root.getStep();
-    c.training_passes = root.getTrainingPasses();
-    for (auto e : root.getExtra()) {
-      CheckpointEntry entry{e.getKey(), int64_t{0}};
-      if (e.isInteger()) {
-        entry.value = e.getInteger();
-      } else if (e.isBytes()) {
-        auto b = e.getBytes();
-        entry.value = std::vector<uint8_t>(b.begin(), b.end());
-      } else {
-        bad_file(path, "extra entry '" + entry.key + "' has an unknown value type");
-      }
-      c.extra.push_back(std::move(entry));
-    }
-  } catch (const kj::Exception& e) {
-    bad_file(path, std::string("malformed message: ") + e.getDescription().cStr());
-  }
-  return c;
-}
-
-}  // namespace
-
-Checkpoint load_checkpoint(const std::string& path) {
+// The whole file, or an error naming it.
+std::vector<std::byte> read_whole_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     io_error("cannot open", path);
@@ -311,15 +236,10 @@ Checkpoint load_checkpoint(const std::string& path) {
     ::close(fd);
     io_error("cannot seek", path);
   }
-  if (static_cast<size_t>(size) < kHeaderBytes) {
-    ::close(fd);
-    bad_file(path, "only " + std::to_string(size) + " bytes, shorter than the header");
-  }
-  // Read into words, so that the payload is aligned for Cap'n Proto and is not copied again.
-  auto words = kj::heapArray<capnp::word>((static_cast<size_t>(size) + sizeof(capnp::word) - 1) / sizeof(capnp::word));
-  auto* p = reinterpret_cast<uint8_t*>(words.begin());
-  for (size_t n = static_cast<size_t>(size); n > 0;) {
-    const ssize_t got = ::read(fd, p, n);
+  std::vector<std::byte> bytes(static_cast<size_t>(size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t got = ::read(fd, bytes.data() + done, bytes.size() - done);
     if (got < 0 && errno == EINTR) {
       continue;
     }
@@ -330,42 +250,144 @@ Checkpoint load_checkpoint(const std::string& path) {
       }
       io_error("read failed", path);
     }
-    p += got;
-    n -= static_cast<size_t>(got);
+    done += static_cast<size_t>(got);
   }
   ::close(fd);
-  return parse_checkpoint(std::as_bytes(std::span(words.begin(), words.size())).first(static_cast<size_t>(size)), path);
+  return bytes;
 }
 
-Checkpoint parse_checkpoint(std::span<const std::byte> bytes, const std::string& path) {
+// Checks the header, length and checksum; returns the payload as aligned words.
+kj::Array<capnp::word> checked_payload(std::span<const std::byte> bytes, const std::string& origin) {
   if (bytes.size() < kHeaderBytes) {
-    bad_file(path, "only " + std::to_string(bytes.size()) + " bytes, shorter than the header");
+    bad_file(origin, "only " + std::to_string(bytes.size()) + " bytes, shorter than the header");
   }
   Header header{};
   std::memcpy(&header, bytes.data(), sizeof(header));
   if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
-    bad_file(path, "not a tnt checkpoint (bad magic)");
+    bad_file(origin, "not a tnt checkpoint (bad magic)");
   }
   if (header.format_version != kFormatVersion) {
-    bad_file(path, "format version " + std::to_string(header.format_version) + ", this build reads " +
-                       std::to_string(kFormatVersion));
+    bad_file(origin, "format version " + std::to_string(header.format_version) + ", this build reads " +
+                         std::to_string(kFormatVersion));
   }
   const uint64_t available = bytes.size() - kHeaderBytes;
   if (header.payload_bytes != available || available % sizeof(capnp::word) != 0) {
-    bad_file(path, "header announces " + std::to_string(header.payload_bytes) + " payload bytes, file holds " +
-                       std::to_string(available) + " (truncated or extended?)");
+    bad_file(origin, "header announces " + std::to_string(header.payload_bytes) + " payload bytes, file holds " +
+                         std::to_string(available) + " (truncated or extended?)");
   }
-  const auto* payload = reinterpret_cast<const uint8_t*>(bytes.data()) + kHeaderBytes;
-  if (fnv1a(payload, available) != header.payload_hash) {
-    bad_file(path, "checksum mismatch (corrupted)");
+  // A copy: Cap'n Proto reads words, and the caller's bytes need not be aligned.
+  auto words = kj::heapArray<capnp::word>(available / sizeof(capnp::word));
+  std::memcpy(words.begin(), bytes.data() + kHeaderBytes, available);
+  if (fnv1a(words.asBytes().begin(), available) != header.payload_hash) {
+    bad_file(origin, "checksum mismatch (corrupted)");
   }
-  if (reinterpret_cast<uintptr_t>(payload) % alignof(capnp::word) == 0) {
-    return decode_checkpoint({reinterpret_cast<const capnp::word*>(payload), available / sizeof(capnp::word)}, path);
-  }
-  auto aligned = kj::heapArray<capnp::word>(available / sizeof(capnp::word));
-  std::memcpy(aligned.begin(), payload, available);
-  return decode_checkpoint(aligned.asPtr(), path);
+  return words;
 }
+
+void read_optimizer(schema::Checkpoint::Reader root, Checkpoint& c, const std::string& origin) {
+  auto o = root.getOptimizerOptions();
+  c.optimizer_options = OptimizerOptions{.kind = o.getKind(),
+                                         .momentum = o.getMomentum(),
+                                         .nesterov = o.getNesterov(),
+                                         .weight_decay = o.getWeightDecay(),
+                                         .beta1 = o.getBeta1(),
+                                         .beta2 = o.getBeta2(),
+                                         .epsilon = o.getEpsilon(),
+                                         .rho = o.getRho(),
+                                         .initial_accumulator = o.getInitialAccumulator()};
+  c.optimizer_state.kind = c.optimizer_options->kind;
+  c.optimizer_state.steps = root.getOptimizerSteps();
+  for (auto a : root.getOptimizerSlots()) {
+    NamedArray s = get_array(a, origin);
+    c.optimizer_state.slots.push_back({s.name, std::move(s.values)});
+  }
+}
+
+void read_extra(schema::Checkpoint::Reader root, Checkpoint& c, const std::string& origin) {
+  for (auto e : root.getExtra()) {
+    CheckpointEntry entry{e.getKey(), int64_t{0}};
+    if (e.isInteger()) {
+      entry.value = e.getInteger();
+    } else if (e.isBytes()) {
+      auto b = e.getBytes();
+      entry.value = std::vector<uint8_t>(b.begin(), b.end());
+    } else {
+      bad_file(origin, "extra entry '" + entry.key + "' has an unknown value type");
+    }
+    c.extra.push_back(std::move(entry));
+  }
+}
+
+// Throws kj::Exception for a malformed message, DataError for a bad value.
+Checkpoint read_message(schema::Checkpoint::Reader root, const std::string& origin) {
+  if (root.getSchemaVersion() != kSchemaVersion) {
+    bad_file(origin, "schema version " + std::to_string(root.getSchemaVersion()) + ", this build reads " +
+                         std::to_string(kSchemaVersion));
+  }
+  Checkpoint c;
+  switch (root.getKind()) {
+    case schema::Checkpoint::Kind::FULL: c.kind = CheckpointKind::full; break;
+    case schema::Checkpoint::Kind::ARCHITECTURE: c.kind = CheckpointKind::architecture; break;
+    case schema::Checkpoint::Kind::WEIGHTS: c.kind = CheckpointKind::weights; break;
+    default: bad_file(origin, "unknown checkpoint kind");
+  }
+  try {
+    c.model = parse_model_toml(root.getModelToml(), origin + " (model)");
+  } catch (const ConfigError& e) {
+    bad_file(origin, e.what());
+  }
+  for (auto a : root.getParameters()) {
+    c.parameters.push_back(get_array(a, origin));
+  }
+  for (auto a : root.getStates()) {
+    c.states.push_back(get_array(a, origin));
+  }
+  if (root.getHasOptimizer()) {
+    read_optimizer(root, c, origin);
+  }
+  c.epoch = root.getEpoch();
+  c.step = root.getStep();
+  c.training_passes = root.getTrainingPasses();
+  read_extra(root, c, origin);
+  return c;
+}
+
+}  // namespace
+
+std::vector<std::byte> serialize_checkpoint(const Checkpoint& c) {
+  capnp::MallocMessageBuilder message;
+  build_message(message.initRoot<schema::Checkpoint>(), c);
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const kj::byte> payload = words.asBytes();
+  Header header{};
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.format_version = kFormatVersion;
+  header.payload_bytes = payload.size();
+  header.payload_hash = fnv1a(payload.begin(), payload.size());
+  const auto* head = reinterpret_cast<const std::byte*>(&header);
+  const auto* body = reinterpret_cast<const std::byte*>(payload.begin());
+  std::vector<std::byte> bytes(head, head + sizeof(header));
+  bytes.resize(sizeof(header) + payload.size());
+  std::copy(body, body + payload.size(), bytes.begin() + sizeof(header));
+  return bytes;
+}
+
+void save_checkpoint(const std::string& path, const Checkpoint& c) { write_atomically(path, serialize_checkpoint(c)); }
+
+Checkpoint parse_checkpoint(std::span<const std::byte> bytes, const std::string& origin) {
+  const auto words = checked_payload(bytes, origin);
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = words.size() + 1024;
+    options.nestingLimit = 16;
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    return read_message(reader.getRoot<schema::Checkpoint>(), origin);
+  } catch (const kj::Exception& e) {
+    bad_file(origin, std::string("malformed message: ") + e.getDescription().cStr());
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& path) { return parse_checkpoint(read_whole_file(path), path); }
 
 void restore_weights(Model& model, const Checkpoint& c) {
   if (c.kind == CheckpointKind::architecture) {

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <map>
 #include <stdexcept>
@@ -418,6 +420,70 @@ TEST(ActorThreads, WaitFromAnActorThreadIsRefusedNotADeadlock) {
 
 namespace tnt::actors::test {
 namespace {
+
+// Runs body on a thread of its own; a body still running after kBound is a hang, reported as
+// a failure (the thread cannot be joined then, so the process ends).
+template <class F>
+void within_bound(F body) {
+  std::promise<void> done;
+  auto finished = done.get_future();
+  std::thread runner([&done, &body] {
+    body();
+    done.set_value();
+  });
+  if (finished.wait_for(kBound) != std::future_status::ready) {
+    ADD_FAILURE() << "hung for " << kBound.count() << " s";
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
+  runner.join();
+}
+
+// The trainer's situation: refs held by completion handlers of another event loop (tnt's
+// Communicator), which sends from there and destroys the handlers whenever it is done with
+// them, while the system is being destroyed or long after.
+TEST(ActorThreads, RefsOnAnotherEventLoopMaySendAndDieWhileTheSystemGoes) {
+  CapturedLog log;
+  boost::asio::io_context loop;
+  auto guard = boost::asio::make_work_guard(loop);
+  std::thread loop_thread([&loop] { loop.run(); });
+  std::atomic<int> accepted{0}, refused{0};
+  within_bound([&] {
+    for (int round = 0; round < 200; ++round) {
+      std::vector<ActorRef> late;  // released on the loop thread after the system is gone
+      {
+        ActorSystem system(pool_config(log, 1));
+        ActorRef counter = system.spawn<Counter>("counter");
+        system.start();
+        const int before = accepted.load();
+        // Sends until refused, so that sends overlap the system's stop and destruction.
+        boost::asio::post(loop, [counter, &accepted, &refused] {
+          for (;;) {
+            try {
+              counter.send(Add{1});
+              ++accepted;
+            } catch (const MailboxClosed&) {
+              ++refused;
+              return;
+            }
+          }
+        });
+        while (accepted.load() == before) std::this_thread::yield();  // it sends now
+        late.push_back(counter);
+        if (round % 2 == 0) system.stop();
+      }
+      boost::asio::post(loop, [kept = std::move(late)]() mutable { kept.clear(); });
+    }
+    std::promise<void> drained;
+    boost::asio::post(loop, [&drained] { drained.set_value(); });
+    drained.get_future().wait();
+  });
+  guard.reset();
+  loop_thread.join();
+  // Every sender ended on a clear MailboxClosed (nothing else escaped, nothing hung).
+  EXPECT_EQ(refused.load(), 200);
+  EXPECT_GT(accepted.load(), 200);
+}
 
 TEST(ActorThreads, RefsMayOutliveASystemWithPools) {
   CapturedLog log;

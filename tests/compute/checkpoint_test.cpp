@@ -213,6 +213,41 @@ TEST_F(CheckpointTest, TruncatedAndCorruptedFilesAreRefused) {
   EXPECT_GT(refused, 0);
 }
 
+TEST_F(CheckpointTest, BytesInMemoryParseLikeTheFile) {
+  Model model(small_net());
+  Optimizer adam({.kind = "adam"}, model);
+  train(model, adam, 2, 4);
+  Checkpoint c = capture(model, &adam);
+  c.epoch = 3;
+  c.extra.push_back({"k", int64_t{-5}});
+  save_checkpoint(path("m.ckpt"), c);
+  const std::string file = read_file(path("m.ckpt"));
+  const auto bytes = serialize_checkpoint(c);
+  ASSERT_EQ(bytes.size(), file.size());
+  EXPECT_EQ(std::memcmp(bytes.data(), file.data(), file.size()), 0) << "the file is exactly these bytes";
+
+  // An odd offset: the parser must not rely on the caller's alignment.
+  std::vector<std::byte> shifted(bytes.size() + 1);
+  std::memcpy(shifted.data() + 1, bytes.data(), bytes.size());
+  const Checkpoint back = parse_checkpoint(std::span(shifted).subspan(1), "broadcast bytes");
+  EXPECT_EQ(back.epoch, 3u);
+  EXPECT_EQ(std::get<int64_t>(back.find("k")->value), -5);
+  Model restored(small_net());
+  restore_weights(restored, back);
+  EXPECT_TRUE(same_bits(all_weights(restored), all_weights(model)));
+  ASSERT_TRUE(back.optimizer_options);
+  EXPECT_EQ(back.optimizer_state.steps, adam.steps());
+
+  for (std::size_t length : {std::size_t{0}, std::size_t{31}, bytes.size() - 8}) {
+    try {
+      parse_checkpoint(std::span(bytes).first(length), "broadcast bytes");
+      ADD_FAILURE() << "truncated to " << length << ": accepted";
+    } catch (const tnt::DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("'broadcast bytes' is not valid"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST_F(CheckpointTest, SaveIntoMissingFolderFailsClearly) {
   Model model(zoo::mlp({4}, {3}, 2));
   EXPECT_THROW(save_checkpoint(path("no/such/folder/x.ckpt"), capture(model)), tnt::DataError);

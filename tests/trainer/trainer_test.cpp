@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <set>
 
 #include "engine.h"
+#include "fit_parts.h"
 #include "run_config.h"
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/zoo.h"
@@ -144,6 +146,75 @@ TEST(RunConfig, BadFilesNameTheFileAndKey) {
   EXPECT_THROW(trainer::load_run_config(syntax), tnt::ConfigError);
   trainer::RunConfig no_batch;
   EXPECT_THROW(trainer::validate(no_batch), tnt::ConfigError);
+}
+
+TEST(FitParts, MeansOfSummedFigures) {
+  EXPECT_EQ(trainer::mean_or_zero(3.0, 0.0), 0.0) << "nothing counted";
+  EXPECT_DOUBLE_EQ(trainer::mean_or_zero(3.0, 4.0), 0.75);
+  trainer::FigureSums sums;
+  sums.add({0, 0, 6.0, 2.0, 4.0});
+  sums.add({0, 1, 2.0, 3.0, 4.0});
+  const auto logs = sums.logs();
+  EXPECT_DOUBLE_EQ(logs.at("loss"), 1.0);
+  EXPECT_DOUBLE_EQ(logs.at("accuracy"), 5.0 / 8.0);
+  EXPECT_EQ(trainer::FigureSums{}.logs().at("loss"), 0.0);
+  const auto shown = trainer::ordered({{"val_loss", 1}, {"accuracy", 2}, {"other", 3}, {"loss", 4}});
+  ASSERT_EQ(shown.size(), 3u);
+  EXPECT_EQ(shown[0].first, "loss");
+  EXPECT_EQ(shown[1].first, "accuracy");
+  EXPECT_EQ(shown[2].first, "val_loss");
+}
+
+TEST(FitParts, CheckpointPolicyEveryStepsAndEpochsWritesEachStateOnce) {
+  trainer::FitOptions options;
+  options.checkpoint_every_steps = 3;
+  options.checkpoint_every_epochs = 1;
+  EXPECT_FALSE(trainer::CheckpointPolicy(options).enabled()) << "no path: nothing is written";
+  EXPECT_FALSE(trainer::CheckpointPolicy(options).due_after_epoch(0));
+  EXPECT_FALSE(trainer::CheckpointPolicy(options).due_after_steps(3, 0, false));
+  EXPECT_EQ(trainer::CheckpointPolicy(options).steps_to_next(0), std::numeric_limits<std::size_t>::max());
+  options.checkpoint_path = "x.ckpt";
+  trainer::CheckpointPolicy policy(options);
+  EXPECT_EQ(policy.steps_to_next(0), 3u);
+  EXPECT_EQ(policy.steps_to_next(4), 2u);
+  EXPECT_EQ(policy.steps_to_next(6), 3u);
+  EXPECT_TRUE(policy.due_after_steps(3, 0, false));
+  EXPECT_FALSE(policy.due_after_steps(4, 0, true)) << "not a multiple of 3";
+  EXPECT_FALSE(policy.due_after_steps(6, 1, true)) << "the epoch's checkpoint follows at once";
+  EXPECT_TRUE(policy.due_after_epoch(1));
+  options.checkpoint_every_epochs = 2;
+  trainer::CheckpointPolicy every_other(options);
+  EXPECT_TRUE(every_other.due_after_steps(6, 0, true)) << "epoch 1 of 2 writes no checkpoint of its own";
+  EXPECT_FALSE(every_other.due_after_epoch(0));
+  EXPECT_TRUE(every_other.due_after_epoch(1));
+  EXPECT_TRUE(policy.due_at_end(8));
+  policy.saved(8);
+  EXPECT_FALSE(policy.due_at_end(8)) << "the last state was just written";
+  EXPECT_TRUE(policy.due_at_end(9));
+}
+
+TEST(FitParts, CsvLogWritesAHeaderOnceAndAppendsWhenResuming) {
+  const auto path = (std::filesystem::temp_directory_path() / "tnt_trainer_csvlog.csv").string();
+  std::filesystem::remove(path);
+  {
+    trainer::CsvLog log(path, true);  // resuming, but no file yet: a fresh one
+    log.write(0, {{"loss", 0.5}, {"accuracy", 0.25}}, 0.01, 2.0, 100);
+  }
+  {
+    trainer::CsvLog log(path, true);
+    log.write(1, {{"loss", 0.25}, {"accuracy", 0.5}, {"val_loss", 1}, {"val_accuracy", 0.125}}, 0.001, 0.0, 100);
+  }
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(text,
+            "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n"
+            "1,0.500000,0.250000,,,0.01,2.000,50.0\n"
+            "2,0.250000,0.500000,1.000000,0.125000,0.001,0.000,0.0\n");
+  { trainer::CsvLog fresh(path, false); }
+  std::ifstream again(path);
+  const std::string restarted((std::istreambuf_iterator<char>(again)), {});
+  EXPECT_EQ(restarted, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n");
+  EXPECT_THROW(trainer::CsvLog("/nonexistent/dir/m.csv", false), std::runtime_error);
 }
 
 trainer::CompileOptions compile_options(const std::string& kind, double momentum, double rate) {

@@ -138,16 +138,11 @@ void fail(SystemState& system, const std::string& where, std::exception_ptr caus
 }
 
 const std::string& cell_name(const Cell& cell) { return cell.name; }
-const Actor& actor_of(const Cell& cell) { return *cell.actor; }
 bool running(const Cell& cell) { return cell.system->phase == Phase::running; }
 
-void check_open(const Cell& cell, const std::type_info& type) {
-  if (!running(cell)) throw MailboxClosed(closed_text(cell, type_name(type)));
-}
-
-void throw_unhandled(const Cell& cell, const std::type_info& type) {
-  throw UnhandledMessage("actor '" + cell.name + "' of system '" + cell.system->name + "' has no handler for " +
-                         type_name(type));
+const std::any* Cell::handler(const std::type_info& type) const {
+  auto it = actor->handlers_.find(type);
+  return it == actor->handlers_.end() ? nullptr : &it->second;
 }
 
 namespace {
@@ -160,9 +155,24 @@ bool post_if_running(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope
 }
 }  // namespace
 
-// A refused envelope is destroyed outside the lock: destroying a request answers it.
-void enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> envelope) {
-  if (!post_if_running(cell, envelope)) throw MailboxClosed(closed_text(*cell, envelope->describe()));
+void enqueue(const std::shared_ptr<Cell>& cell, const std::type_info& type, const EnvelopeFactory& make) {
+  bool handled = true;
+  {
+    std::lock_guard lock(cell->system->mutex);  // Note [Sends racing destruction]
+    if (cell->system->phase == Phase::running && cell->actor != nullptr) {
+      const std::any* handler = cell->handler(type);
+      if (handler) {
+        boost::asio::post(*cell->strand, [cell, e = make(*handler)] { cell->deliver(*e); });
+        return;
+      }
+      handled = false;
+    }
+  }
+  if (!handled) {
+    throw UnhandledMessage("actor '" + cell->name + "' of system '" + cell->system->name + "' has no handler for " +
+                           type_name(type));
+  }
+  throw MailboxClosed(closed_text(*cell, type_name(type)));
 }
 
 bool try_enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> envelope) {
@@ -263,10 +273,10 @@ ActorSystem::~ActorSystem() {
   std::vector<std::shared_ptr<detail::Cell>> cells;
   {
     std::lock_guard lock(state.mutex);
-    cells.swap(state.cells);  // cells point back at the state: break the cycle
-    state.pools.clear();      // destroyed with impl_
+    cells.swap(state.cells);                               // cells point back at the state: break the cycle
+    state.pools.clear();                                   // destroyed with impl_
+    for (const auto& cell : cells) cell->actor = nullptr;  // Note [Sends racing destruction]
   }
-  for (const auto& cell : cells) cell->actor = nullptr;
   while (!impl_->actors.empty()) impl_->actors.pop_back();  // in reverse order of spawn
   std::lock_guard lock(state.mutex);                        // phase is stopped: no sender touches a strand now
   for (const auto& cell : cells) cell->strand.reset();

@@ -1,8 +1,18 @@
 #pragma once
 // Private to the runtime: the shared state of a system and of each actor's mailbox.
 //
-// Lock order: SystemState::mutex is the only lock of the runtime; it is held while posting to
-// a strand (posting never runs a handler inline) and never while running a handler.
+// Lock order: SystemState::mutex is the only lock of the runtime; it is held while a sender
+// finds the handler, builds the envelope and posts it to a strand (posting never runs a
+// handler inline), and never while running a handler or destroying an envelope.
+//
+// Note [Sends racing destruction]: refs may be used from any thread at any time, e.g. by a
+// completion handler on another event loop while the system is being destroyed. A send reads
+// the target actor's handler table; the destructor destroys the actors. So the send's lookup
+// and post happen under the system's mutex, and the destructor clears every Cell::actor under
+// it before destroying an actor: a send then finds either a running system with live actors,
+// or no actor and a MailboxClosed. (Before, the lookup ran unlocked after a phase check, and a
+// send overlapping the destruction read freed memory: crashes, and hangs in the freed table.)
+#include <any>
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
@@ -11,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "tnt/actors/actor.h"
@@ -47,6 +58,8 @@ class Cell {
   void start();                      // on the strand
   void deliver(Envelope& envelope);  // on the strand
   void finish();                     // on the strand: on_stop, then count down the live actors
+  // The actor's handler for `type`, or null. Under SystemState::mutex while running.
+  const std::any* handler(const std::type_info& type) const;
 
   const std::string name;
   const std::shared_ptr<SystemState> system;
@@ -54,7 +67,9 @@ class Cell {
   // may keep the cell alive. Used under SystemState::mutex while running, or by the actor.
   std::optional<Strand> strand;
   const bool on_pool;
-  Actor* actor = nullptr;  // set by spawn; null once the system is destroyed
+  // Set by spawn; null once the system is destroyed (written under SystemState::mutex, so a
+  // sender holding it sees a live actor or none).
+  Actor* actor = nullptr;
   // Touched on the strand only.
   bool started = false;
   bool stopped = false;

@@ -1,16 +1,6 @@
 #pragma once
-// The training step as messages (docs/design.md, "One training step, as messages"):
-//
-//   DataActor --MicroBatch--> BackpropActor --GradReady(i)--> Bucketer
-//   Bucketer --BucketFull(k)--> CommActor --allreduce(k)--> peers
-//   CommActor --Reduced(k)--> BackpropActor: all buckets reduced -> optimizer step
-//   Bucketer --StepEnd(metrics)--> CommActor --allreduce--> MetricsActor (sums; master prints)
-//
-// Note [Collective order]: every collective of a step is issued by the CommActor alone, in an
-// order every rank shares: buckets 0..K-1 (they fill in that order because gradients become
-// ready in strictly decreasing parameter order and the layout is the same everywhere), then
-// the step's metrics. Messages to the CommActor all come through the Bucketer, one sender, so
-// they arrive in the order it sent them.
+// The training step as messages (the actors and Note [Collective order] are in
+// step_actors.h): buckets, step figures, and the segment that runs the actors.
 //
 // run_segment() runs steps [step_begin, step_end) of one epoch in a fresh actor system and
 // returns once every collective it issued has completed, so the caller may then issue

@@ -58,8 +58,11 @@ Checkpoint capture(const Model& model, const Optimizer* optimizer = nullptr,
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 Checkpoint load_checkpoint(const std::string& path);
-// The same from a checkpoint file's bytes; `origin` names them in errors.
-Checkpoint parse_checkpoint(std::span<const std::byte> bytes, const std::string& origin = "<checkpoint bytes>");
+// The bytes save_checkpoint writes, and their reading with the same checks as load_checkpoint
+// (e.g. a checkpoint file's bytes broadcast from another process); `origin` names them in
+// errors.
+std::vector<std::byte> serialize_checkpoint(const Checkpoint& checkpoint);
+Checkpoint parse_checkpoint(std::span<const std::byte> bytes, const std::string& origin);
 
 // Builds the checkpoint's model and, unless it is architecture-only, loads its
 // weights and statistics.

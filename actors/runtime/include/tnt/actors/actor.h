@@ -49,8 +49,6 @@ class ActorRef {
   friend class Actor;
   friend class ActorSystem;
   explicit ActorRef(std::shared_ptr<detail::Cell> cell) : cell_(std::move(cell)) {}
-  template <class Msg>
-  const detail::Handler<Msg>& handler() const;
 
   std::shared_ptr<detail::Cell> cell_;
 };
@@ -101,29 +99,31 @@ class Actor {
 
 inline const std::string& ActorRef::name() const { return detail::cell_name(*cell_); }
 
+namespace detail {
 template <class Msg>
-const detail::Handler<Msg>& ActorRef::handler() const {
-  detail::check_open(*cell_, typeid(Msg));
-  const Actor& actor = detail::actor_of(*cell_);
-  auto it = actor.handlers_.find(typeid(Msg));
-  if (it == actor.handlers_.end()) detail::throw_unhandled(*cell_, typeid(Msg));
-  return *std::any_cast<detail::Handler<Msg>>(&it->second);
+const Handler<Msg>& handler_of(const std::any& handler) {
+  return *std::any_cast<Handler<Msg>>(&handler);
 }
+}  // namespace detail
 
 template <class Msg>
 void ActorRef::send(Msg msg) const {
   static_assert(!RequestMessage<Msg>, "a message with a reply_type is sent with request()");
-  const auto& h = handler<Msg>();
-  detail::enqueue(cell_, std::make_unique<detail::MessageEnvelope<Msg>>(h, std::move(msg)));
+  detail::enqueue(cell_, typeid(Msg), [&msg](const std::any& handler) -> std::unique_ptr<detail::Envelope> {
+    return std::make_unique<detail::MessageEnvelope<Msg>>(detail::handler_of<Msg>(handler), std::move(msg));
+  });
 }
 
 template <RequestMessage Req>
 std::future<reply_t<Req>> ActorRef::request(Req req) const {
-  const auto& h = handler<Req>();
-  auto sink = std::make_unique<detail::FutureSink<Req>>(cell_);
-  auto future = sink->promise.get_future();
-  detail::enqueue(
-      cell_, std::make_unique<detail::RequestEnvelope<Req>>(h, std::move(req), Reply<reply_t<Req>>(std::move(sink))));
+  std::future<reply_t<Req>> future;
+  // The reply's sink exists only once the request is queued: a refused request answers nobody.
+  detail::enqueue(cell_, typeid(Req), [&](const std::any& handler) -> std::unique_ptr<detail::Envelope> {
+    auto sink = std::make_unique<detail::FutureSink<Req>>(cell_);
+    future = sink->promise.get_future();
+    return std::make_unique<detail::RequestEnvelope<Req>>(detail::handler_of<Req>(handler), std::move(req),
+                                                          Reply<reply_t<Req>>(std::move(sink)));
+  });
   return future;
 }
 
@@ -149,11 +149,12 @@ void Actor::on(F handler) {
 template <RequestMessage Req, class F>
 void Actor::request(const ActorRef& to, Req req, F on_reply) {
   using R = reply_t<Req>;
-  const auto& h = to.handler<Req>();
-  auto sink =
-      std::make_unique<detail::CallbackSink<Req>>(cell_, to.cell_, std::function<void(R&)>(std::move(on_reply)));
-  detail::enqueue(to.cell_,
-                  std::make_unique<detail::RequestEnvelope<Req>>(h, std::move(req), Reply<R>(std::move(sink))));
+  detail::enqueue(to.cell_, typeid(Req), [&](const std::any& handler) -> std::unique_ptr<detail::Envelope> {
+    auto sink =
+        std::make_unique<detail::CallbackSink<Req>>(cell_, to.cell_, std::function<void(R&)>(std::move(on_reply)));
+    return std::make_unique<detail::RequestEnvelope<Req>>(detail::handler_of<Req>(handler), std::move(req),
+                                                          Reply<R>(std::move(sink)));
+  });
 }
 
 }  // namespace tnt::actors

@@ -1,5 +1,6 @@
 #pragma once
 // Internal: how messages travel. Not part of the stable API.
+#include <any>
 #include <exception>
 #include <functional>
 #include <future>
@@ -36,14 +37,18 @@ struct HandlerOf<Req> {
 template <class Msg>
 using Handler = typename HandlerOf<Msg>::type;
 
+// Builds the envelope of a message for the handler its target registered for its type.
+using EnvelopeFactory = std::function<std::unique_ptr<Envelope>(const std::any& handler)>;
+
 // Implemented in src/ (type_name in actor.cpp, the rest in actor_system.cpp).
 std::string type_name(const std::type_info& type);
 const std::string& cell_name(const Cell& cell);
-const Actor& actor_of(const Cell& cell);
 bool running(const Cell& cell);
-void check_open(const Cell& cell, const std::type_info& type);  // throws MailboxClosed
-[[noreturn]] void throw_unhandled(const Cell& cell, const std::type_info& type);
-void enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> envelope);
+// Queues make(handler) for the cell's actor, or throws MailboxClosed (the system does not run,
+// or is gone) or UnhandledMessage; make runs only when the envelope is queued. Finding the
+// handler and queuing are one step under the system's lock, so a send racing the system's
+// destruction never touches a destroyed actor (Note [Sends racing destruction]).
+void enqueue(const std::shared_ptr<Cell>& cell, const std::type_info& type, const EnvelopeFactory& make);
 bool try_enqueue(const std::shared_ptr<Cell>& cell, std::unique_ptr<Envelope> envelope);
 std::exception_ptr dropped_error(const Cell& target, const std::type_info& request);
 // Records that target failed handling `what`, and stops the system (the first failure wins).

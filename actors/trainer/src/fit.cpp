@@ -1,0 +1,212 @@
+#include "fit.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "tnt/core/error.h"
+#include "trainer_state.h"
+
+namespace tnt::trainer {
+
+namespace {
+
+data::BatchPlanOptions make_plan_options(const data::Source& train, const FitOptions& options, const Session& session) {
+  if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
+  data::BatchPlanOptions plan;
+  plan.num_samples = train.size();
+  plan.global_batch = options.global_batch;
+  plan.micro_batch = options.micro_batch;
+  plan.rank = session.rank();
+  plan.world_size = session.size();
+  plan.seed = options.seed;
+  plan.shuffle = options.shuffle;
+  plan.drop_remainder = options.drop_remainder;
+  return plan;
+}
+
+}  // namespace
+
+FitRun::FitRun(Trainer& trainer, Trainer::State& state, std::shared_ptr<const data::Source> train,
+               const FitOptions& options, FitEnvironment environment)
+    : trainer_(trainer),
+      s_(state),
+      train_(std::move(train)),
+      options_(options),
+      environment_(environment),
+      plan_options_(make_plan_options(*train_, options, state.session)),
+      plan_(plan_options_),
+      steps_per_epoch_(plan_.steps_per_epoch()),
+      timeline_(!options.timeline_path.empty()),
+      checkpoints_(options),
+      bar_(stdout, environment.output && options.progress_bar) {
+  if (steps_per_epoch_ == 0) throw ConfigError("the training data gives no step per epoch");
+  s_.fingerprint = plan_.fingerprint();
+  s_.has_fingerprint = true;
+  if (has_batch_norm(s_.model.spec()) && plan_.max_local_batch() < 16) {
+    spdlog::warn(
+        "micro-batch of {} samples per rank in a model with BatchNorm: BatchNorm statistics "
+        "are computed per rank and get noisy below 16 samples; use a larger global batch",
+        plan_.max_local_batch());
+  }
+}
+
+FitRun::~FitRun() {
+  if (bound_) s_.model.unbind_gradients();
+}
+
+History FitRun::run() {
+  prepare();
+  if (s_.position.epoch >= options_.epochs) {
+    spdlog::info("nothing to do: the checkpoint is at epoch {} of {}", s_.position.epoch, options_.epochs);
+    return history_;
+  }
+  data::LoaderOptions loader_options;
+  loader_options.plan = plan_options_;
+  loader_options.transform = options_.transform;
+  loader_options.start = s_.position;
+  loader_options.end_epoch = options_.epochs;
+  loader_options.prefetch = options_.prefetch;
+  loader_.emplace(train_, loader_options);
+  if (s_.master() && !options_.csv_path.empty()) csv_.emplace(options_.csv_path, !options_.resume_path.empty());
+  EngineContext context = engine_context();
+
+  for (auto* cb : options_.callbacks) cb->on_train_begin();
+  train_start_ = epoch_start_ = Clock::now();
+  while (!finished()) {
+    const std::size_t epoch = s_.position.epoch;
+    // A resumed run starts in the middle of an epoch: its figures start there.
+    if (s_.position.step == 0 || steps_done_ == 0) begin_epoch();
+    const bool epoch_done = run_steps(context, segment_end());
+    after_steps(epoch, epoch_done);
+    if (epoch_done) end_epoch(epoch);
+  }
+  finish();
+  return history_;
+}
+
+// Collectives, in the order every rank issues them: the checkpoint's bytes, the model, the
+// start time.
+void FitRun::prepare() {
+  s_.position = {0, 0};
+  if (!options_.resume_path.empty()) {
+    const auto checkpoint = load_checkpoint_everywhere(options_.resume_path, s_.comm());
+    s_.position =
+        resume_from(checkpoint, options_.resume_path, s_.model, *s_.optimizer, s_.fingerprint, steps_per_epoch_);
+  }
+  broadcast_model(s_.model, s_.comm());
+  layout_ = make_bucket_layout(s_.model, environment_.fusion_threshold_bytes);
+  bind_gradients(s_.model, layout_);
+  bound_ = true;
+  spdlog::debug("{} gradient buckets over {} parameters ({} floats)", layout_.buckets.size(),
+                s_.model.parameter_count(), layout_.memory.size());
+  base_us_ = now_us();
+  s_.comm().broadcast(&base_us_, sizeof base_us_, 0);
+}
+
+EngineContext FitRun::engine_context() {
+  EngineContext context;
+  context.model = &s_.model;
+  context.optimizer = s_.optimizer.get();
+  context.schedule = s_.schedule.get();
+  context.communicator = &s_.comm();
+  context.loader = &*loader_;
+  context.layout = &layout_;
+  context.timeline = &timeline_;
+  context.overlap = options_.overlap;
+  context.threads = s_.session.threads();
+  context.compute_executor = s_.compute.executor();
+  context.on_step_figures = [this](const StepFigures& f) { on_step(f); };
+  return context;
+}
+
+bool FitRun::finished() const {
+  return s_.position.epoch >= options_.epochs ||
+         (options_.max_steps > 0 && s_.optimizer->steps() >= options_.max_steps);
+}
+
+void FitRun::begin_epoch() {
+  if (s_.position.step == 0) {
+    for (auto* cb : options_.callbacks) cb->on_epoch_begin(s_.position.epoch);
+  }
+  epoch_sums_ = {};
+  epoch_start_ = Clock::now();
+  bar_.begin_epoch(s_.position.epoch, options_.epochs, steps_per_epoch_, s_.position.step);
+}
+
+std::size_t FitRun::segment_end() const {
+  const uint64_t global_step = s_.optimizer->steps();
+  std::size_t steps = std::min(steps_per_epoch_ - s_.position.step, checkpoints_.steps_to_next(global_step));
+  if (options_.max_steps > 0) steps = std::min<std::size_t>(steps, options_.max_steps - global_step);
+  return s_.position.step + steps;
+}
+
+bool FitRun::run_steps(EngineContext& context, std::size_t end) {
+  const std::size_t epoch = s_.position.epoch, begin = s_.position.step;
+  for (std::size_t k = begin; k < end; ++k) samples_ += plan_.global_count(k);
+  run_segment(context, epoch, begin, end);
+  history_.steps += end - begin;
+  s_.position.step = end;
+  if (end < steps_per_epoch_) return false;
+  s_.position = {epoch + 1, 0};
+  return true;
+}
+
+void FitRun::after_steps(std::size_t epoch, bool epoch_done) {
+  if (checkpoints_.due_after_steps(s_.optimizer->steps(), epoch, epoch_done)) save();
+}
+
+void FitRun::end_epoch(std::size_t epoch) {
+  Logs logs = epoch_sums_.logs();
+  // Training time only: validation below is not part of the epoch's throughput.
+  const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
+  bar_.end_training();
+  if (options_.validation && options_.validation_frequency > 0 && (epoch + 1) % options_.validation_frequency == 0) {
+    const auto val = trainer_.evaluate(options_.validation, options_.validation_batch, options_.validation_transform);
+    logs["val_loss"] = val.at("loss");
+    logs["val_accuracy"] = val.at("accuracy");
+  }
+  bar_.finish(ordered(logs));
+  if (csv_) csv_->write(epoch, logs, s_.schedule->rate(s_.optimizer->steps()), seconds, epoch_sums_.count);
+  history_.epochs.push_back(logs);
+  last_logs_ = logs;
+  for (auto* cb : options_.callbacks) cb->on_epoch_end(epoch, logs);
+  if (checkpoints_.due_after_epoch(epoch)) save();
+}
+
+void FitRun::finish() {
+  // Stopped mid-epoch (max_steps, or a checkpoint boundary at the very end): close the bar.
+  if (s_.position.step > 0 && steps_done_ > 0) bar_.finish(ordered(epoch_sums_.logs()));
+  loader_->stop();
+  // The run's last state is on disk whenever checkpoints were asked for.
+  if (checkpoints_.due_at_end(s_.optimizer->steps())) save();
+  history_.seconds = std::chrono::duration<double>(Clock::now() - train_start_).count();
+  history_.samples_per_second = history_.seconds > 0 ? static_cast<double>(samples_) / history_.seconds : 0.0;
+  for (auto* cb : options_.callbacks) cb->on_train_end(last_logs_);
+  if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
+}
+
+void FitRun::on_step(const StepFigures& f) {
+  epoch_sums_.add(f);
+  ++steps_done_;
+  FigureSums step;
+  step.add(f);
+  const Logs step_logs = step.logs();
+  if (environment_.output && options_.print_steps) {
+    fmt::print("epoch {} step {} loss {:.6g} accuracy {:.6g}\n", f.epoch + 1, f.step + 1, step_logs.at("loss"),
+               step_logs.at("accuracy"));
+    std::fflush(stdout);
+  }
+  bar_.update(f.step + 1, ordered(epoch_sums_.logs()));
+  for (auto* cb : options_.callbacks) cb->on_batch_end(f.epoch, f.step, step_logs);
+}
+
+void FitRun::save() {
+  trainer_.save_checkpoint(checkpoints_.path());
+  checkpoints_.saved(s_.optimizer->steps());
+}
+
+}  // namespace tnt::trainer

@@ -1,0 +1,89 @@
+#pragma once
+// One call of Trainer::fit, as an object whose steps are named.
+//
+// Note [Fit as a run]: fit is a loop over segments (engine.h: steps run by a fresh actor
+// system, which returns once its collectives have completed). Between two segments no
+// collective of the actors is in flight, so everything decided there (checkpoints,
+// validation, the end of training) is decided by every rank at the same point from the same
+// figures: the step figures are summed over ranks before anyone sees them. A segment ends at
+// the end of an epoch, at a step checkpoint, or at max_steps (segment_end). Whatever may end
+// or change the run at a boundary (a callback that stops training after this step or epoch,
+// or sets the learning rate) belongs in finished() and segment_end() and in the boundary
+// steps, never inside the actors, so that ranks cannot disagree.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "engine.h"
+#include "fit_parts.h"
+#include "progress.h"
+#include "timeline.h"
+#include "tnt/dataset/batch_plan.h"
+#include "tnt/dataset/loader.h"
+#include "tnt/trainer/trainer.h"
+
+namespace tnt::trainer {
+
+// What fit takes from the environment rather than from FitOptions (read in trainer.cpp).
+struct FitEnvironment {
+  std::size_t fusion_threshold_bytes = 32 * 1024;
+  bool output = true;  // this rank prints (progress, steps)
+};
+
+class FitRun {
+ public:
+  // Checks the options and lays out the data plan (no collective yet).
+  FitRun(Trainer& trainer, Trainer::State& state, std::shared_ptr<const data::Source> train, const FitOptions& options,
+         FitEnvironment environment);
+  ~FitRun();
+  FitRun(const FitRun&) = delete;
+  FitRun& operator=(const FitRun&) = delete;
+
+  History run();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void prepare();                                           // resume, broadcast the model, lay out the buckets
+  bool finished() const;                                    // epochs done or max_steps reached
+  void begin_epoch();                                       // callbacks, figures and progress bar of a new epoch
+  std::size_t segment_end() const;                          // the step the next segment stops before
+  bool run_steps(EngineContext& context, std::size_t end);  // one segment; true when it ends the epoch
+  void after_steps(std::size_t epoch, bool epoch_done);
+  void end_epoch(std::size_t epoch);   // figures, validation, CSV, callbacks, checkpoint
+  void finish();                       // closing figures, last checkpoint, timeline
+  void on_step(const StepFigures& f);  // on the metrics actor, in step order
+  void save();
+  EngineContext engine_context();
+
+  Trainer& trainer_;
+  Trainer::State& s_;
+  const std::shared_ptr<const data::Source> train_;
+  const FitOptions& options_;
+  const FitEnvironment environment_;
+  const data::BatchPlanOptions plan_options_;
+  const data::BatchPlan plan_;
+  const std::size_t steps_per_epoch_;
+
+  BucketLayout layout_;
+  bool bound_ = false;  // gradients bound into layout_ (undone by the destructor)
+  Timeline timeline_;
+  int64_t base_us_ = 0;  // the master's clock at the start: the timeline's zero
+  std::optional<data::Loader> loader_;
+  CheckpointPolicy checkpoints_;
+  std::optional<CsvLog> csv_;
+  ProgressBar bar_;
+
+  // Written by the metrics actor during a segment, read here between segments.
+  FigureSums epoch_sums_;
+  std::size_t steps_done_ = 0;
+
+  History history_;
+  Logs last_logs_;
+  std::size_t samples_ = 0;
+  Clock::time_point train_start_, epoch_start_;
+};
+
+}  // namespace tnt::trainer

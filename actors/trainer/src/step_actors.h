@@ -1,0 +1,169 @@
+#pragma once
+// The trainer's actors and their messages: one training step as messages (engine.h runs them
+// in an actor system per segment).
+//
+//   DataActor --MicroBatch--> BackpropActor --GradReady(i)--> Bucketer
+//   Bucketer --BucketFull(k)--> CommActor --allreduce(k)--> peers
+//   CommActor --Reduced(k)--> BackpropActor: all buckets reduced -> optimizer step
+//   Bucketer --StepEnd(metrics)--> CommActor --allreduce--> MetricsActor (sums; master prints)
+//
+// Note [Collective order]: every collective of a step is issued by the CommActor alone, in an
+// order every rank shares: buckets 0..K-1 (they fill in that order because gradients become
+// ready in strictly decreasing parameter order and the layout is the same everywhere), then
+// the step's metrics. Messages to the CommActor all come through the Bucketer, one sender, so
+// they arrive in the order it sent them. A gradient out of that order is a failure, never a
+// reordering: ranks that issued their collectives in different orders would wait for each
+// other forever.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "tnt/actors/actor.h"
+#include "tnt/compute/loss.h"
+#include "tnt/compute/tensor.h"
+#include "tnt/dataset/loader.h"
+
+namespace tnt::trainer {
+
+// --- messages ------------------------------------------------------------------------------------
+
+struct NextBatch {
+  using reply_type = data::MicroBatch;
+};
+struct Recycle {
+  data::MicroBatch batch;
+};
+struct Go {};
+struct GradReady {
+  std::size_t parameter;
+  int64_t time_us;
+};
+struct StepEnd {
+  StepFigures figures;
+};
+struct SegmentEnd {};
+struct BucketFull {
+  std::size_t bucket;
+  int64_t first_ready_us, full_us;
+  std::size_t step;
+};
+struct AllreduceDone {
+  std::size_t bucket;
+  int64_t begin_us, end_us;
+  std::size_t step;
+  std::string error;
+};
+struct Reduced {
+  std::size_t bucket;
+};
+struct FiguresDone {
+  std::shared_ptr<std::array<double, 3>> sums;
+  StepFigures figures;
+  std::string error;
+};
+struct ReducedFigures {
+  StepFigures figures;
+};
+
+// The actors of a segment, filled before the system starts; owned by whoever runs the
+// segment, and outliving its actor system.
+struct Refs {
+  actors::ActorRef data, backprop, bucketer, comm, metrics;
+};
+
+// What the CommActor needs of the Communicator: asynchronous in-place sum-allreduces whose
+// completion (an empty error, or what went wrong) is reported on another thread, possibly
+// after the segment's actor system is gone.
+class Collectives {
+ public:
+  using Done = std::function<void(const std::string& error)>;
+  virtual ~Collectives() = default;
+  virtual void allreduce_sum(float* data, std::size_t count, Done done) = 0;
+  virtual void allreduce_sum(double* data, std::size_t count, Done done) = 0;
+};
+
+// --- actors --------------------------------------------------------------------------------------
+
+// Hands out the loader's micro-batches (it has loaded them ahead) and takes them back.
+class DataActor : public actors::Actor {
+ public:
+  explicit DataActor(EngineContext& context);
+};
+
+// Forward, backward (announcing each gradient the moment it is final) and, once every bucket
+// is reduced, the optimizer step; steps [step_begin, step_end) of `epoch`.
+class BackpropActor : public actors::Actor {
+ public:
+  BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch, std::size_t step_begin, std::size_t step_end);
+
+ protected:
+  void on_start() override;
+
+ private:
+  void next();
+  void run(data::MicroBatch batch);
+  void finish_step();
+
+  EngineContext& c_;
+  Refs* refs_;
+  std::size_t epoch_, step_, end_;
+  std::size_t reduced_ = 0;
+  data::MicroBatch batch_;
+  compute::Tensor input_;
+  compute::SoftmaxCrossEntropy loss_;
+  int64_t step_begin_us_ = 0, forward_end_us_ = 0, backward_end_us_ = 0;
+};
+
+// Counts gradients into buckets; a bucket is handed to the CommActor the moment its last
+// gradient is ready (or, without overlap, all of them after backward).
+class Bucketer : public actors::Actor {
+ public:
+  Bucketer(EngineContext& context, Refs* refs);
+
+ private:
+  void grad_ready(const GradReady& m);
+  void step_end(const StepEnd& m);
+  void reset();
+
+  EngineContext& c_;
+  Refs* refs_;
+  std::vector<std::size_t> pending_;
+  std::size_t next_bucket_ = 0;
+  std::size_t step_ = 0;
+  int64_t first_ready_us_ = 0;
+  std::vector<BucketFull> held_;
+};
+
+// Issues every collective of the segment (Note [Collective order]); completions come back
+// from the collectives' thread as messages. Sets `done` once the segment has ended and every
+// collective it issued has completed.
+class CommActor : public actors::Actor {
+ public:
+  CommActor(EngineContext& context, Refs* refs, Collectives& collectives, std::promise<void>* done);
+
+ private:
+  void bucket_full(const BucketFull& m);
+  void step_end(const StepEnd& m);
+  void completed(std::size_t n = 1);
+
+  EngineContext& c_;
+  Refs* refs_;
+  Collectives& collectives_;
+  std::promise<void>* done_;
+  std::size_t in_flight_ = 0;
+  bool ending_ = false;
+};
+
+// Hands each step's summed figures to EngineContext::on_step_figures, in step order.
+class MetricsActor : public actors::Actor {
+ public:
+  explicit MetricsActor(EngineContext& context);
+};
+
+}  // namespace tnt::trainer

@@ -1,0 +1,40 @@
+#pragma once
+// What a Trainer holds between calls: shared by trainer.cpp and the fit run (fit.cpp).
+#include <cstdint>
+#include <memory>
+
+#include "compute_thread.h"
+#include "tnt/collectives/communicator.h"
+#include "tnt/compute/model.h"
+#include "tnt/compute/optimizer.h"
+#include "tnt/compute/runtime.h"
+#include "tnt/compute/schedule.h"
+#include "tnt/dataset/loader.h"
+#include "tnt/trainer/trainer.h"
+
+namespace tnt::trainer {
+
+struct Trainer::State {
+  Session& session;
+  compute::Model model;
+  CompileOptions compile;
+  std::unique_ptr<compute::Optimizer> optimizer;
+  std::unique_ptr<compute::LearningRateSchedule> schedule;
+  // Data position and order, written into checkpoints.
+  data::LoaderPosition position;
+  uint64_t fingerprint = 0;
+  bool has_fingerprint = false;
+
+  ComputeThread compute;  // Note in compute_thread.h: every forward/backward runs here
+
+  State(Session& s, compute::ModelSpec spec) : session(s), model(std::move(spec)) {
+    compute.run([threads = s.threads()] { compute::set_num_threads(threads); });
+  }
+  Communicator& comm() { return session.communicator(); }
+  bool master() const { return session.is_master_rank(); }
+};
+
+// The checkpoint entry that holds the data order's fingerprint (data::BatchPlan::fingerprint).
+inline constexpr const char* kFingerprintKey = "trainer.data_fingerprint";
+
+}  // namespace tnt::trainer

@@ -1,0 +1,296 @@
+// The trainer's actors tested without threads, in the actor runtime's style: every actor runs
+// on an io_context the test thread runs; a test injects messages, runs the context until it
+// is idle, and checks what came out. Collectives are a fake whose completions the test gives.
+#include <gtest/gtest.h>
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "step_actors.h"
+#include "tnt/actors/actor_system.h"
+#include "tnt/compute/model.h"
+#include "tnt/compute/optimizer.h"
+#include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
+
+namespace tnt::trainer {
+namespace {
+
+using namespace std::chrono_literals;
+using Events = std::vector<std::string>;
+
+// Stands in for the CommActor, the BackpropActor or the MetricsActor: writes down what it gets.
+class Probe : public actors::Actor {
+ public:
+  explicit Probe(Events* events) {
+    on<BucketFull>([events](BucketFull& m) {
+      events->push_back("bucket " + std::to_string(m.bucket) + " of step " + std::to_string(m.step));
+    });
+    on<StepEnd>([events](StepEnd& m) { events->push_back("end of step " + std::to_string(m.figures.step)); });
+    on<SegmentEnd>([events](SegmentEnd&) { events->push_back("end of segment"); });
+    on<Reduced>([events](Reduced& m) { events->push_back("reduced " + std::to_string(m.bucket)); });
+    on<ReducedFigures>([events](ReducedFigures& m) {
+      events->push_back("figures of step " + std::to_string(m.figures.step) + ": " +
+                        std::to_string(static_cast<int>(m.figures.loss_sum)) + " " +
+                        std::to_string(static_cast<int>(m.figures.count)));
+    });
+  }
+};
+
+// Records each allreduce issued (which bucket, or the figures) and keeps its completion for the
+// test to give, in any order. The "other ranks" double every value.
+class FakeCollectives : public Collectives {
+ public:
+  explicit FakeCollectives(const BucketLayout& layout) : layout_(layout) {}
+  void allreduce_sum(float* data, std::size_t count, Done done) override {
+    const auto offset = static_cast<std::size_t>(data - layout_.memory.data());
+    for (std::size_t k = 0; k < layout_.buckets.size(); ++k) {
+      if (layout_.buckets[k].offset == offset && layout_.buckets[k].count == count) {
+        issued.push_back("bucket " + std::to_string(k));
+      }
+    }
+    pending.push_back(std::move(done));
+  }
+  void allreduce_sum(double* data, std::size_t count, Done done) override {
+    issued.push_back("figures");
+    pending.push_back([data, count, done = std::move(done)](const std::string& error) {
+      for (std::size_t i = 0; i < count; ++i) data[i] *= 2;
+      done(error);
+    });
+  }
+  void complete(std::size_t i, const std::string& error = "") { pending.at(i)(error); }
+
+  Events issued;
+  std::vector<Done> pending;  // in issue order
+
+ private:
+  const BucketLayout& layout_;
+};
+
+actors::SystemConfig on_test_thread(std::ostringstream& log, const std::string& name) {
+  actors::SystemConfig config;
+  config.name = name;
+  config.pools.clear();
+  config.default_pool = "test";
+  config.logger = std::make_shared<spdlog::logger>(name, std::make_shared<spdlog::sinks::ostream_sink_st>(log));
+  return config;
+}
+
+class StepActorsTest : public ::testing::Test {
+ protected:
+  StepActorsTest() {
+    system.add_executor("test", io.get_executor());
+    context.model = &model;
+    context.optimizer = &optimizer;
+    context.layout = &layout;
+    context.timeline = &timeline;
+  }
+  void run_until_idle() {
+    io.restart();
+    io.run();
+  }
+  StepFigures figures(std::size_t step, double loss, double count) { return {0, step, loss, 0.0, count}; }
+  // Every gradient of a step, in the order backward finishes them: n-1, ..., 0.
+  void backward(actors::ActorRef& bucketer) {
+    for (std::size_t i = model.parameter_count(); i-- > 0;) bucketer.send(GradReady{i, 1});
+  }
+
+  std::ostringstream log;
+  boost::asio::io_context io;
+  actors::ActorSystem system{on_test_thread(log, "step")};
+  // Parameters 0..3 of sizes 128, 8, 24, 3 floats; at 100 bytes: bucket 0 = {3, 2}, 1 = {1, 0}.
+  compute::Model model{compute::zoo::mlp({1, 4, 4}, {8}, 3)};
+  compute::Optimizer optimizer{{}, model};
+  BucketLayout layout = make_bucket_layout(model, 100);
+  Timeline timeline{false};
+  EngineContext context;
+  Refs refs;
+  Events comm_got, backprop_got, metrics_got;
+};
+
+TEST_F(StepActorsTest, TheLayoutUnderTestHasTwoBucketsOfTwoParameters) {
+  ASSERT_EQ(layout.buckets.size(), 2u);
+  EXPECT_EQ(layout.buckets[0].parameters, (std::vector<std::size_t>{3, 2}));
+  EXPECT_EQ(layout.buckets[1].parameters, (std::vector<std::size_t>{1, 0}));
+}
+
+TEST_F(StepActorsTest, BucketerHandsOverEachBucketTheMomentItsLastGradientIsReady) {
+  refs.comm = system.spawn<Probe>("comm", &comm_got);
+  auto bucketer = system.spawn<Bucketer>("bucketer", context, &refs);
+  system.start();
+  bucketer.send(GradReady{3, 1});
+  run_until_idle();
+  EXPECT_TRUE(comm_got.empty());
+  bucketer.send(GradReady{2, 2});
+  run_until_idle();
+  EXPECT_EQ(comm_got, (Events{"bucket 0 of step 0"}));
+  bucketer.send(GradReady{1, 3});
+  bucketer.send(GradReady{0, 4});
+  bucketer.send(StepEnd{figures(0, 1, 1)});
+  backward(bucketer);
+  bucketer.send(StepEnd{figures(1, 1, 1)});
+  bucketer.send(SegmentEnd{});
+  run_until_idle();
+  EXPECT_EQ(comm_got, (Events{"bucket 0 of step 0", "bucket 1 of step 0", "end of step 0", "bucket 0 of step 1",
+                              "bucket 1 of step 1", "end of step 1", "end of segment"}));
+}
+
+TEST_F(StepActorsTest, BucketerHoldsTheBucketsWhileOverlapIsOff) {
+  context.overlap = false;
+  refs.comm = system.spawn<Probe>("comm", &comm_got);
+  auto bucketer = system.spawn<Bucketer>("bucketer", context, &refs);
+  system.start();
+  backward(bucketer);
+  run_until_idle();
+  EXPECT_TRUE(comm_got.empty()) << "backward has not ended: every bucket is held";
+  bucketer.send(StepEnd{figures(0, 1, 1)});
+  run_until_idle();
+  EXPECT_EQ(comm_got, (Events{"bucket 0 of step 0", "bucket 1 of step 0", "end of step 0"}));
+}
+
+TEST_F(StepActorsTest, AGradientOutOfOrderFailsTheSegmentInsteadOfReorderingCollectives) {
+  refs.comm = system.spawn<Probe>("comm", &comm_got);
+  auto bucketer = system.spawn<Bucketer>("bucketer", context, &refs);
+  system.start();
+  bucketer.send(GradReady{3, 1});
+  bucketer.send(GradReady{1, 2});  // bucket 1 while bucket 0 still waits for parameter 2
+  bucketer.send(GradReady{2, 3});
+  run_until_idle();
+  ASSERT_TRUE(system.stopped());
+  EXPECT_TRUE(comm_got.empty()) << "no collective may be issued after the order broke";
+  try {
+    system.wait_for(0ms);
+    FAIL() << "an out-of-order gradient was accepted";
+  } catch (const actors::ActorFailed& e) {
+    EXPECT_NE(std::string(e.what()).find("gradient of parameter 1 (bucket 1) ready while bucket 0 is incomplete"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST_F(StepActorsTest, AStepEndingWithABucketIncompleteFailsTheSegment) {
+  refs.comm = system.spawn<Probe>("comm", &comm_got);
+  auto bucketer = system.spawn<Bucketer>("bucketer", context, &refs);
+  system.start();
+  bucketer.send(GradReady{3, 1});
+  bucketer.send(GradReady{2, 2});
+  run_until_idle();
+  EXPECT_EQ(comm_got, (Events{"bucket 0 of step 0"}));
+  bucketer.send(StepEnd{figures(0, 1, 1)});
+  run_until_idle();
+  EXPECT_EQ(comm_got, (Events{"bucket 0 of step 0"})) << "the step's figures are not reduced";
+  EXPECT_THROW(system.wait_for(0ms), actors::ActorFailed);
+}
+
+// Note [Collective order]: whatever order the collectives complete in, and with or without
+// overlap, every rank issues bucket 0, bucket 1, then the figures, step after step.
+class CollectiveOrderTest : public StepActorsTest, public ::testing::WithParamInterface<bool> {};
+
+TEST_P(CollectiveOrderTest, CollectivesFollowTheBucketOrderThenTheFiguresWhateverTheCompletionOrder) {
+  context.overlap = GetParam();
+  FakeCollectives collectives(layout);
+  std::promise<void> done;
+  auto segment_done = done.get_future();
+  refs.backprop = system.spawn<Probe>("backprop", &backprop_got);
+  refs.metrics = system.spawn<Probe>("metrics", &metrics_got);
+  refs.bucketer = system.spawn<Bucketer>("bucketer", context, &refs);
+  refs.comm = system.spawn<CommActor>("comm", context, &refs, collectives, &done);
+  system.start();
+  for (std::size_t step = 0; step < 2; ++step) {
+    backward(refs.bucketer);
+    refs.bucketer.send(StepEnd{figures(step, 10 + step, 4)});
+    run_until_idle();
+    ASSERT_EQ(collectives.pending.size(), 3 * (step + 1));
+    for (std::size_t i = collectives.pending.size(); i-- > 3 * step;) collectives.complete(i);  // last first
+    run_until_idle();
+  }
+  EXPECT_EQ(collectives.issued, (Events{"bucket 0", "bucket 1", "figures", "bucket 0", "bucket 1", "figures"}));
+  EXPECT_EQ(backprop_got, (Events{"reduced 1", "reduced 0", "reduced 1", "reduced 0"}));
+  EXPECT_EQ(metrics_got, (Events{"figures of step 0: 20 8", "figures of step 1: 22 8"}));
+  refs.bucketer.send(SegmentEnd{});
+  run_until_idle();
+  EXPECT_EQ(segment_done.wait_for(0ms), std::future_status::ready);
+  EXPECT_FALSE(system.stopped());
+}
+
+INSTANTIATE_TEST_SUITE_P(Overlap, CollectiveOrderTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "on" : "off"; });
+
+TEST_F(StepActorsTest, TheSegmentEndsOnlyOnceEveryCollectiveItIssuedHasCompleted) {
+  FakeCollectives collectives(layout);
+  std::promise<void> done;
+  auto segment_done = done.get_future();
+  refs.backprop = system.spawn<Probe>("backprop", &backprop_got);
+  refs.metrics = system.spawn<Probe>("metrics", &metrics_got);
+  refs.bucketer = system.spawn<Bucketer>("bucketer", context, &refs);
+  refs.comm = system.spawn<CommActor>("comm", context, &refs, collectives, &done);
+  system.start();
+  backward(refs.bucketer);
+  refs.bucketer.send(StepEnd{figures(0, 1, 1)});
+  refs.bucketer.send(SegmentEnd{});
+  run_until_idle();
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(segment_done.wait_for(0ms), std::future_status::timeout) << i << " of 3 completed";
+    collectives.complete(i);
+    run_until_idle();
+  }
+  EXPECT_EQ(segment_done.wait_for(0ms), std::future_status::ready);
+}
+
+TEST_F(StepActorsTest, AFailedCollectiveFailsTheSegmentWithItsError) {
+  FakeCollectives collectives(layout);
+  refs.backprop = system.spawn<Probe>("backprop", &backprop_got);
+  refs.comm = system.spawn<CommActor>("comm", context, &refs, collectives, nullptr);
+  system.start();
+  refs.comm.send(BucketFull{0, 1, 2, 0});
+  run_until_idle();
+  collectives.complete(0, "rank 1 (host b) is lost");
+  run_until_idle();
+  EXPECT_TRUE(backprop_got.empty());
+  try {
+    system.wait_for(0ms);
+    FAIL() << "a failed allreduce was ignored";
+  } catch (const actors::ActorFailed& e) {
+    EXPECT_NE(std::string(e.what()).find("rank 1 (host b) is lost"), std::string::npos) << e.what();
+    EXPECT_THROW(std::rethrow_exception(e.cause()), JobError);
+  }
+}
+
+// A collective outlives the segment that issued it when the segment failed: its completion
+// comes later, from the collectives' thread, and its callback (holding the comm actor's ref)
+// is destroyed later still. Both must be harmless.
+TEST_F(StepActorsTest, ACompletionAfterTheSegmentIsGoneIsDropped) {
+  FakeCollectives collectives(layout);
+  refs.backprop = system.spawn<Probe>("backprop", &backprop_got);
+  system.start();
+  {
+    actors::ActorSystem segment(on_test_thread(log, "segment"));
+    segment.add_executor("test", io.get_executor());
+    refs.comm = segment.spawn<CommActor>("comm", context, &refs, collectives, nullptr);
+    segment.start();
+    refs.comm.send(BucketFull{0, 1, 2, 0});
+    refs.comm.send(BucketFull{1, 1, 2, 0});
+    run_until_idle();
+    ASSERT_EQ(collectives.pending.size(), 2u);
+    segment.stop(actors::StopMode::discard);
+    run_until_idle();
+    collectives.complete(0);  // the system has stopped but still exists
+    EXPECT_TRUE(segment.wait_for(0ms));
+  }
+  refs.comm = actors::ActorRef();
+  EXPECT_NO_THROW(collectives.complete(1));  // the system is gone
+  EXPECT_NO_THROW(collectives.complete(1, "rank 1 is lost"));
+  collectives.pending.clear();  // the last refs to the comm actor go after its system
+  run_until_idle();
+  EXPECT_TRUE(backprop_got.empty()) << "nobody is told of a completion after the segment";
+  EXPECT_FALSE(system.stopped());
+}
+
+}  // namespace
+}  // namespace tnt::trainer
