@@ -3,6 +3,7 @@
 //   version     joins with protocol version 99
 //   malformed   authenticates, then sends a Hello frame that is not a Cap'n Proto message
 //   oversized   authenticates, then announces a 1 GiB Hello
+//   bad-control joins the job, then sends a control frame that is no Control message
 //   flood N     opens N connections that send garbage or nothing (a scanner), says how many got
 //               through, holds them open for 3 s, then exits 0
 // It prints what the master answered and exits 0 when the master refused it as it should.
@@ -74,6 +75,29 @@ asio::awaitable<std::string> send_oversized(tnt::JobEnvironment env) {
   co_return co_await read_answer(socket);
 }
 
+// Joins as a well-behaved rank would, then sends a control frame that is no Control message.
+asio::awaitable<std::string> send_bad_control(tnt::JobEnvironment env) {
+  auto socket = co_await connect_authenticated(env);
+  capnp::MallocMessageBuilder message;
+  auto hello = message.initRoot<wire::Hello>();
+  hello.setRank(static_cast<std::uint32_t>(env.rank));
+  hello.setSize(static_cast<std::uint32_t>(env.size));
+  hello.setJobId(env.job_id);
+  hello.setProtocolVersion(kProtocolVersion);
+  hello.setHostname("bad-peer");
+  hello.setDataAddress("127.0.0.1:1");
+  hello.setTransport(env.transport);
+  const auto digest = sha256("test-configuration");
+  hello.setConfigHash(kj::arrayPtr(digest.data(), digest.size()));
+  co_await write_frame(socket, message);
+  const std::string answer = co_await read_answer(socket);
+  if (answer != "accepted") co_return answer;
+  std::vector<std::uint8_t> frame(4 + 64, 0xAB);
+  frame[0] = 64, frame[1] = frame[2] = frame[3] = 0;
+  co_await asio::async_write(socket, asio::buffer(frame), asio::use_awaitable);
+  co_return co_await read_answer(socket);
+}
+
 asio::awaitable<std::string> flood(tnt::JobEnvironment env, int connections) {
   auto executor = co_await asio::this_coro::executor;
   tcp::resolver resolver(executor);
@@ -135,11 +159,13 @@ int main(int argc, char** argv) {
       answer = loop.run(send_malformed(env));
     else if (mode == "oversized")
       answer = loop.run(send_oversized(env));
+    else if (mode == "bad-control")
+      answer = loop.run(send_bad_control(env));
     else if (mode == "flood") {
       std::printf("bad-peer: %s\n", loop.run(flood(env, argc > 2 ? std::stoi(argv[2]) : 100)).c_str());
       return 0;
     } else {
-      std::fprintf(stderr, "usage: tnt-test-bad-peer version|malformed|oversized|flood N\n");
+      std::fprintf(stderr, "usage: tnt-test-bad-peer version|malformed|oversized|bad-control|flood N\n");
       return 2;
     }
     std::printf("bad-peer: %s\n", answer.c_str());

@@ -146,6 +146,16 @@ TEST(Rendezvous, MalformedHelloIsRefused) {
   EXPECT_NE(outcomes[1].output.find("refused: malformed Hello"), std::string::npos) << describe(outcomes);
 }
 
+TEST(Rendezvous, MalformedControlMessageFailsTheJobNamingItsSender) {
+  Job job(2);
+  job.start({kWorker, "barrier"}, quick(job.rank_env(0)));
+  job.start({kBadPeer, "bad-control"}, quick(job.rank_env(1)));
+  auto outcomes = job.wait(20s);
+  EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("sent a malformed control message"), std::string::npos) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("rank 1 (bad-peer"), std::string::npos) << describe(outcomes);
+}
+
 TEST(Rendezvous, OversizedHelloIsRefusedWithoutAllocating) {
   Job job(2);
   job.start({kWorker, "barrier"}, quick(job.rank_env(0)));

@@ -2,7 +2,10 @@
 
 #include <algorithm>
 
+#include <kj/exception.h>
 #include <spdlog/spdlog.h>
+
+#include "tnt/core/error.h"
 
 #include "framing.h"
 #include "wire.capnp.h"
@@ -144,6 +147,11 @@ asio::awaitable<void> ControlPlane::read_control(ControlLink& link) {
           break;
       }
     }
+  } catch (const kj::Exception& error) {
+    // A frame that is no Control message: the peer is broken, and is blamed for it now rather
+    // than for the silence that would follow if this link were no longer read.
+    on_control_error(link,
+                     JobError(link.name() + " sent a malformed control message: " + error.getDescription().cStr()));
   } catch (const std::exception& error) {
     on_control_error(link, error);
   }
