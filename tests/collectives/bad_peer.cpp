@@ -11,8 +11,8 @@
 
 #include "auth.h"
 #include "framing.h"
+#include "tnt/core/error.h"
 #include "tnt/transport/environment.h"
-#include "tnt/transport/error.h"
 #include "tnt/transport/event_loop.h"
 #include "tnt/transport/rendezvous.h"
 #include "wire.capnp.h"
