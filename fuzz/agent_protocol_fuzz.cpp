@@ -33,9 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     case 2:
       if (unescape_field(escape_field(text)) != text) tnt::fuzz::violated("unescape(escape(x)) != x");
       break;
-    case 3:
-      try {
-        decode_cleanup_request(text);
+    case 3: try { decode_cleanup_request(text);
       } catch (const std::runtime_error&) {
       }
       break;
