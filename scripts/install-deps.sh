@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git ccache
   clang-format  # scripts/check-format.sh, run by scripts/test.sh
+  clang libclang-rt-dev libomp-dev llvm  # scripts/sanitize.sh: ASan build with clang and libFuzzer; llvm-symbolizer
   libboost-dev libboost-system-dev
   capnproto libcapnp-dev
   libssl-dev

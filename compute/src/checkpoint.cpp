@@ -228,68 +228,16 @@ void save_checkpoint(const std::string& path, const Checkpoint& c) {
   }
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    io_error("cannot open", path);
-  }
-  Header header{};
-  const off_t size = ::lseek(fd, 0, SEEK_END);
-  if (size < 0 || ::lseek(fd, 0, SEEK_SET) != 0) {
-    ::close(fd);
-    io_error("cannot seek", path);
-  }
-  auto read_exact = [&](void* into, size_t n) {
-    auto* p = static_cast<uint8_t*>(into);
-    while (n > 0) {
-      ssize_t got = ::read(fd, p, n);
-      if (got < 0 && errno == EINTR) {
-        continue;
-      }
-      if (got <= 0) {
-        ::close(fd);
-        if (got == 0) {
-          bad_file(path, "file ends early");
-        }
-        io_error("read failed", path);
-      }
-      p += got;
-      n -= static_cast<size_t>(got);
-    }
-  };
-  if (static_cast<size_t>(size) < kHeaderBytes) {
-    ::close(fd);
-    bad_file(path, "only " + std::to_string(size) + " bytes, shorter than the header");
-  }
-  read_exact(&header, sizeof(header));
-  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
-    ::close(fd);
-    bad_file(path, "not a tnt checkpoint (bad magic)");
-  }
-  if (header.format_version != kFormatVersion) {
-    ::close(fd);
-    bad_file(path, "format version " + std::to_string(header.format_version) + ", this build reads " +
-                       std::to_string(kFormatVersion));
-  }
-  const uint64_t available = static_cast<uint64_t>(size) - kHeaderBytes;
-  if (header.payload_bytes != available || available % sizeof(capnp::word) != 0) {
-    ::close(fd);
-    bad_file(path, "header announces " + std::to_string(header.payload_bytes) + " payload bytes, file holds " +
-                       std::to_string(available) + " (truncated or extended?)");
-  }
-  auto words = kj::heapArray<capnp::word>(available / sizeof(capnp::word));
-  read_exact(words.begin(), available);
-  ::close(fd);
-  if (fnv1a(words.asBytes().begin(), available) != header.payload_hash) {
-    bad_file(path, "checksum mismatch (corrupted)");
-  }
+namespace {
 
+// The Cap'n Proto payload of a checkpoint whose header checked out.
+Checkpoint decode_checkpoint(kj::ArrayPtr<const capnp::word> words, const std::string& path) {
   Checkpoint c;
   try {
     capnp::ReaderOptions options;
     options.traversalLimitInWords = words.size() + 1024;
     options.nestingLimit = 16;
-    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    capnp::FlatArrayMessageReader reader(words, options);
     auto root = reader.getRoot<schema::Checkpoint>();
     if (root.getSchemaVersion() != kSchemaVersion) {
       bad_file(path, "schema version " + std::to_string(root.getSchemaVersion()) + ", this build reads " +
@@ -349,6 +297,74 @@ Checkpoint load_checkpoint(const std::string& path) {
     bad_file(path, std::string("malformed message: ") + e.getDescription().cStr());
   }
   return c;
+}
+
+}  // namespace
+
+Checkpoint load_checkpoint(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    io_error("cannot open", path);
+  }
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  if (size < 0 || ::lseek(fd, 0, SEEK_SET) != 0) {
+    ::close(fd);
+    io_error("cannot seek", path);
+  }
+  if (static_cast<size_t>(size) < kHeaderBytes) {
+    ::close(fd);
+    bad_file(path, "only " + std::to_string(size) + " bytes, shorter than the header");
+  }
+  // Read into words, so that the payload is aligned for Cap'n Proto and is not copied again.
+  auto words = kj::heapArray<capnp::word>((static_cast<size_t>(size) + sizeof(capnp::word) - 1) / sizeof(capnp::word));
+  auto* p = reinterpret_cast<uint8_t*>(words.begin());
+  for (size_t n = static_cast<size_t>(size); n > 0;) {
+    const ssize_t got = ::read(fd, p, n);
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      ::close(fd);
+      if (got == 0) {
+        bad_file(path, "file ends early");
+      }
+      io_error("read failed", path);
+    }
+    p += got;
+    n -= static_cast<size_t>(got);
+  }
+  ::close(fd);
+  return parse_checkpoint(std::as_bytes(std::span(words.begin(), words.size())).first(static_cast<size_t>(size)), path);
+}
+
+Checkpoint parse_checkpoint(std::span<const std::byte> bytes, const std::string& path) {
+  if (bytes.size() < kHeaderBytes) {
+    bad_file(path, "only " + std::to_string(bytes.size()) + " bytes, shorter than the header");
+  }
+  Header header{};
+  std::memcpy(&header, bytes.data(), sizeof(header));
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) {
+    bad_file(path, "not a tnt checkpoint (bad magic)");
+  }
+  if (header.format_version != kFormatVersion) {
+    bad_file(path, "format version " + std::to_string(header.format_version) + ", this build reads " +
+                       std::to_string(kFormatVersion));
+  }
+  const uint64_t available = bytes.size() - kHeaderBytes;
+  if (header.payload_bytes != available || available % sizeof(capnp::word) != 0) {
+    bad_file(path, "header announces " + std::to_string(header.payload_bytes) + " payload bytes, file holds " +
+                       std::to_string(available) + " (truncated or extended?)");
+  }
+  const auto* payload = reinterpret_cast<const uint8_t*>(bytes.data()) + kHeaderBytes;
+  if (fnv1a(payload, available) != header.payload_hash) {
+    bad_file(path, "checksum mismatch (corrupted)");
+  }
+  if (reinterpret_cast<uintptr_t>(payload) % alignof(capnp::word) == 0) {
+    return decode_checkpoint({reinterpret_cast<const capnp::word*>(payload), available / sizeof(capnp::word)}, path);
+  }
+  auto aligned = kj::heapArray<capnp::word>(available / sizeof(capnp::word));
+  std::memcpy(aligned.begin(), payload, available);
+  return decode_checkpoint(aligned.asPtr(), path);
 }
 
 void restore_weights(Model& model, const Checkpoint& c) {

@@ -14,21 +14,22 @@ constexpr int kClasses = 10;
 
 class Cifar10Source final : public Source {
  public:
-  explicit Cifar10Source(const std::vector<std::filesystem::path>& files) : files_(files) {
-    if (files.empty()) throw DataError("CIFAR-10 source: no batch files given");
-    for (const auto& path : files) {
-      auto bytes = read_file_bytes(path);
-      if (bytes.empty()) throw DataError(path.string() + ": empty CIFAR-10 batch file");
+  Cifar10Source(std::vector<std::vector<std::uint8_t>> batches, const std::vector<std::string>& files) : files_(files) {
+    if (files.empty() || batches.size() != files.size()) throw DataError("CIFAR-10 source: no batch files given");
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      const std::string& path = files[i];
+      std::vector<std::uint8_t> bytes = std::move(batches[i]);
+      if (bytes.empty()) throw DataError(path + ": empty CIFAR-10 batch file");
       if (bytes.size() % kRecord != 0) {
         throw DataError(
             fmt::format("{}: truncated or not a CIFAR-10 batch: {} bytes is not a multiple of the {}-byte "
                         "record (the last record has {} bytes)",
-                        path.string(), bytes.size(), kRecord, bytes.size() % kRecord));
+                        path, bytes.size(), kRecord, bytes.size() % kRecord));
       }
       const std::size_t records = bytes.size() / kRecord;
       for (std::size_t r = 0; r < records; ++r) {
         if (bytes[r * kRecord] >= kClasses) {
-          throw DataError(fmt::format("{}: label {} of record {} is out of range [0, {})", path.string(),
+          throw DataError(fmt::format("{}: label {} of record {} is out of range [0, {})", path,
                                       int{bytes[r * kRecord]}, r, kClasses));
         }
       }
@@ -51,23 +52,35 @@ class Cifar10Source final : public Source {
   }
 
   std::string describe() const override {
-    return fmt::format("cifar10 {} file(s) from {}: {} samples of 3x32x32, 10 classes", files_.size(),
-                       files_.front().string(), size_);
+    return fmt::format("cifar10 {} file(s) from {}: {} samples of 3x32x32, 10 classes", files_.size(), files_.front(),
+                       size_);
   }
 
  private:
-  std::vector<std::filesystem::path> files_;
+  std::vector<std::string> files_;
   std::vector<std::uint8_t> data_;
   std::size_t size_ = 0;
 };
 
 }  // namespace
+
+std::shared_ptr<const Source> cifar10_source_from_bytes(std::vector<std::vector<std::uint8_t>> batches,
+                                                        const std::vector<std::string>& paths) {
+  return std::make_shared<Cifar10Source>(std::move(batches), paths);
+}
+
 }  // namespace tnt::data::detail
 
 namespace tnt::data {
 
 std::shared_ptr<const Source> make_cifar10_source(const std::vector<std::filesystem::path>& files) {
-  return std::make_shared<detail::Cifar10Source>(files);
+  std::vector<std::vector<std::uint8_t>> batches;
+  std::vector<std::string> paths;
+  for (const auto& path : files) {
+    batches.push_back(detail::read_file_bytes(path));
+    paths.push_back(path.string());
+  }
+  return detail::cifar10_source_from_bytes(std::move(batches), paths);
 }
 
 }  // namespace tnt::data

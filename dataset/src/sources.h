@@ -1,6 +1,11 @@
 #pragma once
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "tnt/dataset/error.h"
 #include "tnt/dataset/source.h"
 
@@ -16,5 +21,13 @@ inline void check_read(const Source& source, std::size_t index, std::span<float>
                                 source.shape().elements(), source.describe()));
   }
 }
+
+// The IDX and CIFAR-10 sources from file contents already in memory: the factories read the files,
+// fuzz/ hands in bytes. The names stand for the files in messages. Throw DataError on bad input.
+std::shared_ptr<const Source> idx_source_from_bytes(std::vector<std::uint8_t> images, const std::string& images_path,
+                                                    std::vector<std::uint8_t> labels, const std::string& labels_path,
+                                                    int num_classes);
+std::shared_ptr<const Source> cifar10_source_from_bytes(std::vector<std::vector<std::uint8_t>> batches,
+                                                        const std::vector<std::string>& paths);
 
 }  // namespace tnt::data::detail

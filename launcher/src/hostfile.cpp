@@ -111,6 +111,8 @@ std::vector<HostEntry> read_hostfile(const std::string& path) {
   return parse_hostfile_text(ss.str(), path);
 }
 
+constexpr std::size_t kMaxSlurmNodes = 100000;
+
 std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
   // Split at top-level commas (commas inside [] separate ranges, not hosts).
   std::vector<std::string> items;
@@ -158,6 +160,11 @@ std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
       if (lo_s.empty() || hi_s.empty() || r1.ec != std::errc{} || r2.ec != std::errc{} ||
           r1.ptr != lo_s.data() + lo_s.size() || r2.ptr != hi_s.data() + hi_s.size() || hi < lo || hi - lo > 100000) {
         throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "': bad range '" + range + "'");
+      }
+      // Each range is bounded above, and so is their sum: a short list must not expand to millions.
+      if (out.size() + static_cast<std::size_t>(hi - lo) + 1 > kMaxSlurmNodes) {
+        throw HostfileError("SLURM_JOB_NODELIST '" + nodelist.substr(0, 80) + (nodelist.size() > 80 ? "...'" : "'") +
+                            " names more than " + std::to_string(kMaxSlurmNodes) + " nodes");
       }
       const std::size_t width = lo_s.size();  // zero padding as written ("01")
       for (long v = lo; v <= hi; ++v) {

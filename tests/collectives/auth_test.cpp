@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "auth.h"
+#include "side_channel.h"
 #include "tnt/core/error.h"
 
 namespace tnt::transport {
@@ -161,6 +162,29 @@ TEST(Handshake, OtherJobIsRefusedBeforeAnyProof) {
   EXPECT_EQ(Bytes(challenge.begin() + 40, challenge.end()), Bytes(32, 0)) << "no proof is given to another job";
   EXPECT_NE(server.verdict.get_future().get().find("belongs to another job"), std::string::npos);
   thread.join();
+}
+
+// Data addresses come from other ranks through the master's address book. Found by
+// fuzz/data_address_fuzz.cpp: a bad one escaped as std::invalid_argument ("stoi") or
+// boost::system::system_error instead of a JobError naming the address, and a port above
+// 65535 was silently taken modulo 65536.
+TEST(DataAddress, ParsesIpv4AndBracketedIpv6) {
+  EXPECT_EQ(parse_data_address("10.0.0.7:40123"), tcp::endpoint(asio::ip::make_address("10.0.0.7"), 40123));
+  EXPECT_EQ(parse_data_address("[::1]:80"), tcp::endpoint(asio::ip::make_address("::1"), 80));
+}
+
+TEST(DataAddress, RefusesWhatIsNotIpAndPort) {
+  for (const std::string bad : {"10.0.0.7", "10.0.0.7:", "10.0.0.7:x", "10.0.0.7:70000", "10.0.0.7:0", "host:80",
+                                "[::1:80", "10.0.0.7:80x", "10.0.0.7:-1", ":"}) {
+    try {
+      parse_data_address(bad);
+      ADD_FAILURE() << "'" << bad << "' was accepted";
+    } catch (const tnt::JobError& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + bad + "'"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "'" << bad << "' raised a " << typeid(e).name() << " instead of a JobError: " << e.what();
+    }
+  }
 }
 
 }  // namespace

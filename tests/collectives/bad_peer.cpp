@@ -3,7 +3,8 @@
 //   version     joins with protocol version 99
 //   malformed   authenticates, then sends a Hello frame that is not a Cap'n Proto message
 //   oversized   authenticates, then announces a 1 GiB Hello
-//   flood N     opens N connections that send garbage or nothing (a scanner), then exits 0
+//   flood N     opens N connections that send garbage or nothing (a scanner), says how many got
+//               through, holds them open for 3 s, then exits 0
 // It prints what the master answered and exits 0 when the master refused it as it should.
 #include <cstdio>
 #include <random>
@@ -80,6 +81,19 @@ asio::awaitable<std::string> flood(tnt::JobEnvironment env, int connections) {
       co_await resolver.async_resolve(env.master_addr, std::to_string(env.master_port), asio::use_awaitable);
   std::mt19937 random(12345);
   std::vector<tcp::socket> open;
+  // Wait until the master listens, so that the whole flood reaches it.
+  for (int attempt = 0;; ++attempt) {
+    tcp::socket probe(executor);
+    boost::system::error_code ec;
+    co_await asio::async_connect(probe, endpoints, asio::redirect_error(asio::use_awaitable, ec));
+    if (!ec) {
+      open.push_back(std::move(probe));
+      break;
+    }
+    if (attempt == 100) co_return "the master never listened: " + ec.message();
+    asio::steady_timer pause(executor, std::chrono::milliseconds(50));
+    co_await pause.async_wait(asio::use_awaitable);
+  }
   int connected = 0;
   for (int i = 0; i < connections; ++i) {
     tcp::socket socket(executor);
@@ -94,7 +108,13 @@ asio::awaitable<std::string> flood(tnt::JobEnvironment env, int connections) {
       co_await asio::async_write(socket, asio::buffer(garbage), asio::redirect_error(asio::use_awaitable, ec));
     open.push_back(std::move(socket));  // keep some open and silent
   }
-  co_return "flooded with " + std::to_string(connected) + " connections";
+  // Said before the pause, so that the test starts the real ranks while these connections are
+  // still open: the master must serve the ranks beside them.
+  std::printf("bad-peer: flooded with %d connections\n", connected);
+  std::fflush(stdout);
+  asio::steady_timer hold(executor, std::chrono::seconds(3));
+  co_await hold.async_wait(asio::use_awaitable);
+  co_return "closed the flood";
 }
 
 }  // namespace

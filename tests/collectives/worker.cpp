@@ -253,8 +253,10 @@ int main(int argc, char** argv) {
   try {
     tnt::CommunicatorOptions options;
     options.configuration = option(argc, argv, "--config", "test-configuration");
+    options.environment = tnt::JobEnvironment::from_env();
+    // Before the communicator, so that what joining the job logs is seen too.
+    tnt::init_logging(options.environment->rank, options.environment->size);
     tnt::Communicator comm(options);
-    tnt::init_logging(comm.rank(), comm.size());
     if (mode == "check") {
       const std::vector<std::size_t> counts = {0, 1, 7, 1000, (std::size_t{1} << 20) + 3};
       check_type<float>(comm, counts);

@@ -68,6 +68,7 @@ JobEnvironment rank_env(int rank, int port) {
   env.job_id = "fake-fabric";
   env.job_token = "fake-fabric-token-0123456789abcdef";
   env.transport = "ib";
+  env.shared_memory = false;  // both ranks are on this host: keep them on the (fake) fabric
   env.connect_timeout = 20s;
   env.peer_timeout = 10s;
   return env;

@@ -64,7 +64,7 @@ TEST(IbJob, NoDeviceFailsWithClearError) {
   if (devices) ibv_free_device_list(devices);
   if (devices && count > 0) GTEST_SKIP() << "an RDMA device is present: the no-device error cannot be provoked here";
   Job job(2);
-  job.start_all({kWorker, "barrier"}, {{"TNT_TRANSPORT", "ib"}});
+  job.start_all({kWorker, "barrier"}, {{"TNT_TRANSPORT", "ib"}, {"TNT_SHM", "0"}});
   auto outcomes = job.wait(30s);
   for (const auto& outcome : outcomes) {
     EXPECT_FALSE(outcome.timed_out) << describe(outcomes);
@@ -82,7 +82,7 @@ TEST(IbJob, NoDeviceFailsWithClearError) {
 // Runs everywhere: a bad InfiniBand setting is refused by name on every rank.
 TEST(IbJob, BadSettingIsRejectedByName) {
   Job job(2);
-  job.start_all({kWorker, "barrier"}, {{"TNT_TRANSPORT", "ib"}, {"TNT_IB_BUFFERS", "2"}});
+  job.start_all({kWorker, "barrier"}, {{"TNT_TRANSPORT", "ib"}, {"TNT_SHM", "0"}, {"TNT_IB_BUFFERS", "2"}});
   auto outcomes = job.wait(30s);
   for (const auto& outcome : outcomes) {
     EXPECT_FALSE(outcome.timed_out) << describe(outcomes);
@@ -111,6 +111,7 @@ TEST_P(IbDataPath, TwoRankCollectivesMatchReference) {
   Job job(2);
   Job::Env env = GetParam().env;
   env["TNT_TRANSPORT"] = "ib";
+  env["TNT_SHM"] = "0";  // one host: keep the ranks on the fabric
   job.start_all({kWorker, "check"}, env);
   auto outcomes = job.wait(240s);
   for (const auto& outcome : outcomes) {
@@ -138,7 +139,7 @@ INSTANTIATE_TEST_SUITE_P(Settings, IbDataPath,
 TEST(IbJob, KilledPeerFailsTheSurvivorNamingIt) {
   if (const auto reason = no_device_reason(); !reason.empty()) GTEST_SKIP() << reason;
   Job job(2);
-  job.start_all({kWorker, "loop"}, {{"TNT_TRANSPORT", "ib"}});
+  job.start_all({kWorker, "loop"}, {{"TNT_TRANSPORT", "ib"}, {"TNT_SHM", "0"}});
   ASSERT_TRUE(job.wait_for_output(1, "running", 60s)) << job.output(1);
   const auto killed = std::chrono::steady_clock::now();
   job.signal(1, SIGKILL);

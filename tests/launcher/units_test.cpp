@@ -248,6 +248,20 @@ TEST(Slurm, NodeListsExpand) {
   EXPECT_THROW(expand_slurm_nodelist(""), HostfileError);
 }
 
+// Found by fuzzing (fuzz/regressions/slurm_nodelist): each range was bounded, but not their
+// sum, so 1.4 KB of SLURM_JOB_NODELIST expanded to 10 million names (10 s, 850 MB).
+TEST(Slurm, NodeListOfTooManyNodesIsRefused) {
+  std::string nodelist;
+  for (int i = 0; i < 100; ++i) nodelist += (i ? ",n" : "n") + std::to_string(i) + "[0-99999]";
+  try {
+    expand_slurm_nodelist(nodelist);
+    ADD_FAILURE() << "a node list of 10 million nodes was expanded";
+  } catch (const HostfileError& e) {
+    EXPECT_NE(std::string(e.what()).find("more than 100000 nodes"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(expand_slurm_nodelist("n[1-100000]").size(), 100000u);  // the largest allowed
+}
+
 TEST(Numa, TopologySpecs) {
   auto t = parse_numa_topology("0-3,8@0;4-7@1;9");
   ASSERT_EQ(t.nodes.size(), 3u);

@@ -2,11 +2,14 @@
 # Installs tnt into a temporary prefix, builds examples/embed-dot against it with
 # find_package(tnt) (outside tnt's own build), and runs it on 3 ranks under tnt-launch.
 set -euo pipefail
-build_dir=$1 source_dir=$2 launcher=$3
+# A sanitizer build's libraries need the example built with the same compiler and sanitizers.
+build_dir=$1 source_dir=$2 launcher=$3 compiler=${4:-c++} sanitize_flags=${5:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
-cmake -S "$source_dir/examples/embed-dot" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" > "$work/configure.log" \
+cmake -S "$source_dir/examples/embed-dot" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_CXX_FLAGS="$sanitize_flags" -DCMAKE_EXE_LINKER_FLAGS="$sanitize_flags" \
+  > "$work/configure.log" \
   || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
 # The example links only the collectives (and, through them, the transport).

@@ -27,10 +27,7 @@ struct Preamble {
   Digest job_digest;
   Digest client_nonce;
 };
-constexpr std::size_t kPreambleSize = 4 + 4 + 4 + 4 + 32 + 32;
 
-enum class ServerStatus : std::uint32_t { ok = 0, other_job = 1, wrong_rank = 2 };
-constexpr std::size_t kChallengeSize = 4 + 4 + 32 + 32;  // magic, status, nonce, proof
 enum class Verdict : std::uint32_t { accepted = 0, bad_proof = 1 };
 
 void put_u32(std::uint8_t* out, std::uint32_t value) {
@@ -101,6 +98,48 @@ std::string describe(const tcp::socket& socket) {
   return endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
 }
 
+PreambleCheck check_preamble(std::span<const std::uint8_t, kPreambleSize> preamble, const AuthContext& auth,
+                             int my_rank, const std::string& peer) {
+  if (std::memcmp(preamble.data(), kMagic.data(), 4) != 0) {
+    throw JobError("connection from " + peer + " is not a tnt handshake (bad magic)");
+  }
+  const auto kind = get_u32(preamble.data() + 4);
+  const auto client_rank = get_u32(preamble.data() + 8);
+  const auto server_rank = get_u32(preamble.data() + 12);
+  if (kind != static_cast<std::uint32_t>(ChannelKind::rendezvous) &&
+      kind != static_cast<std::uint32_t>(ChannelKind::data)) {
+    throw JobError("connection from " + peer + " asked for an unknown channel kind " + std::to_string(kind));
+  }
+  ServerStatus status = ServerStatus::ok;
+  if (!equal(sha256(auth.job_id), preamble.data() + 16))
+    status = ServerStatus::other_job;
+  else if (server_rank != static_cast<std::uint32_t>(my_rank))
+    status = ServerStatus::wrong_rank;
+  return {PeerIdentity{static_cast<ChannelKind>(kind), static_cast<int>(client_rank)}, status};
+}
+
+void check_challenge(std::span<const std::uint8_t, kChallengeSize> challenge,
+                     std::span<const std::uint8_t, kPreambleSize> preamble, const AuthContext& auth, int server_rank,
+                     const std::string& peer) {
+  if (std::memcmp(challenge.data(), kMagic.data(), 4) != 0) {
+    throw JobError("the peer at " + peer +
+                   " does not speak tnt's handshake (is something else listening on that port?)");
+  }
+  switch (static_cast<ServerStatus>(get_u32(challenge.data() + 4))) {
+    case ServerStatus::ok: break;
+    case ServerStatus::other_job:
+      throw JobError("the peer at " + peer + " belongs to another job (TNT_JOB_ID differs)");
+    case ServerStatus::wrong_rank:
+      throw JobError("the peer at " + peer + " is not rank " + std::to_string(server_rank) + " of this job");
+    default: throw JobError("the peer at " + peer + " sent an unknown handshake status");
+  }
+  const Digest expected = hmac(auth.job_token, "tnt-server", {preamble, challenge.subspan<8, 32>()});
+  if (!equal(expected, challenge.data() + 40)) {
+    throw JobError("the peer at " + peer +
+                   " could not prove it holds this job's token (TNT_JOB_TOKEN differs between ranks?)");
+  }
+}
+
 SocketDeadline::SocketDeadline(tcp::socket& socket, std::chrono::milliseconds timeout)
     : timer_(socket.get_executor(), timeout), expired_(std::make_shared<bool>(false)) {
   timer_.async_wait([&socket, expired = expired_](const boost::system::error_code& ec) {
@@ -123,25 +162,9 @@ asio::awaitable<void> authenticate_as_client(tcp::socket& socket, const AuthCont
 
   std::array<std::uint8_t, kChallengeSize> challenge{};
   co_await read_exact(socket, challenge);
-  if (std::memcmp(challenge.data(), kMagic.data(), 4) != 0) {
-    throw JobError("the peer at " + peer +
-                   " does not speak tnt's handshake (is something else listening on that port?)");
-  }
-  switch (static_cast<ServerStatus>(get_u32(challenge.data() + 4))) {
-    case ServerStatus::ok: break;
-    case ServerStatus::other_job:
-      throw JobError("the peer at " + peer + " belongs to another job (TNT_JOB_ID differs)");
-    case ServerStatus::wrong_rank:
-      throw JobError("the peer at " + peer + " is not rank " + std::to_string(server_rank) + " of this job");
-    default: throw JobError("the peer at " + peer + " sent an unknown handshake status");
-  }
+  check_challenge(challenge, preamble_bytes, auth, server_rank, peer);
   const std::uint8_t* server_nonce = challenge.data() + 8;
   const std::uint8_t* server_proof = challenge.data() + 40;
-  const Digest expected = hmac(auth.job_token, "tnt-server", {preamble_bytes, {server_nonce, 32}});
-  if (!equal(expected, server_proof)) {
-    throw JobError("the peer at " + peer +
-                   " could not prove it holds this job's token (TNT_JOB_TOKEN differs between ranks?)");
-  }
   const Digest proof = hmac(auth.job_token, "tnt-client", {preamble_bytes, {server_nonce, 32}, {server_proof, 32}});
   std::array<std::uint8_t, 32> proof_record;
   std::memcpy(proof_record.data(), proof.data(), 32);
@@ -158,24 +181,9 @@ asio::awaitable<PeerIdentity> authenticate_as_server(tcp::socket& socket, const 
   const std::string peer = describe(socket);
   std::array<std::uint8_t, kPreambleSize> preamble_bytes{};
   co_await read_exact(socket, preamble_bytes);
-  if (std::memcmp(preamble_bytes.data(), kMagic.data(), 4) != 0) {
-    throw JobError("connection from " + peer + " is not a tnt handshake (bad magic)");
-  }
-  const auto kind = get_u32(preamble_bytes.data() + 4);
-  const auto client_rank = get_u32(preamble_bytes.data() + 8);
-  const auto server_rank = get_u32(preamble_bytes.data() + 12);
-  if (kind != static_cast<std::uint32_t>(ChannelKind::rendezvous) &&
-      kind != static_cast<std::uint32_t>(ChannelKind::data)) {
-    throw JobError("connection from " + peer + " asked for an unknown channel kind " + std::to_string(kind));
-  }
-
+  const auto [identity, status] = check_preamble(preamble_bytes, auth, my_rank, peer);
   std::array<std::uint8_t, kChallengeSize> challenge{};
   std::memcpy(challenge.data(), kMagic.data(), 4);
-  ServerStatus status = ServerStatus::ok;
-  if (!equal(sha256(auth.job_id), preamble_bytes.data() + 16))
-    status = ServerStatus::other_job;
-  else if (server_rank != static_cast<std::uint32_t>(my_rank))
-    status = ServerStatus::wrong_rank;
   put_u32(challenge.data() + 4, static_cast<std::uint32_t>(status));
   if (status != ServerStatus::ok) {
     co_await write_all(socket, challenge);
@@ -196,10 +204,10 @@ asio::awaitable<PeerIdentity> authenticate_as_server(tcp::socket& socket, const 
   put_u32(verdict.data(), static_cast<std::uint32_t>(accepted ? Verdict::accepted : Verdict::bad_proof));
   co_await write_all(socket, verdict);
   if (!accepted) {
-    throw JobError("connection from " + peer + " claiming rank " + std::to_string(client_rank) +
+    throw JobError("connection from " + peer + " claiming rank " + std::to_string(identity.rank) +
                    " failed to prove the job token (bad proof)");
   }
-  co_return PeerIdentity{static_cast<ChannelKind>(kind), static_cast<int>(client_rank)};
+  co_return identity;
 }
 
 }  // namespace tnt::transport

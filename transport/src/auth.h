@@ -11,6 +11,7 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "tnt/core/asio.h"
@@ -39,6 +40,24 @@ boost::asio::awaitable<void> authenticate_as_client(boost::asio::ip::tcp::socket
 // the rank the client asked for.
 boost::asio::awaitable<PeerIdentity> authenticate_as_server(boost::asio::ip::tcp::socket& socket,
                                                             const AuthContext& auth, int my_rank);
+
+// The handshake's decisions on the records it reads, without the socket (fuzz/handshake_fuzz.cpp).
+inline constexpr std::size_t kPreambleSize = 4 + 4 + 4 + 4 + 32 + 32;  // magic, kind, ranks, job, nonce
+inline constexpr std::size_t kChallengeSize = 4 + 4 + 32 + 32;         // magic, status, nonce, proof
+enum class ServerStatus : std::uint32_t { ok = 0, other_job = 1, wrong_rank = 2 };
+struct PreambleCheck {
+  PeerIdentity identity;
+  ServerStatus status;
+};
+// Server side: what a client's preamble asks for and whether this server may answer it. Throws
+// tnt::JobError naming `peer` when it is not a tnt handshake.
+PreambleCheck check_preamble(std::span<const std::uint8_t, kPreambleSize> preamble, const AuthContext& auth,
+                             int my_rank, const std::string& peer);
+// Client side: checks the server's challenge to our `preamble`; throws tnt::JobError naming `peer`
+// when the server refused us or does not hold the job token.
+void check_challenge(std::span<const std::uint8_t, kChallengeSize> challenge,
+                     std::span<const std::uint8_t, kPreambleSize> preamble, const AuthContext& auth, int server_rank,
+                     const std::string& peer);
 
 // Closes `socket` when `timeout` passes before cancel() is called: bounds every network wait
 // of a coroutine without racing operations against timers.

@@ -49,6 +49,7 @@ JobEnvironment JobEnvironment::from_env() {
   env.master_port = static_cast<std::uint16_t>(settings::kMasterPort.read());
   env.job_id = settings::kJobId.read();
   env.transport = settings::kTransport.read();
+  env.shared_memory = settings::kShm.read();
   env.data_addr = settings::kDataAddr.read();
   env.socket_buffer_bytes = static_cast<int>(settings::kSocketBufferKb.read());
   env.tcp_congestion = read_tcp_congestion();

@@ -181,11 +181,29 @@ bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<Clo
   return true;
 }
 
+void EventLoop::add_poller(Poller& poller) { pollers_.push_back(&poller); }
+
+void EventLoop::remove_poller(Poller& poller) { std::erase(pollers_, &poller); }
+
 void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Clock::time_point> deadline) {
   if (poll_before_sleep_.count() > 0) {
+    // Only here is this thread the loop's one runner, so pollers may touch strand state.
+    const bool with_pollers = own_io_ && progress_ == Progress::on_demand;
+    const auto poll_all = [&] {
+      for (std::size_t i = 0; with_pollers && i < pollers_.size(); ++i) pollers_[i]->poll();
+    };
+    const auto set_polling = [&](bool polling) {
+      for (std::size_t i = 0; with_pollers && i < pollers_.size(); ++i) pollers_[i]->set_polling(polling);
+    };
     auto stop_polling = Clock::now() + poll_before_sleep_;
     if (deadline) stop_polling = std::min(stop_polling, *deadline);
-    while (!ready() && Clock::now() < stop_polling) io_->poll();
+    set_polling(true);
+    while (!ready() && Clock::now() < stop_polling) {
+      poll_all();
+      io_->poll();
+    }
+    set_polling(false);
+    poll_all();  // what a peer wrote while it still saw us polling
   }
   const auto slice = own_io_ ? std::chrono::duration_cast<Clock::duration>(kOwnSlice)
                              : std::chrono::duration_cast<Clock::duration>(kSharedSlice);

@@ -1,5 +1,6 @@
 #include "framing.h"
 
+#include <array>
 #include <cstring>
 
 #include "tnt/core/error.h"
@@ -14,18 +15,38 @@ capnp::FlatArrayMessageReader Frame::reader() const {
   return capnp::FlatArrayMessageReader(kj::ArrayPtr<const capnp::word>(words.data(), words.size()), options);
 }
 
-asio::awaitable<Frame> read_frame(asio::ip::tcp::socket& socket, std::size_t max_bytes, const std::string& what,
-                                  const std::string& peer) {
-  std::uint8_t prefix[4];
-  co_await asio::async_read(socket, asio::buffer(prefix), asio::use_awaitable);
+std::uint32_t frame_length(std::span<const std::uint8_t, 4> prefix, std::size_t max_bytes, const std::string& what,
+                           const std::string& peer) {
   const std::uint32_t length = std::uint32_t{prefix[0]} | std::uint32_t{prefix[1]} << 8 |
                                std::uint32_t{prefix[2]} << 16 | std::uint32_t{prefix[3]} << 24;
   if (length == 0 || length % sizeof(capnp::word) != 0 || length > max_bytes) {
     throw JobError(what + " from " + peer + " has an invalid length of " + std::to_string(length) + " bytes (limit " +
                    std::to_string(max_bytes) + ", multiple of 8)");
   }
+  return length;
+}
+
+Frame frame_from_bytes(std::span<const std::uint8_t> bytes, std::size_t max_bytes, const std::string& what,
+                       const std::string& peer) {
+  if (bytes.size() < 4) throw JobError(what + " from " + peer + " ends inside its length prefix");
+  const std::uint32_t length = frame_length(bytes.first<4>(), max_bytes, what, peer);
+  if (bytes.size() - 4 != length) {
+    throw JobError(what + " from " + peer + " announces " + std::to_string(length) + " bytes but holds " +
+                   std::to_string(bytes.size() - 4));
+  }
   Frame frame;
-  frame.words.resize(length / sizeof(capnp::word));
+  frame.words = std::vector<capnp::word>(length / sizeof(capnp::word));  // resize() needs a movable word
+  std::memcpy(frame.words.data(), bytes.data() + 4, length);
+  return frame;
+}
+
+asio::awaitable<Frame> read_frame(asio::ip::tcp::socket& socket, std::size_t max_bytes, const std::string& what,
+                                  const std::string& peer) {
+  std::array<std::uint8_t, 4> prefix;
+  co_await asio::async_read(socket, asio::buffer(prefix), asio::use_awaitable);
+  const std::uint32_t length = frame_length(prefix, max_bytes, what, peer);
+  Frame frame;
+  frame.words = std::vector<capnp::word>(length / sizeof(capnp::word));  // resize() needs a movable word
   co_await asio::async_read(socket, asio::buffer(frame.words.data(), length), asio::use_awaitable);
   co_return frame;
 }

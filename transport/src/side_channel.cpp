@@ -1,6 +1,7 @@
 #include "side_channel.h"
 
 #include <algorithm>
+#include <charconv>
 #include <set>
 
 #include <spdlog/spdlog.h>
@@ -34,16 +35,30 @@ std::string listen_side_channel(tcp::acceptor& acceptor, const asio::ip::address
   return address.is_v6() ? "[" + address.to_string() + "]:" + port : address.to_string() + ":" + port;
 }
 
+tcp::endpoint parse_data_address(const std::string& address) {
+  auto bad = [&](const std::string& why) {
+    return JobError("bad data address '" + address + "' in the address book: " + why);
+  };
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) throw bad("expected ip:port or [ip6]:port");
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  boost::system::error_code ec;
+  const auto ip = asio::ip::make_address(host, ec);
+  if (ec) throw bad("'" + host + "' is not an IP address");
+  const std::string port_text = address.substr(colon + 1);
+  unsigned port = 0;
+  const auto [end, error] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (error != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
+    throw bad("port '" + port_text + "' is not a number in 1..65535");
+  }
+  return tcp::endpoint(ip, static_cast<std::uint16_t>(port));
+}
+
 namespace {
 
 asio::awaitable<void> connect_to(SideChannelSetup& setup, int peer) {
-  const auto& address = setup.book[peer].data_address;
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) throw JobError("bad data address '" + address + "'");
-  std::string host = address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  tcp::endpoint endpoint(asio::ip::make_address(host),
-                         static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  const tcp::endpoint endpoint = parse_data_address(setup.book[peer].data_address);
   tcp::socket socket(co_await asio::this_coro::executor);
   SocketDeadline deadline(socket, setup.env.connect_timeout);
   co_await socket.async_connect(endpoint, asio::use_awaitable);

@@ -18,6 +18,9 @@ std::string listen_side_channel(boost::asio::ip::tcp::acceptor& acceptor, const 
 // TNT_DATA_ADDR or the address that reaches the master, as an IP address (ConfigError if not).
 boost::asio::ip::address parse_data_ip(const std::string& local_ip);
 
+// A peer's data address from the address book ("ip:port" or "[ip6]:port"), as an endpoint.
+boost::asio::ip::tcp::endpoint parse_data_address(const std::string& address);
+
 // Note [Who connects]: of two ranks that need a channel, the higher one connects and the
 // lower one accepts, so each pair of ranks has exactly one connection. Both sides authenticate
 // (auth.h); connections that fail to, or come from ranks not expected, are ignored with a

@@ -94,16 +94,9 @@ std::string resolve_path(const std::string& origin, const std::string& path) {
 
 }  // namespace
 
-RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings) {
-  toml::table root;
-  if (!path.empty()) {
-    try {
-      root = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-      throw ConfigError(
-          fmt::format("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description()));
-    }
-  }
+// The run file's table (empty: settings only) with `settings` applied, as a RunConfig.
+static RunConfig config_from_table(toml::table root, const std::string& path,
+                                   const std::vector<std::string>& settings) {
   for (const auto& setting : settings) {
     const auto eq = setting.find('=');
     const auto dot = setting.find('.');
@@ -219,6 +212,30 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
     r.get(t, "output", "print_steps", c.print_steps);
   }
   return c;
+}
+
+RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings) {
+  toml::table root;
+  if (!path.empty()) {
+    try {
+      root = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      throw ConfigError(
+          fmt::format("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description()));
+    }
+  }
+  return config_from_table(std::move(root), path, settings);
+}
+
+RunConfig parse_run_config(std::string_view text, const std::string& origin, const std::vector<std::string>& settings) {
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view(origin));
+  } catch (const toml::parse_error& e) {
+    throw ConfigError(
+        fmt::format("{}:{}:{}: {}", origin, e.source().begin.line, e.source().begin.column, e.description()));
+  }
+  return config_from_table(std::move(root), origin, settings);
 }
 
 void validate(const RunConfig& c) {

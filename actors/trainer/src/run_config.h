@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tnt/compute/optimizer.h"
@@ -67,6 +68,10 @@ struct RunConfig {
 // `settings` ("section.key=value", value in TOML syntax: 0.9, true, "adam", [1, 2]) replace or
 // add keys of the file before it is read (path may be empty: settings only).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings = {});
+// The same from a run file's text; `origin` stands for its path (in messages, and relative paths
+// are resolved against its folder). Throws tnt::ConfigError on bad input.
+RunConfig parse_run_config(std::string_view text, const std::string& origin,
+                           const std::vector<std::string>& settings = {});
 // Throws std::invalid_argument for inconsistent settings.
 void validate(const RunConfig& config);
 // Canonical text of everything that must agree across ranks (compared at start-up).

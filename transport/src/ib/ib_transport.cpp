@@ -34,6 +34,7 @@
 #include <random>
 #include <set>
 
+#include "../pair_transport.h"
 #include "../side_channel.h"
 #include "protocol.h"
 #include "registration_cache.h"
@@ -178,15 +179,10 @@ class IbPair final : public Pair, private Wire {
   bool closing_ = false;
 };
 
-class IbTransport final : public Transport {
+class IbTransport final : public PairTransport<IbPair> {
  public:
   IbTransport(EventLoop& loop, const JobEnvironment& env)
-      : loop_(loop),
-        env_(env),
-        auth_{env.job_id, env.job_token},
-        settings_(Settings::from_env()),
-        acceptor_(loop.strand()),
-        completion_fd_(loop.strand()) {
+      : PairTransport(loop, env), settings_(Settings::from_env()), completion_fd_(loop.strand()) {
     select_device();
     pd_ = allocate_pd(context_.get());
     completion_channel_ = create_completion_channel(context_.get());
@@ -207,7 +203,7 @@ class IbTransport final : public Transport {
 
   ~IbTransport() override {
     close();
-    loop_.wait_until([this] { return outstanding_.load() == 0; });
+    wait_for_handlers();
     pairs_.clear();  // queue pairs and completion queues before the channel, PD and context
     cache_.reset();
     // The completion channel owns the fd; Asio must not close it.
@@ -222,49 +218,16 @@ class IbTransport final : public Transport {
     return listen_side_channel(acceptor_, address, "InfiniBand set-up connections");
   }
 
-  void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) override {
-    pairs_.resize(book.size());
-    book_ = book;
-    loop_.run(connect_all(peers));
+  void stop_watching() override {
+    boost::system::error_code ignored;
+    completion_fd_.cancel(ignored);
   }
 
-  Pair& pair(int peer_rank) override {
-    if (peer_rank < 0 || peer_rank >= static_cast<int>(pairs_.size()) || !pairs_[peer_rank]) {
-      throw Error("no data channel to rank " + std::to_string(peer_rank));
-    }
-    return *pairs_[peer_rank];
-  }
-
-  Executor executor() const override { return loop_.strand(); }
-  void set_error_handler(ErrorHandler handler) override { error_handler_ = std::move(handler); }
-
-  void close() override {
-    loop_.call([this] {
-      closed_ = true;
-      boost::system::error_code ignored;
-      acceptor_.close(ignored);
-      completion_fd_.cancel(ignored);
-      for (auto& pair : pairs_) {
-        if (pair) pair->close();
-      }
-    });
-  }
-
-  // For the pairs.
-  void begin_io() { ++outstanding_; }
-  void end_io() {
-    if (--outstanding_ == 0) loop_.wake();
-  }
-  bool closed() const { return closed_; }
-  void report(int peer, const std::string& message) {
-    if (closed_) return;
-    if (error_handler_) error_handler_(peer, message);
-  }
   void defer(std::function<void()> task) {
     begin_io();
     asio::post(loop_.strand(), [this, task = std::move(task)] {
       end_io();
-      if (!closed_) task();
+      if (!closed()) task();
     });
   }
   const Settings& settings() const { return settings_; }
@@ -393,7 +356,7 @@ class IbTransport final : public Transport {
 
   std::string peer_name(int rank) const { return transport::peer_name(book_, rank); }
 
-  asio::awaitable<void> connect_all(std::vector<int> peers) {
+  asio::awaitable<void> connect_all(std::vector<int> peers) override {
     // A named object, not a temporary: GCC 12 mishandles temporaries that live across co_await.
     SideChannelSetup setup{env_, auth_, book_, "InfiniBand data plane",
                            [this](int peer, tcp::socket& socket) { return establish(peer, socket); }};
@@ -425,10 +388,10 @@ class IbTransport final : public Transport {
     begin_io();
     completion_fd_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
       end_io();
-      if (ec || closed_) return;
+      if (ec || closed()) return;
       // Each event names a CQ that has new completions; read until none is left (the fd is
       // non-blocking) and acknowledge each one, as ibv_destroy_cq waits for that.
-      while (!closed_) {
+      while (!closed()) {
         ibv_cq* cq = nullptr;
         void* cq_context = nullptr;
         if (ibv_get_cq_event(completion_channel_.get(), &cq, &cq_context) != 0) {
@@ -442,13 +405,10 @@ class IbTransport final : public Transport {
         ibv_ack_cq_events(cq, 1);
         static_cast<IbPair*>(cq_context)->on_completion_event();
       }
-      if (!closed_) wait_for_completions();
+      if (!closed()) wait_for_completions();
     });
   }
 
-  EventLoop& loop_;
-  JobEnvironment env_;
-  AuthContext auth_;
   Settings settings_;
   // Destroyed bottom-up; pairs_ and cache_ are cleared by hand first in the destructor.
   Context context_;
@@ -459,14 +419,8 @@ class IbTransport final : public Transport {
   ibv_gid gid_{};
   bool use_grh_ = false;
   std::unique_ptr<RegistrationCache> cache_;
-  tcp::acceptor acceptor_;
   asio::posix::stream_descriptor completion_fd_;
   bool waiting_for_completions_ = false;
-  std::vector<PeerAddress> book_;
-  std::vector<std::unique_ptr<IbPair>> pairs_;
-  ErrorHandler error_handler_;
-  std::atomic<int> outstanding_{0};
-  bool closed_ = false;
 };
 
 // ---- IbPair -------------------------------------------------------------------------------------

@@ -306,105 +306,108 @@ void Channel::on_recv(std::uint32_t slot, std::size_t bytes) {
     return;
   }
   WireHeader header;
-  const std::byte* buffer = wire_.recv_buffer(slot);
-  std::memcpy(&header, buffer, sizeof(WireHeader));
+  std::memcpy(&header, wire_.recv_buffer(slot), sizeof(WireHeader));
   if (header.credits > config_.peer_recv_slots - credits_) {
     fail("protocol violation: " + peer_name_ + " returned " + std::to_string(header.credits) + " credits but only " +
          std::to_string(config_.peer_recv_slots - credits_) + " were outstanding");
     return;
   }
   credits_ += header.credits;
-  CompletionSink* sink = nullptr;  // a receive completed by this message
-  std::uint64_t cookie = 0;
-  std::size_t completed_bytes = 0;
+  Completion completed;  // a receive completed by this message
   try {
+    bool handled = false;
     switch (header.kind) {
-      case MessageKind::eager: {
-        if (header.bytes != bytes - sizeof(WireHeader) || header.bytes > config_.eager_limit) {
-          fail("protocol violation: " + peer_name_ + " sent an eager message of " + std::to_string(bytes) +
-               " bytes announcing " + std::to_string(header.bytes));
-          return;
-        }
-        const std::byte* payload = buffer + sizeof(WireHeader);
-        auto posted =
-            std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& r) { return r.tag == header.tag; });
-        if (posted != posted_.end()) {
-          const PostedRecv target = *posted;
-          *posted = posted_.back();
-          posted_.pop_back();
-          if (header.bytes > target.capacity) {
-            fail_size(header.tag, header.bytes, target.capacity);
-            return;
-          }
-          if (header.bytes) std::memcpy(target.data, payload, header.bytes);
-          sink = target.sink;
-          cookie = target.cookie;
-          completed_bytes = header.bytes;
-        } else {
-          // Unexpected: the peer is ahead of us (e.g. it started a collective we have not issued yet).
-          std::vector<std::byte> copy;
-          if (!spare_.empty()) {
-            copy = std::move(spare_.back());
-            spare_.pop_back();
-          }
-          if (copy.size() < header.bytes) copy.resize(header.bytes);
-          if (header.bytes) std::memcpy(copy.data(), payload, header.bytes);
-          staged_.push_back(StagedEager{header.tag, std::move(copy), header.bytes});
-        }
-        repost(slot, true);
+      case MessageKind::eager: handled = on_eager(slot, header, bytes, completed); break;
+      case MessageKind::rts: handled = on_rts(slot, header); break;
+      case MessageKind::cts: handled = on_cts(slot, header); break;
+      case MessageKind::credit:
+        repost(slot, false);
+        handled = true;
         break;
-      }
-      case MessageKind::rts: {
-        if (header.bytes <= std::min(config_.eager_limit, config_.peer_eager_limit)) {
-          fail("protocol violation: " + peer_name_ + " asked for a rendezvous of only " + std::to_string(header.bytes) +
-               " bytes");
-          return;
-        }
-        repost(slot, true);
-        auto posted =
-            std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& r) { return r.tag == header.tag; });
-        if (posted != posted_.end()) {
-          const PostedRecv target = *posted;
-          *posted = posted_.back();
-          posted_.pop_back();
-          start_rendezvous_recv(header.tag, target.data, target.capacity, header.bytes, header.send_handle,
-                                *target.sink, target.cookie);
-        } else {
-          staged_rts_.push_back(StagedRts{header.tag, header.bytes, header.send_handle});
-        }
-        break;
-      }
-      case MessageKind::cts: {
-        const std::uint32_t handle = header.send_handle;
-        if (handle >= rendezvous_sends_.size() || !rendezvous_sends_[handle].active ||
-            rendezvous_sends_[handle].cts_seen) {
-          fail("protocol violation: " + peer_name_ + " sent a clear-to-send for unknown rendezvous " +
-               std::to_string(handle));
-          return;
-        }
-        RendezvousSend& entry = rendezvous_sends_[handle];
-        entry.cts_seen = true;
-        Item item{ItemKind::write, entry.tag, entry.data, entry.bytes};
-        item.handle = handle;
-        item.address = header.address;
-        item.rkey = header.rkey;
-        item.peer_handle = header.recv_handle;
-        queue_.push_back(item);
-        repost(slot, true);
-        break;
-      }
-      case MessageKind::credit: repost(slot, false); break;
       default:
         fail("protocol violation: " + peer_name_ + " sent a message of unknown kind " +
              std::to_string(static_cast<int>(header.kind)));
-        return;
     }
+    if (!handled) return;
     flush();
   } catch (const std::exception& error) {
     fail("receiving from " + peer_name_ + " failed: " + error.what());
     return;
   }
-  if (sink && !failed_) sink->on_recv_complete(cookie, completed_bytes);
+  if (completed.sink && !failed_) completed.sink->on_recv_complete(completed.cookie, completed.bytes);
+}
+
+std::optional<Channel::PostedRecv> Channel::take_posted(std::uint64_t tag) {
+  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& r) { return r.tag == tag; });
+  if (posted == posted_.end()) return std::nullopt;
+  const PostedRecv target = *posted;
+  *posted = posted_.back();
+  posted_.pop_back();
+  return target;
+}
+
+bool Channel::on_eager(std::uint32_t slot, const WireHeader& header, std::size_t bytes, Completion& completed) {
+  if (header.bytes != bytes - sizeof(WireHeader) || header.bytes > config_.eager_limit) {
+    fail("protocol violation: " + peer_name_ + " sent an eager message of " + std::to_string(bytes) +
+         " bytes announcing " + std::to_string(header.bytes));
+    return false;
+  }
+  const std::byte* payload = wire_.recv_buffer(slot) + sizeof(WireHeader);
+  if (const auto target = take_posted(header.tag)) {
+    if (header.bytes > target->capacity) {
+      fail_size(header.tag, header.bytes, target->capacity);
+      return false;
+    }
+    if (header.bytes) std::memcpy(target->data, payload, header.bytes);
+    completed = Completion{target->sink, target->cookie, header.bytes};
+  } else {
+    // Unexpected: the peer is ahead of us (e.g. it started a collective we have not issued yet).
+    std::vector<std::byte> copy;
+    if (!spare_.empty()) {
+      copy = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    if (copy.size() < header.bytes) copy.resize(header.bytes);
+    if (header.bytes) std::memcpy(copy.data(), payload, header.bytes);
+    staged_.push_back(StagedEager{header.tag, std::move(copy), header.bytes});
+  }
+  repost(slot, true);
+  return true;
+}
+
+bool Channel::on_rts(std::uint32_t slot, const WireHeader& header) {
+  if (header.bytes <= std::min(config_.eager_limit, config_.peer_eager_limit)) {
+    fail("protocol violation: " + peer_name_ + " asked for a rendezvous of only " + std::to_string(header.bytes) +
+         " bytes");
+    return false;
+  }
+  repost(slot, true);
+  if (const auto target = take_posted(header.tag)) {
+    start_rendezvous_recv(header.tag, target->data, target->capacity, header.bytes, header.send_handle, *target->sink,
+                          target->cookie);
+  } else {
+    staged_rts_.push_back(StagedRts{header.tag, header.bytes, header.send_handle});
+  }
+  return true;
+}
+
+bool Channel::on_cts(std::uint32_t slot, const WireHeader& header) {
+  const std::uint32_t handle = header.send_handle;
+  if (handle >= rendezvous_sends_.size() || !rendezvous_sends_[handle].active || rendezvous_sends_[handle].cts_seen) {
+    fail("protocol violation: " + peer_name_ + " sent a clear-to-send for unknown rendezvous " +
+         std::to_string(handle));
+    return false;
+  }
+  RendezvousSend& entry = rendezvous_sends_[handle];
+  entry.cts_seen = true;
+  Item item{ItemKind::write, entry.tag, entry.data, entry.bytes};
+  item.handle = handle;
+  item.address = header.address;
+  item.rkey = header.rkey;
+  item.peer_handle = header.recv_handle;
+  queue_.push_back(item);
+  repost(slot, true);
+  return true;
 }
 
 void Channel::on_recv_immediate(std::uint32_t slot, std::uint32_t immediate) {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,18 @@ class Channel final : public Pair {
     CompletionSink* sink = nullptr;
     std::uint64_t cookie = 0;
   };
+
+  // A receive that a message completes, called after the message is fully handled.
+  struct Completion {
+    CompletionSink* sink = nullptr;
+    std::uint64_t cookie = 0;
+    std::size_t bytes = 0;
+  };
+  // The kinds of message on_recv() dispatches to; each returns false after failing the channel.
+  bool on_eager(std::uint32_t slot, const WireHeader& header, std::size_t bytes, Completion& completed);
+  bool on_rts(std::uint32_t slot, const WireHeader& header);
+  bool on_cts(std::uint32_t slot, const WireHeader& header);
+  std::optional<PostedRecv> take_posted(std::uint64_t tag);  // removes the receive posted for `tag`
 
   void flush();
   bool post_item(Item& item);  // false: no room yet

@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "../pair_transport.h"
 #include "../side_channel.h"
 #include "tnt/core/error.h"
 
@@ -142,14 +143,13 @@ class TcpPair final : public Pair {
   std::vector<std::vector<std::byte>> spare_;  // staging buffers kept for reuse
 };
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public PairTransport<TcpPair> {
  public:
-  TcpTransport(EventLoop& loop, const JobEnvironment& env)
-      : loop_(loop), env_(env), auth_{env.job_id, env.job_token}, acceptor_(loop.strand()) {}
+  TcpTransport(EventLoop& loop, const JobEnvironment& env) : PairTransport(loop, env) {}
 
   ~TcpTransport() override {
     close();
-    loop_.wait_until([this] { return outstanding_.load() == 0; });
+    wait_for_handlers();
   }
 
   std::string listen(const std::string& local_ip) override {
@@ -157,46 +157,8 @@ class TcpTransport final : public Transport {
     return listen_side_channel(acceptor_, parse_data_ip(local_ip), "data connections");
   }
 
-  void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) override {
-    pairs_.resize(book.size());
-    book_ = book;
-    loop_.run(connect_all(peers));
-  }
-
-  Pair& pair(int peer_rank) override {
-    if (peer_rank < 0 || peer_rank >= static_cast<int>(pairs_.size()) || !pairs_[peer_rank]) {
-      throw Error("no data channel to rank " + std::to_string(peer_rank));
-    }
-    return *pairs_[peer_rank];
-  }
-
-  Executor executor() const override { return loop_.strand(); }
-  void set_error_handler(ErrorHandler handler) override { error_handler_ = std::move(handler); }
-
-  void close() override {
-    loop_.call([this] {
-      closed_ = true;
-      boost::system::error_code ignored;
-      acceptor_.close(ignored);
-      for (auto& pair : pairs_) {
-        if (pair) pair->close();
-      }
-    });
-  }
-
-  // Bookkeeping for handlers that still refer to this object (the destructor waits for 0).
-  void begin_io() { ++outstanding_; }
-  void end_io() {
-    if (--outstanding_ == 0) loop_.wake();
-  }
-  bool closed() const { return closed_; }
-  void report(int peer, const std::string& message) {
-    if (closed_) return;
-    if (error_handler_) error_handler_(peer, message);
-  }
-
  private:
-  asio::awaitable<void> connect_all(std::vector<int> peers) {
+  asio::awaitable<void> connect_all(std::vector<int> peers) override {
     // A named object, not a temporary: GCC 12 mishandles temporaries that live across co_await.
     SideChannelSetup setup{env_, auth_, book_, "data plane",
                            [this](int peer, tcp::socket& socket) { return take_channel(peer, socket); }};
@@ -246,16 +208,6 @@ class TcpTransport final : public Transport {
     }
     pairs_[peer] = std::make_unique<TcpPair>(*this, std::move(socket), peer, peer_name(book_, peer));
   }
-
-  EventLoop& loop_;
-  JobEnvironment env_;
-  AuthContext auth_;
-  tcp::acceptor acceptor_;
-  std::vector<PeerAddress> book_;
-  std::vector<std::unique_ptr<TcpPair>> pairs_;
-  ErrorHandler error_handler_;
-  std::atomic<int> outstanding_{0};
-  bool closed_ = false;
 };
 
 void TcpPair::write_more() {

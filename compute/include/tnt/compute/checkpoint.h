@@ -5,8 +5,10 @@
 // of the folder). Loading checks the header, length, checksum and schema
 // version, then names, shapes and sizes against the model, and refuses
 // anything that does not match with an exception naming the file.
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -56,6 +58,8 @@ Checkpoint capture(const Model& model, const Optimizer* optimizer = nullptr,
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 Checkpoint load_checkpoint(const std::string& path);
+// The same from a checkpoint file's bytes; `origin` names them in errors.
+Checkpoint parse_checkpoint(std::span<const std::byte> bytes, const std::string& origin = "<checkpoint bytes>");
 
 // Builds the checkpoint's model and, unless it is architecture-only, loads its
 // weights and statistics.

@@ -129,6 +129,8 @@ inline constexpr Seconds kPeerTimeoutS{"TNT_PEER_TIMEOUT_S", 30, 86400,
                                        "silence (no heartbeat) after which a rank counts as lost"};
 inline constexpr Seconds kHandshakeTimeoutS{"TNT_HANDSHAKE_TIMEOUT_S", 5, 86400, "bound on one authentication"};
 
+inline constexpr Flag kShm{"TNT_SHM", true, "ranks on the same host exchange data through shared memory"};
+
 // --- Collectives ---------------------------------------------------------------------------------
 inline constexpr Kib kSegmentKb{"TNT_SEGMENT_KB", 512, 1, 1 << 20, "largest ring pipeline segment"};
 inline constexpr Integer kPipelineDepth{"TNT_PIPELINE_DEPTH", 4, 1, 255, "receives in flight per operation"};

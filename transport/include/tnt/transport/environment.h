@@ -17,7 +17,8 @@ struct JobEnvironment {
   std::uint16_t master_port = 0;
   std::string job_id = "local";
   std::string job_token;          // secret shared by the ranks; never sent over the network
-  std::string transport = "tcp";  // tcp | ib
+  std::string transport = "tcp";  // tcp | ib: between hosts
+  bool shared_memory = true;      // TNT_SHM: ranks on the same host use shared memory
   // The address this rank's data plane listens on; empty: the local address of the
   // connection to the master (the interface that routes to the other ranks).
   std::string data_addr;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "tnt/core/asio.h"
 
@@ -22,6 +23,20 @@ enum class Progress {
   // work is held (hold()) and no caller is running it. For the data plane: a blocking
   // collective then costs no hand-off between threads.
   on_demand,
+};
+
+// Something a polling caller checks besides the loop's descriptors: a peer's write into shared
+// memory raises no event. Both calls come from the thread that runs the loop, between handlers,
+// so they are ordered with the strand's handlers.
+class Poller {
+ public:
+  // true when a blocked caller starts polling; false before it sleeps in epoll, after which it
+  // polls once more: a peer that saw the flag down must then wake it through a descriptor.
+  virtual void set_polling(bool polling) = 0;
+  virtual void poll() = 0;
+
+ protected:
+  ~Poller() = default;
 };
 
 // An event loop that drives a rank's transport and collectives: an io_context, a strand that
@@ -58,6 +73,11 @@ class EventLoop {
   // may be called from any thread. A no-op for the other kinds of loop.
   void hold();
   void release();
+
+  // On the strand. Pollers are used only where the blocked caller is the one thread that runs
+  // the loop (on_demand with a loop of its own); elsewhere they are never polled.
+  void add_poller(Poller& poller);
+  void remove_poller(Poller& poller);
 
   // Runs `task` on the strand and blocks until it finishes; rethrows what it throws.
   template <class T>
@@ -98,6 +118,7 @@ class EventLoop {
   bool driven_ = false;  // on_demand: some thread runs the loop now
   int holds_ = 0;
   bool stopping_ = false;
+  std::vector<Poller*> pollers_;  // strand-confined
 };
 
 // void specialisation: co_spawn hands no value.

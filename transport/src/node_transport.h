@@ -1,0 +1,16 @@
+#pragma once
+// Node-aware data plane: shared memory between ranks on one host, the network back end between
+// hosts, chosen per pair at connection time.
+#include <memory>
+#include <string>
+
+#include "tnt/transport/transport.h"
+
+namespace tnt::transport {
+
+// Identifies this host as shared memory sees it (Note [Same host] in node_transport.cpp).
+std::string this_host_key();
+
+std::unique_ptr<Transport> make_node_transport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm);
+
+}  // namespace tnt::transport

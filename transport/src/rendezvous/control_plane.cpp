@@ -1,0 +1,248 @@
+#include "control_plane.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "framing.h"
+#include "wire.capnp.h"
+
+namespace tnt::transport::detail {
+namespace asio = boost::asio;
+
+namespace {
+
+std::vector<std::uint8_t> control_frame(const std::function<void(wire::Control::Builder)>& fill) {
+  capnp::MallocMessageBuilder message;
+  fill(message.initRoot<wire::Control>());
+  return encode_frame(message);
+}
+
+bool is_outcome(Phase phase) { return phase == Phase::finished || phase == Phase::failed; }
+
+}  // namespace
+
+ControlPlane::ControlPlane(EventLoop& loop, const JobEnvironment& env, TaskCount& tasks)
+    : loop_(loop), env_(env), tasks_(tasks), heartbeat_timer_(loop.strand()) {}
+
+bool ControlPlane::advance(Phase next) {
+  const Phase now = phase_.load();
+  if (next <= now) return false;
+  if (is_outcome(now) && next != Phase::stopped) return false;
+  phase_ = next;
+  return true;
+}
+
+void ControlPlane::start(Joined joined) {
+  links_ = std::move(joined.links);
+  book_ = std::move(joined.book);
+  if (!advance(Phase::running)) return;
+  for (auto& link : links_) {
+    if (!joined.answer.empty()) send(*link, joined.answer);
+    link->last_heard = Clock::now();
+    asio::co_spawn(loop_.strand(), read_control(*link), asio::detached);
+  }
+  schedule_heartbeat();
+}
+
+void ControlPlane::set_failure_handler(Rendezvous::FailureHandler handler) {
+  failure_handler_ = std::move(handler);
+  if (phase_ == Phase::failed) failure_handler_(lost_rank_, failure_reason_);
+}
+
+void ControlPlane::report_peer_lost(int rank, const std::string& reason) {
+  if (env_.rank == 0) {
+    fail_job(rank, "rank 0 lost its connection to " + peer_name(rank) + ": " + reason);
+    return;
+  }
+  // The master judges: its verdict names the rank that really failed, also when what we saw was
+  // only a neighbour going down because of it.
+  const auto bytes = control_frame([&](wire::Control::Builder c) {
+    auto lost = c.initPeerLost();
+    lost.setRank(rank);
+    lost.setReason(reason);
+  });
+  for (auto& link : links_) send(*link, bytes);
+}
+
+void ControlPlane::finish() {
+  loop_.call([this] {
+    if (!advance(Phase::finishing)) return;
+    if (env_.rank != 0) {
+      for (auto& link : links_) send_goodbye(*link);
+    } else {
+      maybe_release_everyone();
+    }
+  });
+  // Bounded: heartbeats keep running, so a silent or lost peer fails the job instead.
+  loop_.wait_until([&] { return is_outcome(phase_.load()) || phase_.load() == Phase::stopped; });
+  // The master's goodbyes must leave before its sockets close, or ranks would see a lost master.
+  const auto flush_deadline = Clock::now() + std::chrono::seconds(5);
+  loop_.wait_until([&] { return pending_writes_.load() == 0 || Clock::now() > flush_deadline; });
+}
+
+void ControlPlane::stop() {
+  advance(Phase::stopped);
+  heartbeat_timer_.cancel();
+  boost::system::error_code ignored;
+  for (auto& link : links_) link->socket.close(ignored);
+}
+
+std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds peer_timeout) {
+  return std::clamp(peer_timeout / 4, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+}
+
+void ControlPlane::schedule_heartbeat() {
+  heartbeat_timer_.expires_after(heartbeat_interval(env_.peer_timeout));
+  heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || phase_ == Phase::stopped) return;
+    beat();
+    schedule_heartbeat();
+  });
+}
+
+void ControlPlane::beat() {
+  const auto now = Clock::now();
+  const auto heartbeat = control_frame([](wire::Control::Builder c) { c.setHeartbeat(); });
+  for (auto& link : links_) {
+    if (link->closed) continue;
+    if (now - link->last_heard > env_.peer_timeout) {
+      lost(*link, "has been silent for " +
+                      seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - link->last_heard)) +
+                      " (stopped or hung? TNT_PEER_TIMEOUT_S=" + seconds(env_.peer_timeout) + ")");
+      continue;
+    }
+    send(*link, heartbeat);
+  }
+}
+
+asio::awaitable<void> ControlPlane::read_control(ControlLink& link) {
+  TaskCount::Scope task(tasks_);
+  try {
+    while (phase_ != Phase::stopped) {
+      Frame frame = co_await read_frame(link.socket, kMaxControlFrame, "a control message", link.name());
+      link.last_heard = Clock::now();
+      auto reader = frame.reader();
+      auto control = reader.getRoot<wire::Control>();
+      switch (control.which()) {
+        case wire::Control::HEARTBEAT: break;
+        case wire::Control::PEER_LOST:
+          if (env_.rank == 0) {
+            const int lost_rank = control.getPeerLost().getRank();
+            fail_job(lost_rank, link.name() + " lost its connection to " + peer_name(lost_rank) + ": " +
+                                    control.getPeerLost().getReason().cStr());
+          }
+          break;
+        case wire::Control::ABORT: fail_local(control.getAbort().getLostRank(), control.getAbort().getReason()); break;
+        case wire::Control::GOODBYE:
+          link.said_goodbye = true;
+          if (env_.rank == 0) {
+            maybe_release_everyone();
+          } else if (advance(Phase::finished)) {
+            loop_.wake();
+          }
+          break;
+      }
+    }
+  } catch (const std::exception& error) {
+    on_control_error(link, error);
+  }
+}
+
+void ControlPlane::on_control_error(ControlLink& link, const std::exception& error) {
+  if (phase_ == Phase::stopped || link.closed) return;
+  if (link.said_goodbye && (env_.rank == 0 || phase_ == Phase::finished)) {
+    link.closed = true;
+    return;
+  }
+  const auto* system_error = dynamic_cast<const boost::system::system_error*>(&error);
+  lost(link, system_error && system_error->code() == asio::error::eof
+                 ? "closed its connection unexpectedly (process killed or crashed?)"
+                 : std::string("failed: ") + error.what());
+}
+
+void ControlPlane::lost(ControlLink& link, const std::string& what) {
+  link.closed = true;
+  boost::system::error_code ignored;
+  link.socket.close(ignored);
+  if (env_.rank == 0) {
+    fail_job(link.rank, peer_name(link.rank) + " " + what);
+  } else {
+    fail_local(0, "the master " + peer_name(0) + " " + what);
+  }
+}
+
+void ControlPlane::maybe_release_everyone() {
+  if (phase_ != Phase::finishing) return;
+  for (auto& link : links_) {
+    if (!link->said_goodbye) return;
+  }
+  for (auto& link : links_) send_goodbye(*link);
+  advance(Phase::finished);
+  loop_.wake();
+}
+
+void ControlPlane::fail_job(int lost_rank, const std::string& reason) {
+  if (is_outcome(phase_)) return;
+  const auto bytes = control_frame([&](wire::Control::Builder c) {
+    auto abort = c.initAbort();
+    abort.setLostRank(lost_rank);
+    abort.setReason(reason);
+  });
+  for (auto& link : links_) send(*link, bytes);
+  fail_local(lost_rank, reason);
+}
+
+void ControlPlane::fail_local(int lost_rank, const std::string& reason) {
+  if (!advance(Phase::failed)) return;
+  lost_rank_ = lost_rank;
+  failure_reason_ = reason;
+  if (failure_handler_) failure_handler_(lost_rank, reason);
+  loop_.wake();
+}
+
+std::string ControlPlane::peer_name(int rank) const {
+  if (rank >= 0 && rank < static_cast<int>(book_.size()) && !book_[rank].hostname.empty()) {
+    return "rank " + std::to_string(rank) + " (" + book_[rank].hostname + ")";
+  }
+  return "rank " + std::to_string(rank);
+}
+
+void ControlPlane::send_goodbye(ControlLink& link) {
+  send(link, control_frame([](wire::Control::Builder c) { c.setGoodbye(); }));
+}
+
+void ControlPlane::send(ControlLink& link, std::vector<std::uint8_t> bytes) {
+  if (link.closed) return;
+  link.outbox.push_back(std::move(bytes));
+  ++pending_writes_;
+  if (!link.writing) write_next(link);
+}
+
+void ControlPlane::drop_outbox(ControlLink& link) {
+  pending_writes_ -= static_cast<int>(link.outbox.size());
+  link.outbox.clear();
+  link.writing = false;
+}
+
+void ControlPlane::write_next(ControlLink& link) {
+  if (link.outbox.empty() || link.closed) {
+    drop_outbox(link);
+    return;
+  }
+  link.writing = true;
+  auto task = std::make_shared<TaskCount::Scope>(tasks_);
+  asio::async_write(link.socket, asio::buffer(link.outbox.front()),
+                    [this, &link, task](const boost::system::error_code& ec, std::size_t) {
+                      link.outbox.pop_front();
+                      --pending_writes_;
+                      if (ec) {
+                        drop_outbox(link);  // the read side reports the loss
+                      } else {
+                        write_next(link);
+                      }
+                      loop_.wake();
+                    });
+}
+
+}  // namespace tnt::transport::detail

@@ -1,0 +1,505 @@
+#include "shm_transport.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <new>
+#include <optional>
+
+#include "../pair_transport.h"
+#include "../side_channel.h"
+#include "tnt/core/error.h"
+
+namespace tnt::transport {
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace {
+
+// Per direction. Large messages travel in chunks of at most a quarter of the ring, so the
+// writer can fill one chunk while the reader empties another.
+constexpr std::uint64_t kRingBytes = 4u << 20;
+constexpr std::uint64_t kMaxChunk = kRingBytes / 4;
+// An authenticated peer can still be buggy: no single message may claim more than this.
+constexpr std::uint64_t kMaxMessageBytes = std::uint64_t{1} << 31;
+
+// One ring's shared state. `head` and `tail` count bytes ever written and read; each has one
+// writer. Note [Waking a waiting writer]: a writer that finds no room sets `writer_waiting`
+// and looks again; a reader that made room looks at the flag after moving `tail`. With both
+// sides sequentially consistent, one of them sees the other, so a wake-up is never lost.
+//
+// Note [Polling readers]: while the reading rank's blocked caller polls its event loop (the
+// TNT_WAIT_POLL_US window), it also looks at the ring itself, and `reader_polling` says so: the
+// writer then skips the wake-up byte, the system call that would otherwise cost most of a small
+// message's time. The reader lowers the flag before it sleeps and then looks once more; the
+// writer publishes `head` before it reads the flag; again one of them sees the other.
+struct RingControl {
+  alignas(64) std::atomic<std::uint64_t> head{0};
+  alignas(64) std::atomic<std::uint64_t> tail{0};
+  alignas(64) std::atomic<std::uint32_t> writer_waiting{0};
+  alignas(64) std::atomic<std::uint32_t> reader_polling{0};
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
+
+constexpr std::size_t kControlBytes = 2 * sizeof(RingControl);
+constexpr std::size_t kSegmentBytes = kControlBytes + 2 * kRingBytes;
+
+struct ChunkHeader {
+  std::uint64_t tag;
+  std::uint64_t message_bytes;
+  std::uint64_t chunk_bytes;
+  std::uint64_t reserved;
+};
+
+// What the creator tells the other rank on the side channel. Fixed size, checked field by field.
+struct SegmentOffer {
+  std::array<char, 4> magic;
+  std::uint32_t version;
+  std::int64_t pid;
+  std::int32_t fd;
+  std::uint32_t padding;
+  std::uint64_t bytes;
+};
+constexpr std::array<char, 4> kOfferMagic{'T', 'S', 'H', 'M'};
+constexpr std::uint32_t kOfferVersion = 1;
+
+std::string errno_text(int error) { return std::strerror(error); }
+
+// A mapped segment; unmapped when the last pair lets go.
+class Mapping {
+ public:
+  Mapping(int fd, std::size_t bytes) : bytes_(bytes) {
+    base_ = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base_ == MAP_FAILED) throw JobError("mmap of the shared-memory segment failed: " + errno_text(errno));
+  }
+  ~Mapping() { ::munmap(base_, bytes_); }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  std::byte* base() const { return static_cast<std::byte*>(base_); }
+
+ private:
+  void* base_;
+  std::size_t bytes_;
+};
+
+// A view of one direction's ring inside the segment.
+struct Ring {
+  RingControl* control;
+  std::byte* data;
+
+  void copy_in(std::uint64_t position, const void* from, std::size_t bytes) const {
+    if (bytes == 0) return;
+    const std::size_t at = position % kRingBytes;
+    const std::size_t first = std::min<std::size_t>(bytes, kRingBytes - at);
+    std::memcpy(data + at, from, first);
+    std::memcpy(data, static_cast<const std::byte*>(from) + first, bytes - first);
+  }
+  void copy_out(std::uint64_t position, void* to, std::size_t bytes) const {
+    if (bytes == 0) return;
+    const std::size_t at = position % kRingBytes;
+    const std::size_t first = std::min<std::size_t>(bytes, kRingBytes - at);
+    std::memcpy(to, data + at, first);
+    std::memcpy(static_cast<std::byte*>(to) + first, data, bytes - first);
+  }
+};
+
+Ring ring(const Mapping& mapping, int direction) {
+  auto* controls = reinterpret_cast<RingControl*>(mapping.base());
+  return Ring{&controls[direction], mapping.base() + kControlBytes + direction * kRingBytes};
+}
+
+}  // namespace
+
+class ShmTransport;
+
+class ShmPair final : public Pair, private Poller {
+ public:
+  // `creator`: this rank made the segment and writes ring 0; the other rank writes ring 1.
+  ShmPair(ShmTransport& owner, int peer, std::string peer_name, std::unique_ptr<Mapping> mapping, bool creator,
+          tcp::socket side)
+      : owner_(owner),
+        peer_(peer),
+        peer_name_(std::move(peer_name)),
+        mapping_(std::move(mapping)),
+        out_(ring(*mapping_, creator ? 0 : 1)),
+        in_(ring(*mapping_, creator ? 1 : 0)),
+        side_(std::move(side)) {}
+
+  int peer_rank() const override { return peer_; }
+
+  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
+            std::uint64_t cookie) override {
+    if (failed_) return;
+    queue_.push_back(Outgoing{tag, static_cast<const std::byte*>(data), bytes, &sink, cookie});
+    if (queue_.size() == 1) write_some();
+  }
+
+  void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
+
+  void start();
+  void close();
+
+ private:
+  struct Outgoing {
+    std::uint64_t tag;
+    const std::byte* data;
+    std::size_t bytes;
+    CompletionSink* sink;
+    std::uint64_t cookie;
+    std::size_t sent = 0;
+    bool started = false;
+  };
+  struct Incoming {
+    std::uint64_t tag;
+    std::byte* data;
+    std::size_t capacity;
+    CompletionSink* sink;
+    std::uint64_t cookie;
+  };
+  struct Staged {
+    std::uint64_t tag;
+    std::vector<std::byte> buffer;
+    std::size_t bytes;
+    bool complete;
+  };
+  // The message being read: chunks of one message follow each other in the ring.
+  struct Arriving {
+    std::uint64_t tag = 0;
+    std::size_t bytes = 0;
+    std::size_t received = 0;
+    std::byte* destination = nullptr;
+    CompletionSink* sink = nullptr;  // null: it goes to a staging buffer
+    std::uint64_t cookie = 0;
+  };
+
+  // Poller
+  void set_polling(bool polling) override { in_.control->reader_polling.store(polling ? 1 : 0); }
+  void poll() override {
+    if (failed_) return;
+    read_some();
+    if (!queue_.empty()) write_some();
+  }
+
+  void write_some();
+  bool room_for(std::uint64_t head, std::size_t need);
+  void read_some();
+  bool begin_message(const ChunkHeader& header);
+  void finish_message();
+  void watch();
+  void notify();
+  void fail(const std::string& what);
+
+  ShmTransport& owner_;
+  int peer_;
+  std::string peer_name_;
+  std::unique_ptr<Mapping> mapping_;
+  Ring out_;
+  Ring in_;
+  tcp::socket side_;
+  std::array<char, 64> wake_bytes_{};
+  bool failed_ = false;
+  bool closing_ = false;
+
+  std::deque<Outgoing> queue_;
+  std::vector<Incoming> posted_;
+  std::vector<Staged> staged_;
+  std::vector<std::vector<std::byte>> spare_;
+  std::optional<Arriving> arriving_;
+};
+
+class ShmTransport final : public PairTransport<ShmPair> {
+ public:
+  ShmTransport(EventLoop& loop, const JobEnvironment& env) : PairTransport(loop, env) {}
+  ~ShmTransport() override {
+    close();
+    wait_for_handlers();
+  }
+
+  std::string listen(const std::string& local_ip) override {
+    return listen_side_channel(acceptor_, parse_data_ip(local_ip), "shared-memory set-up connections");
+  }
+
+ private:
+  asio::awaitable<void> connect_all(std::vector<int> peers) override {
+    // A named object, not a temporary: GCC 12 mishandles temporaries that live across co_await.
+    SideChannelSetup setup{env_, auth_, book_, "shared-memory data plane",
+                           [this](int peer, tcp::socket& socket) { return set_up(peer, socket); }};
+    co_await connect_side_channels(acceptor_, std::move(setup), std::move(peers));
+    for (auto& pair : pairs_) {
+      if (pair) pair->start();
+    }
+  }
+
+  // Note [Shared-memory channel]: the lower rank makes the segment, the higher one maps it.
+  asio::awaitable<void> set_up(int peer, tcp::socket& socket) {
+    const bool creator = peer > env_.rank;
+    std::unique_ptr<Mapping> mapping;
+    {
+      SocketDeadline deadline(socket, env_.handshake_timeout);
+      if (creator) {
+        mapping = co_await offer_segment(socket);
+      } else {
+        mapping = co_await take_segment(socket);
+      }
+    }
+    pairs_[peer] =
+        std::make_unique<ShmPair>(*this, peer, peer_name(book_, peer), std::move(mapping), creator, std::move(socket));
+  }
+
+  asio::awaitable<std::unique_ptr<Mapping>> offer_segment(tcp::socket& socket) {
+    const int fd = ::memfd_create("tnt-shm", MFD_CLOEXEC);
+    if (fd < 0) throw JobError("memfd_create failed: " + errno_text(errno) + " (TNT_SHM=0 uses the network instead)");
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    if (::ftruncate(fd, kSegmentBytes) != 0) throw JobError("ftruncate of a memfd failed: " + errno_text(errno));
+    auto mapping = std::make_unique<Mapping>(fd, kSegmentBytes);
+    for (int direction = 0; direction < 2; ++direction) new (ring(*mapping, direction).control) RingControl();
+    SegmentOffer offer{kOfferMagic, kOfferVersion, ::getpid(), fd, 0, kSegmentBytes};
+    co_await asio::async_write(socket, asio::buffer(&offer, sizeof offer), asio::use_awaitable);
+    // The peer holds its own mapping once it answers; only then may our descriptor go.
+    std::uint8_t mapped = 0;
+    co_await asio::async_read(socket, asio::buffer(&mapped, 1), asio::use_awaitable);
+    if (mapped != 1) throw JobError("the peer could not map the shared-memory segment");
+    co_return mapping;
+  }
+
+  asio::awaitable<std::unique_ptr<Mapping>> take_segment(tcp::socket& socket) {
+    SegmentOffer offer{};
+    co_await asio::async_read(socket, asio::buffer(&offer, sizeof offer), asio::use_awaitable);
+    if (offer.magic != kOfferMagic || offer.version != kOfferVersion || offer.bytes != kSegmentBytes) {
+      throw JobError("malformed shared-memory offer (different tnt builds on one host?)");
+    }
+    const std::string path = "/proc/" + std::to_string(offer.pid) + "/fd/" + std::to_string(offer.fd);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+      throw JobError("cannot open the shared-memory segment " + path + ": " + errno_text(errno) +
+                     " (TNT_SHM=0 uses the network instead)");
+    }
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    struct stat status {};
+    if (::fstat(fd, &status) != 0 || static_cast<std::uint64_t>(status.st_size) != kSegmentBytes) {
+      throw JobError("the shared-memory segment " + path + " has the wrong size");
+    }
+    auto mapping = std::make_unique<Mapping>(fd, kSegmentBytes);
+    const std::uint8_t mapped = 1;
+    co_await asio::async_write(socket, asio::buffer(&mapped, 1), asio::use_awaitable);
+    co_return mapping;
+  }
+};
+
+void ShmPair::recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) {
+  if (failed_) return;
+  for (std::size_t i = 0; i < staged_.size(); ++i) {
+    if (staged_[i].tag != tag || !staged_[i].complete) continue;
+    Staged staged = std::move(staged_[i]);
+    staged_[i] = std::move(staged_.back());
+    staged_.pop_back();
+    if (staged.bytes > capacity) {
+      fail("protocol violation: message with tag " + std::to_string(tag) + " has " + std::to_string(staged.bytes) +
+           " bytes but the matching receive holds " + std::to_string(capacity));
+      return;
+    }
+    std::memcpy(data, staged.buffer.data(), staged.bytes);
+    const std::size_t bytes = staged.bytes;
+    spare_.push_back(std::move(staged.buffer));
+    // Complete later, never inside the caller's own call (it may hold state mid-update).
+    owner_.begin_io();
+    asio::post(side_.get_executor(), [this, &sink, cookie, bytes] {
+      owner_.end_io();
+      if (!failed_) sink.on_recv_complete(cookie, bytes);
+    });
+    return;
+  }
+  posted_.push_back(Incoming{tag, static_cast<std::byte*>(data), capacity, &sink, cookie});
+}
+
+bool ShmPair::room_for(std::uint64_t head, std::size_t need) {
+  if (kRingBytes - (head - out_.control->tail.load(std::memory_order_acquire)) >= need) return true;
+  // Note [Waking a waiting writer]
+  out_.control->writer_waiting.store(1);
+  if (kRingBytes - (head - out_.control->tail.load()) < need) return false;
+  out_.control->writer_waiting.store(0);
+  return true;
+}
+
+void ShmPair::write_some() {
+  bool wrote = false;
+  std::vector<Outgoing> done;
+  while (!queue_.empty() && !failed_) {
+    Outgoing& message = queue_.front();
+    const std::size_t chunk = std::min<std::size_t>(message.bytes - message.sent, kMaxChunk);
+    const std::uint64_t head = out_.control->head.load(std::memory_order_relaxed);
+    if (!room_for(head, sizeof(ChunkHeader) + chunk)) break;  // the reader wakes us
+    const ChunkHeader header{message.tag, message.bytes, chunk, 0};
+    out_.copy_in(head, &header, sizeof header);
+    out_.copy_in(head + sizeof header, message.data + message.sent, chunk);
+    out_.control->head.store(head + sizeof header + chunk);  // Note [Polling readers]
+    wrote = true;
+    message.sent += chunk;
+    message.started = true;
+    if (message.sent == message.bytes) {
+      done.push_back(message);
+      queue_.pop_front();
+    }
+  }
+  if (wrote && out_.control->reader_polling.load() == 0) notify();
+  if (done.empty()) return;
+  // The data is in the ring: the caller's buffer is free. Completed later, never inside send().
+  owner_.begin_io();
+  asio::post(side_.get_executor(), [this, done = std::move(done)] {
+    owner_.end_io();
+    for (const Outgoing& message : done) {
+      if (failed_) return;
+      message.sink->on_send_complete(message.cookie);
+    }
+  });
+}
+
+void ShmPair::read_some() {
+  bool freed = false;
+  while (!failed_) {
+    const std::uint64_t tail = in_.control->tail.load(std::memory_order_relaxed);
+    const std::uint64_t available = in_.control->head.load(std::memory_order_acquire) - tail;
+    if (available == 0) break;
+    ChunkHeader header{};
+    if (available < sizeof header) {
+      fail("protocol violation: " + peer_name_ + " published a partial chunk header");
+      return;
+    }
+    in_.copy_out(tail, &header, sizeof header);
+    if (header.chunk_bytes > kMaxChunk || header.message_bytes > kMaxMessageBytes ||
+        available < sizeof header + header.chunk_bytes) {
+      fail("protocol violation: " + peer_name_ + " published a malformed chunk");
+      return;
+    }
+    if (!arriving_ && !begin_message(header)) return;
+    if (header.tag != arriving_->tag || header.message_bytes != arriving_->bytes ||
+        arriving_->received + header.chunk_bytes > arriving_->bytes) {
+      fail("protocol violation: " + peer_name_ + " interleaved two messages");
+      return;
+    }
+    in_.copy_out(tail + sizeof header, arriving_->destination + arriving_->received, header.chunk_bytes);
+    arriving_->received += header.chunk_bytes;
+    in_.control->tail.store(tail + sizeof header + header.chunk_bytes);  // Note [Waking a waiting writer]
+    freed = true;
+    if (arriving_->received == arriving_->bytes) finish_message();
+  }
+  if (freed && in_.control->writer_waiting.load() != 0 && in_.control->writer_waiting.exchange(0) != 0) notify();
+}
+
+bool ShmPair::begin_message(const ChunkHeader& header) {
+  Arriving arriving;
+  arriving.tag = header.tag;
+  arriving.bytes = header.message_bytes;
+  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.tag; });
+  if (posted != posted_.end()) {
+    if (header.message_bytes > posted->capacity) {
+      fail("protocol violation: message with tag " + std::to_string(header.tag) + " has " +
+           std::to_string(header.message_bytes) + " bytes but the matching receive holds " +
+           std::to_string(posted->capacity) +
+           " (do all ranks call the same collectives with the same counts, in the same order?)");
+      return false;
+    }
+    arriving.destination = posted->data;
+    arriving.sink = posted->sink;
+    arriving.cookie = posted->cookie;
+    *posted = posted_.back();
+    posted_.pop_back();
+  } else {
+    // Unexpected: the peer is ahead of us (e.g. it started a collective we have not issued yet).
+    std::vector<std::byte> buffer;
+    if (!spare_.empty()) {
+      buffer = std::move(spare_.back());
+      spare_.pop_back();
+    }
+    if (buffer.size() < header.message_bytes) buffer.resize(header.message_bytes);
+    arriving.destination = buffer.data();  // the heap block stays put when staged_ moves
+    staged_.push_back(Staged{header.tag, std::move(buffer), header.message_bytes, false});
+  }
+  arriving_ = arriving;
+  return true;
+}
+
+void ShmPair::finish_message() {
+  const Arriving done = *arriving_;
+  arriving_.reset();
+  if (done.sink) {
+    done.sink->on_recv_complete(done.cookie, done.bytes);
+    return;
+  }
+  auto staged =
+      std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.tag == done.tag && !s.complete; });
+  staged->complete = true;
+  // Its receive may have been posted while the chunks were arriving.
+  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == done.tag; });
+  if (posted == posted_.end()) return;
+  const Incoming target = *posted;
+  *posted = posted_.back();
+  posted_.pop_back();
+  recv(target.tag, target.data, target.capacity, *target.sink, target.cookie);
+}
+
+void ShmPair::watch() {
+  owner_.begin_io();
+  side_.async_read_some(asio::buffer(wake_bytes_), [this](const boost::system::error_code& ec, std::size_t) {
+    owner_.end_io();
+    if (ec) {
+      fail(ec == asio::error::eof ? peer_name_ + " closed its channel (process ended or killed?)"
+                                  : "the channel to " + peer_name_ + " failed: " + ec.message());
+      return;
+    }
+    read_some();
+    if (!failed_) write_some();
+    if (!failed_) watch();
+  });
+}
+
+void ShmPair::notify() {
+  // Sent at once, without a completion handler: the byte must leave even when this rank stops
+  // running its event loop right after (a finished collective), or the peer would wait for data
+  // that is already in the ring. A full socket buffer (EAGAIN) holds unread wake-ups already,
+  // so the peer wakes anyway; any other error is the watch's to report.
+  static const char kWake = 1;
+  ::send(side_.native_handle(), &kWake, 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+void ShmPair::start() {
+  owner_.loop().add_poller(*this);
+  watch();
+  read_some();  // whatever came before we watched
+}
+
+void ShmPair::close() {
+  owner_.loop().remove_poller(*this);
+  closing_ = true;
+  boost::system::error_code ignored;
+  side_.shutdown(tcp::socket::shutdown_both, ignored);
+  side_.close(ignored);
+}
+
+void ShmPair::fail(const std::string& what) {
+  if (failed_) return;
+  failed_ = true;
+  if (closing_ || owner_.closed()) return;
+  owner_.report(peer_, what);
+}
+
+std::unique_ptr<Transport> make_shm_transport(EventLoop& loop, const JobEnvironment& env) {
+  return std::make_unique<ShmTransport>(loop, env);
+}
+
+}  // namespace tnt::transport
