@@ -1,6 +1,7 @@
-// The records tnt-launch sends its agent on another host over ssh (launcher/src/host_launch.cpp,
-// host_checks.cpp): a host check request and a host launch description, and the field escaping
-// they share. Input: one byte choosing the record, then its text.
+// The records tnt-launch sends its agent on another host over ssh (launcher/src/record.h,
+// host_launch.cpp, host_checks.cpp): a host check request, a host launch description and a
+// cleanup request, and the field escaping they share. Input: one byte choosing the record, then
+// its text.
 #include <stdexcept>
 
 #include "fuzz_support.h"
@@ -12,7 +13,7 @@ using namespace tnt::launcher::detail;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size < 1) return 0;
   const std::string text(tnt::fuzz::as_text(data + 1, size - 1));
-  switch (data[0] % 3) {
+  switch (data[0] % 4) {
     case 0: try { decode_check_request(text);
       } catch (const std::runtime_error&) {
       }
@@ -31,6 +32,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       break;
     case 2:
       if (unescape_field(escape_field(text)) != text) tnt::fuzz::violated("unescape(escape(x)) != x");
+      break;
+    case 3: try { decode_cleanup_request(text);
+      } catch (const std::runtime_error&) {
+      }
       break;
   }
   return 0;

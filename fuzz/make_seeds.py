@@ -72,14 +72,16 @@ def text_seeds():
     for i, address in enumerate(["127.0.0.1:4711", "[::1]:80", "10.0.0.7:40123", "[fe80::1%eth0]:9", "host:1"]):
         write("data_address", f"seed{i}", address)
     write("agent_protocol", "check_request",
-          b"\x00host node\\n1\nprogram tnt-train\ncwd /tmp\nn_ranks 2\npin 1\nnuma_topology 0-3@0\nwant_port 1\nend\n")
+          b"\x00host node\\n1\nprogram tnt-train\ncwd /tmp\nn_ranks 2\npin 1\nnuma_topology 0-3@0\nwant_port 1\n"
+          b"ssh_clients 0\nend\n")
     write("agent_protocol", "host_launch",
           b"\x01host node1\njob_id j1\ncwd /tmp\narg tnt-train\narg conf/a b.toml\nenv TNT_JOB_TOKEN=x\\\\y\n"
           b"export OMP_NUM_THREADS=4\nfirst_rank 2\nn_ranks 2\npin 0\npin_memory 0\nnuma_topology \n"
           b"log_level INFO\nstop_grace_ms 2000\nend\n")
     write("agent_protocol", "escape", b"\x02a\\b\nc\rd")
+    write("agent_protocol", "cleanup_request", b"\x03program tnt-train\nforce 1\ngrace_ms 3000\ndry_run 0\nend\n")
     write("job_registry", "entry",
-          "job j\\n1\nprogram tnt-train\nexecutable /usr/bin/tnt-train\nprocess -1 100 555\nprocess 0 101 556\n")
+          "job j\\n1\nprogram tnt-train\nexecutable /usr/bin/tnt-train\nprocess -1 100 555\nprocess 0 101 556\nend\n")
     write("hostfile", "simple", "# hosts\nnode1 slots=2\nnode2\n\n[::1]\n")
     write("hostfile", "comments", "a.example.org slots=4 # big\nuser@b\n")
     for i, nodes in enumerate(["node[01-03,7],gpu1", "a[1-2]b,c", "n1", "x[0-0],y[10-12]"]):

@@ -44,9 +44,13 @@ TEST_P(CollectivesCheck, MatchSerialReference) {
   env["TNT_SHM"] = shm ? "1" : "0";
   job.start_all({kWorker, "check"}, env);
   auto outcomes = job.wait(240s);
+  // The worker checks every element of each allreduce against the serial reference: 5 types,
+  // 4 ops, its largest buffer alone is (1 << 20) + 3 elements.
+  constexpr long long kAtLeast = 5LL * 4 * ((1LL << 20) + 3);
   for (const auto& outcome : outcomes) {
     EXPECT_TRUE(outcome.exited && outcome.exit_code == 0) << describe(outcomes);
     EXPECT_NE(outcome.output.find(" 0 failures"), std::string::npos) << outcome.output;
+    EXPECT_GE(checks_reported(outcome.output), kAtLeast) << outcome.output;
   }
 }
 

@@ -31,6 +31,19 @@ inline int free_port() {
   return ntohs(address.sin_port);
 }
 
+// The number N of a worker's "rank R: N checks, F failures" line, -1 without one. A worker that
+// reports "0 failures" proves something only if its checks ran.
+inline long long checks_reported(const std::string& output) {
+  const auto at = output.find(" checks, ");
+  if (at == std::string::npos) return -1;
+  const auto start = output.rfind(' ', at - 1);
+  try {
+    return std::stoll(output.substr(start + 1, at - start - 1));
+  } catch (...) {
+    return -1;
+  }
+}
+
 struct Outcome {
   bool exited = false;
   int exit_code = -1;

@@ -5,7 +5,10 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
+#include <future>
 #include <mutex>
+#include <thread>
 
 #include "expect_error.h"
 
@@ -202,18 +205,6 @@ TEST(Loader, NoEndEpochKeepsGoingAndEmptyPlanEnds) {
   EXPECT_FALSE(empty.next().has_value());
 }
 
-// Never consumed: the worker fills the queue and blocks; destruction must wake and join it.
-TEST(Loader, DestructionWithAFullQueueReturns) {
-  auto options = base_options(4, 0, 1, 1);
-  options.end_epoch = 0;
-  for (int i = 0; i < 20; ++i) {
-    Loader loader(small_source(), options);
-    if (i % 2 == 0) {
-      ASSERT_TRUE(loader.next().has_value());
-    }
-  }
-}
-
 // Counts reads and lets a test wait (with a deadline, never forever) for a number of them.
 class CountingSource final : public Source {
  public:
@@ -259,6 +250,44 @@ TEST(Loader, WorkerRunsAheadWithinTheQueueBound) {
     ASSERT_LE(source->reads(), (taken + kPrefetch + 1) * kBatch);
   }
   ASSERT_TRUE(source->wait_for_reads((20 + kPrefetch) * kBatch));
+}
+
+// The worker fills the queue, loads one batch more and blocks on the full queue; destruction must
+// wake and join it. The test checks that the worker really is blocked there (its reads stop at
+// the bound), and destroys the loader on another thread, so that a hang is a failure named here
+// rather than the test's timeout.
+TEST(Loader, DestructionWithAFullQueueReturns) {
+  constexpr std::size_t kBatch = 4;
+  auto options = base_options(kBatch, 0, 1, 1);
+  options.transform = {};
+  options.end_epoch = 0;
+  for (int i = 0; i < 10; ++i) {
+    const auto source = std::make_shared<CountingSource>();
+    auto loader = std::make_unique<Loader>(source, options);
+    std::size_t consumed = 0;
+    if (i % 2 == 0) {
+      ASSERT_TRUE(loader->next().has_value());
+      consumed = 1;
+    }
+    // Queued (prefetch 1) plus the one it holds, after those consumed.
+    const std::size_t blocked_at = (consumed + 2) * kBatch;
+    ASSERT_TRUE(source->wait_for_reads(blocked_at));
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    ASSERT_EQ(source->reads(), blocked_at) << "the worker did not stop at the full queue";
+
+    std::promise<void> destroyed;
+    auto done = destroyed.get_future();
+    std::thread destroyer([&] {
+      loader.reset();
+      destroyed.set_value();
+    });
+    if (done.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+      ADD_FAILURE() << "~Loader did not return within 5 s while its worker waited on a full queue";
+      destroyer.detach();
+      std::_Exit(1);  // the worker and the destroyer are stuck: nothing else can run in this process
+    }
+    destroyer.join();
+  }
 }
 
 class FailingSource final : public Source {

@@ -117,6 +117,8 @@ TEST_P(IbDataPath, TwoRankCollectivesMatchReference) {
   for (const auto& outcome : outcomes) {
     EXPECT_TRUE(outcome.exited && outcome.exit_code == 0) << describe(outcomes);
     EXPECT_NE(outcome.output.find(" 0 failures"), std::string::npos) << describe(outcomes);
+    // As in CollectivesCheck: every element of 5 types x 4 ops of the largest allreduce.
+    EXPECT_GE(checks_reported(outcome.output), 5LL * 4 * ((1LL << 20) + 3)) << describe(outcomes);
   }
 }
 
