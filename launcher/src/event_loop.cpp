@@ -1,4 +1,5 @@
 #include "event_loop.h"
+#include "tnt/core/error.h"
 
 #include <cerrno>
 #include <cstring>
@@ -15,7 +16,7 @@ void EventLoop::poll_once(int timeout_ms) {
   const int n = poll(fds.data(), fds.size(), timeout_ms);
   if (n < 0) {
     if (errno == EINTR) return;
-    throw std::runtime_error(std::string("poll failed: ") + std::strerror(errno));
+    throw Error(std::string("poll failed: ") + std::strerror(errno));
   }
   for (const auto& p : fds) {
     if (p.revents == 0) continue;

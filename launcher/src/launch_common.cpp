@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tnt/core/error.h"
 #include "tnt/launcher/hostfile.h"
 
 namespace tnt::launcher::detail {
@@ -13,7 +14,7 @@ namespace {
 std::string own_executable() {
   char buf[4096];
   const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) throw std::runtime_error("cannot find tnt-launch's own path (/proc/self/exe)");
+  if (n <= 0) throw Error("cannot find tnt-launch's own path (/proc/self/exe)");
   return std::string(buf, static_cast<std::size_t>(n));
 }
 

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "tnt/core/error.h"
 #include "tnt/core/settings.h"
 
 namespace tnt::launcher {
@@ -21,7 +22,7 @@ std::string random_hex(std::size_t bytes) {
     const ssize_t r = getrandom(raw.data() + got, bytes - got, 0);
     if (r < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(std::string("getrandom failed: ") + std::strerror(errno));
+      throw Error(std::string("getrandom failed: ") + std::strerror(errno));
     }
     got += static_cast<std::size_t>(r);
   }

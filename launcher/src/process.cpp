@@ -17,6 +17,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tnt/core/error.h"
 #include "tnt/launcher/numa.h"
 
 extern char** environ;
@@ -143,15 +144,15 @@ struct ChildPipes {
 ChildPipes open_pipes(bool pipe_stdin) {
   ChildPipes p;
   if (pipe_stdin) {
-    if (pipe2(p.in, O_CLOEXEC) != 0) throw std::runtime_error("pipe2: " + errno_text(errno));
+    if (pipe2(p.in, O_CLOEXEC) != 0) throw Error("pipe2: " + errno_text(errno));
   } else {
     p.in[0] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (p.in[0] < 0) throw std::runtime_error("open /dev/null: " + errno_text(errno));
+    if (p.in[0] < 0) throw Error("open /dev/null: " + errno_text(errno));
   }
   if (pipe2(p.out, O_CLOEXEC) != 0 || pipe2(p.err, O_CLOEXEC) != 0 || pipe2(p.status, O_CLOEXEC) != 0) {
     const int err = errno;
     p.close_all();
-    throw std::runtime_error("pipe2: " + errno_text(err));
+    throw Error("pipe2: " + errno_text(err));
   }
   return p;
 }
@@ -187,8 +188,8 @@ std::string await_exec(int status_fd, Child& child, const std::string& label, co
       close_fd(child.stdin_fd);
       close_fd(child.stdout_fd);
       close_fd(child.stderr_fd);
-      if (where == "execve") throw std::runtime_error(label + ": cannot execute '" + exe + "': " + errno_text(err));
-      throw std::runtime_error(label + ": " + where + " failed before starting '" + exe + "': " + errno_text(err));
+      if (where == "execve") throw Error(label + ": cannot execute '" + exe + "': " + errno_text(err));
+      throw Error(label + ": " + where + " failed before starting '" + exe + "': " + errno_text(err));
     }
   }
   return report;
@@ -197,13 +198,13 @@ std::string await_exec(int status_fd, Child& child, const std::string& label, co
 }  // namespace
 
 Child spawn(const SpawnRequest& req) {
-  if (req.argv.empty()) throw std::runtime_error(req.label + ": no program to start");
+  if (req.argv.empty()) throw Error(req.label + ": no program to start");
   std::string exe = req.path;
   if (exe.empty()) {
     const char* path = std::getenv("PATH");
     exe = find_program(req.argv[0], path ? path : "/usr/local/bin:/usr/bin:/bin");
     if (exe.empty()) {
-      throw std::runtime_error(req.label + ": program '" + req.argv[0] + "' not found or not executable");
+      throw Error(req.label + ": program '" + req.argv[0] + "' not found or not executable");
     }
   }
 
@@ -223,7 +224,7 @@ Child spawn(const SpawnRequest& req) {
   if (pid < 0) {
     const int err = errno;
     pipes.close_all();
-    throw std::runtime_error(req.label + ": fork failed: " + errno_text(err));
+    throw Error(req.label + ": fork failed: " + errno_text(err));
   }
   if (pid == 0) {
     child_main(req, exe, argv, envp, pipes.in[0], pipes.out[1], pipes.err[1], pipes.status[1], parent);

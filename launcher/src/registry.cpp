@@ -17,6 +17,7 @@
 
 #include "process.h"
 #include "record.h"
+#include "tnt/core/error.h"
 
 namespace tnt::launcher::detail {
 namespace {
@@ -31,14 +32,14 @@ std::string host_prefix() {
 
 void ensure_private_dir(const std::string& dir) {
   if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw std::runtime_error("cannot create job registry " + dir + ": " + std::strerror(errno));
+    throw Error("cannot create job registry " + dir + ": " + std::strerror(errno));
   }
   struct stat st {};
   if (lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    throw std::runtime_error("job registry " + dir + " is not a directory");
+    throw Error("job registry " + dir + " is not a directory");
   }
   if (st.st_uid != getuid()) {
-    throw std::runtime_error("job registry " + dir + " belongs to another user");
+    throw Error("job registry " + dir + " belongs to another user");
   }
   if ((st.st_mode & 0077) != 0) chmod(dir.c_str(), 0700);
 }
@@ -155,12 +156,12 @@ std::string write_registry(const RegistryEntry& entry) {
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw std::runtime_error("cannot write job registry file " + tmp);
+    if (!out) throw Error("cannot write job registry file " + tmp);
     out << encode_registry_entry(entry);
-    if (!out.flush()) throw std::runtime_error("cannot write job registry file " + tmp);
+    if (!out.flush()) throw Error("cannot write job registry file " + tmp);
   }
   if (rename(tmp.c_str(), path.c_str()) != 0) {
-    throw std::runtime_error("cannot write job registry file " + path + ": " + std::strerror(errno));
+    throw Error("cannot write job registry file " + path + ": " + std::strerror(errno));
   }
   return path;
 }

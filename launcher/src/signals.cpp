@@ -1,4 +1,5 @@
 #include "signals.h"
+#include "tnt/core/error.h"
 
 #include <sys/signalfd.h>
 #include <unistd.h>
@@ -16,10 +17,10 @@ int open_signal_fd() {
   sigemptyset(&set);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
   if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) {
-    throw std::runtime_error(std::string("sigprocmask: ") + std::strerror(errno));
+    throw Error(std::string("sigprocmask: ") + std::strerror(errno));
   }
   const int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-  if (fd < 0) throw std::runtime_error(std::string("signalfd: ") + std::strerror(errno));
+  if (fd < 0) throw Error(std::string("signalfd: ") + std::strerror(errno));
   return fd;
 }
 
