@@ -7,6 +7,7 @@
 #include "fuzz_support.h"
 #include "host_checks.h"
 #include "host_launch.h"
+#include "record.h"
 
 using namespace tnt::launcher::detail;
 
