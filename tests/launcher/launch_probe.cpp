@@ -31,14 +31,18 @@ std::string status_field(const std::string& key) {
 }
 
 // The memory policy of the heap mapping as /proc/self/numa_maps shows it ("default", "bind:0").
+// The memory policy the kernel shows for the heap, or for the stack where there is no heap (under
+// AddressSanitizer malloc does not use brk); both follow the process's policy.
 std::string heap_policy() {
-  std::ifstream in("/proc/self/numa_maps");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.find("heap") != std::string::npos) {
-      const auto sp = line.find(' ');
-      const auto sp2 = line.find(' ', sp + 1);
-      return line.substr(sp + 1, sp2 - sp - 1);
+  for (const char* region : {"heap", "stack"}) {
+    std::ifstream in("/proc/self/numa_maps");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find(region) != std::string::npos) {
+        const auto sp = line.find(' ');
+        const auto sp2 = line.find(' ', sp + 1);
+        return line.substr(sp + 1, sp2 - sp - 1);
+      }
     }
   }
   return "?";

@@ -313,7 +313,7 @@ void ShmPair::recv(std::uint64_t tag, void* data, std::size_t capacity, Completi
            " bytes but the matching receive holds " + std::to_string(capacity));
       return;
     }
-    std::memcpy(data, staged.buffer.data(), staged.bytes);
+    if (staged.bytes) std::memcpy(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
     const std::size_t bytes = staged.bytes;
     spare_.push_back(std::move(staged.buffer));
     // Complete later, never inside the caller's own call (it may hold state mid-update).

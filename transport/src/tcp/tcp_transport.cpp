@@ -70,7 +70,7 @@ class TcpPair final : public Pair {
         fail_protocol(tag, staged.bytes, capacity);
         return;
       }
-      std::memcpy(data, staged.buffer.data(), staged.bytes);
+      if (staged.bytes) std::memcpy(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
       const std::size_t bytes = staged.bytes;
       spare_.push_back(std::move(staged.buffer));
       // Complete later, never inside the caller's own call (it may hold state mid-update).
