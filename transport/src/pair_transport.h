@@ -50,7 +50,8 @@ class PairTransport : public Transport {
   // For the pairs: every asynchronous handler that refers to the transport is counted.
   void begin_io() { ++outstanding_; }
   void end_io() {
-    if (--outstanding_ == 0) loop_.wake();
+    EventLoop& loop = loop_;  // at 0 the destructor may go on: touch only the loop after it
+    if (--outstanding_ == 0) loop.wake();
   }
   bool closed() const { return closed_; }
   EventLoop& loop() { return loop_; }

@@ -31,8 +31,11 @@ class TaskCount {
    public:
     explicit Scope(TaskCount& count) : count_(count) { ++count_.active_; }
     ~Scope() {
+      // Once the count reaches 0 the owner may destroy `count_`: only the loop, which outlives
+      // it, may be touched after the decrement.
+      EventLoop& loop = count_.loop_;
       --count_.active_;
-      count_.loop_.wake();
+      loop.wake();
     }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
