@@ -35,7 +35,8 @@ rows=() failed=0
 for t in "${targets[@]}"; do
   program=$bin_dir/tnt-fuzz-$t
   [[ -x $program ]] || { echo "fuzz: $program not built" >&2; exit 2; }
-  work=$build_dir/fuzz/work/$t crashes=$build_dir/fuzz/crashes/$t log=$build_dir/fuzz/logs/$t.log
+  # One log per run: two runs of a target at once must not read each other's statistics.
+  work=$build_dir/fuzz/work/$t crashes=$build_dir/fuzz/crashes/$t log=$build_dir/fuzz/logs/$t.$$.log
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
   inputs=("$work")
   for dir in fuzz/corpus/$t fuzz/regressions/$t; do [[ -d $dir ]] && inputs+=("$dir"); done
