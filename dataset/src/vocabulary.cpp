@@ -302,14 +302,19 @@ std::string Vocabulary::decode(std::span<const std::int32_t> ids) const {
   return text;
 }
 
+std::string Vocabulary::to_text() const {
+  std::string text =
+      fmt::format("{}\nkind {}\ntokens {}\nmerges {}\n", kMagic, to_string(kind_), tokens_.size(), merges_.size());
+  for (const auto& token : tokens_) text += escape(token) + "\n";
+  for (const auto& [a, b] : merges_) text += fmt::format("{} {}\n", a, b);
+  return text;
+}
+
 void Vocabulary::save(const std::filesystem::path& path) const {
   const std::filesystem::path partial = path.string() + ".partial";
   {
     std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out << kMagic << "\nkind " << to_string(kind_) << "\ntokens " << tokens_.size() << "\nmerges " << merges_.size()
-        << "\n";
-    for (const auto& token : tokens_) out << escape(token) << "\n";
-    for (const auto& [a, b] : merges_) out << a << " " << b << "\n";
+    out << to_text();
     out.flush();
     if (!out) throw DataError(fmt::format("cannot write the vocabulary file {}", partial.string()));
   }
@@ -325,9 +330,13 @@ namespace tnt::data {
 Vocabulary Vocabulary::load(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(fmt::format("cannot open the vocabulary file {}", path.string()));
+  return parse(in, path.string());
+}
+
+Vocabulary Vocabulary::parse(std::istream& in, const std::string& name) {
   std::size_t line_no = 0;
   std::string line;
-  auto fail = [&](const std::string& what) { throw DataError(fmt::format("{}:{}: {}", path.string(), line_no, what)); };
+  auto fail = [&](const std::string& what) { throw DataError(fmt::format("{}:{}: {}", name, line_no, what)); };
   auto next = [&](std::string_view what) {
     ++line_no;
     if (!std::getline(in, line)) fail(fmt::format("file ends before the {}", what));

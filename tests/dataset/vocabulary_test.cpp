@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "expect_error.h"
 #include "test_files.h"
@@ -86,6 +89,19 @@ TEST(Vocabulary, SavedAndLoadedBack) {
   }
   expect_data_error([&] { Vocabulary::learn(texts(), {}).save(dir / "no" / "such" / "dir" / "v.txt"); },
                     {"cannot write", "v.txt"});
+}
+
+TEST(Vocabulary, TextIsTheSavedFile) {
+  TempDir dir;
+  const auto v = Vocabulary::learn(texts(), {.kind = TokenizerKind::bpe, .min_count = 1, .merges = 10});
+  v.save(dir / "vocab.txt");
+  std::ifstream in(dir / "vocab.txt", std::ios::binary);
+  const std::string saved((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(saved, v.to_text());
+  std::istringstream text(v.to_text());
+  EXPECT_EQ(Vocabulary::parse(text, "memory"), v);
+  std::istringstream bad("tnt-vocabulary 1\nkind bpe\ntokens 3\n");
+  expect_data_error([&] { Vocabulary::parse(bad, "memory"); }, {"memory:4", "merges"});
 }
 
 TEST(Vocabulary, MalformedFilesNameFileAndLine) {
