@@ -46,8 +46,8 @@ void check_batch(const SequenceBatch& b, const SequenceSource& source) {
     check_row(b, source, row);
     tokens += static_cast<std::size_t>(b.target_lengths[row]);
   }
-  const auto labelled = std::count_if(b.target_labels.begin(), b.target_labels.end(),
-                                      [](std::int32_t l) { return l != kIgnoreLabel; });
+  const auto labelled =
+      std::count_if(b.target_labels.begin(), b.target_labels.end(), [](std::int32_t l) { return l != kIgnoreLabel; });
   if (tokens != b.local_target_tokens || static_cast<std::size_t>(labelled) != tokens)
     tnt::fuzz::violated("local target tokens");
 }

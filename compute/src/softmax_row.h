@@ -6,9 +6,9 @@
 namespace tnt::compute::detail {
 
 struct SoftmaxRow {
-  float max = 0.0f;     // largest logit
-  int64_t arg_max = 0;  // its class, the first of equal maxima
-  double total = 0.0;   // sum of exp(z_j - max), in double
+  float max = 0.0f;          // largest logit
+  int64_t arg_max = 0;       // its class, the first of equal maxima
+  double total = 0.0;        // sum of exp(z_j - max), in double
   double shifted_sum = 0.0;  // sum of (z_j - max), for label smoothing
 };
 
