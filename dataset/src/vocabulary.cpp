@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <queue>
@@ -59,6 +60,15 @@ std::optional<std::string> unescape(std::string_view line) {
     out.push_back(plain);
   }
   return out;
+}
+
+// "<a> <b>": two decimal ids and nothing else (no sign, no other white space, no trailing text).
+bool parse_merge(std::string_view text, long& a, long& b) {
+  const char* end = text.data() + text.size();
+  const auto first = std::from_chars(text.data(), end, a);
+  if (first.ec != std::errc() || first.ptr == end || *first.ptr != ' ') return false;
+  const auto second = std::from_chars(first.ptr + 1, end, b);  // from_chars takes no '+' or spaces
+  return second.ec == std::errc() && second.ptr == end && a >= 0 && b >= 0;
 }
 
 // Byte-pair merges over the distinct words, counts updated incrementally: a merge touches only
@@ -385,7 +395,8 @@ Vocabulary Vocabulary::parse(std::istream& in, const std::string& name) {
   for (std::size_t r = 0; r < merges; ++r) {
     const std::string_view text = next("merges");
     long a = -1, b = -1;
-    if (std::sscanf(std::string(text).c_str(), "%ld %ld", &a, &b) != 2) fail("expected a merge '<left id> <right id>'");
+    if (!parse_merge(text, a, b))
+      fail(fmt::format("expected a merge '<left id> <right id>', found '{}'", text.substr(0, 80)));
     const auto id = static_cast<long>(chars_end + r);
     if (a < num_special || b < num_special || a >= id || b >= id) {
       fail(fmt::format("merge {} {} must join earlier non-special tokens", a, b));

@@ -138,6 +138,8 @@ TEST(Vocabulary, MalformedFilesNameFileAndLine) {
   expect_bad(with(12, "6 5"), {"vocab.txt:13", "does not spell token 7"});
   expect_bad(with(12, "5 7"), {"vocab.txt:13", "earlier non-special tokens"});
   expect_bad(with(12, "five six"), {"vocab.txt:13", "expected a merge"});
+  for (const char* merge : {"5 6 7", "5 6x", "5  6", " 5 6", "5 +6", "-5 6", "5"})
+    expect_bad(with(12, merge), {"vocab.txt:13", "expected a merge", merge});
   expect_bad(std::vector<std::string>(good.begin(), good.begin() + 10), {"vocab.txt:11", "file ends before"});
   auto extra = good;
   extra.push_back("5 6");
