@@ -88,7 +88,8 @@ run_tsan() {
   local dir=${TNT_TSAN_BUILD_DIR:-build-tsan}
   timed "tsan configure" configure "$dir" -DTNT_SANITIZE=thread || return 1
   # Only what the labelled tests run (their executables and the workers they start).
-  local targets=(tnt-collectives-test tnt-test-worker tnt-test-bad-peer tnt-auth-test tnt_actors_runtime_test)
+  local targets=(tnt-collectives-test tnt-test-worker tnt-test-bad-peer tnt-auth-test tnt-stall-watch-test
+    tnt_actors_runtime_test)
   if grep -q '^TNT_WITH_IB:BOOL=ON' "$dir/CMakeCache.txt"; then
     targets+=(tnt-ib-protocol-test tnt-ib-job-test tnt-ib-fake-fabric-test)
   fi
