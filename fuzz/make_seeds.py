@@ -9,6 +9,7 @@ import pathlib
 import random
 import struct
 import subprocess
+import zlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "fuzz" / "corpus"
@@ -135,6 +136,99 @@ def ib_protocol():
         write("ib_protocol", f"random{i}", bytes(rng.randrange(256) for _ in range(64 + 32 * i)))
 
 
+def dictzip(text, chunk_length, tail_block=True, extra_before=b"", flags=0x08):
+    """`text` as dictzip writes it: deflate flushed (Z_FULL_FLUSH) every `chunk_length` bytes, the
+    compressed size of each chunk in the header's 'RA' subfield, then the gzip trailer."""
+    z = zlib.compressobj(9, zlib.DEFLATED, -15)
+    data, sizes = b"", []
+    chunks = [text[i:i + chunk_length] for i in range(0, len(text), chunk_length)]
+    for k, chunk in enumerate(chunks):
+        out = z.compress(chunk)
+        out += z.flush(zlib.Z_FINISH if k + 1 == len(chunks) and not tail_block else zlib.Z_FULL_FLUSH)
+        sizes.append(len(out))
+        data += out
+    if tail_block:
+        data += z.flush(zlib.Z_FINISH)
+    ra = struct.pack("<HHH", 1, chunk_length, len(sizes)) + b"".join(struct.pack("<H", s) for s in sizes)
+    extra = extra_before + b"RA" + struct.pack("<H", len(ra)) + ra
+    header = bytes([0x1F, 0x8B, 8, 0x04 | flags, 0, 0, 0, 0, 2, 3]) + struct.pack("<H", len(extra)) + extra
+    if flags & 0x08:
+        header += b"test.dict\0"
+    if flags & 0x10:
+        header += b"a comment\0"
+    if flags & 0x02:
+        header += struct.pack("<H", zlib.crc32(header) & 0xFFFF)
+    return header + data + struct.pack("<II", zlib.crc32(text), len(text) & 0xFFFFFFFF)
+
+
+DICTIONARY = [
+    ("dog", "dog /dˈɒɡ/\nHund <masc>\n      \"The dog barks.\"  - Der Hund bellt.\n"),
+    ("cat", "cat /kˈat/\nKatze <fem>, Kater <masc>\n"),
+    ("dog", "dog /dˈɒɡ/\nRüde <masc> [zool.]\n"),
+    ("acute", "acute /ɐkjˈuːt/ (´)\nAkut <masc>, Akut-Zeichen <neut> [print] ´\n"),
+    ("kitten", "kitten /k/\nKätzchen (jung), Kätzchen <neut>\n   Synonym: {cat}\n"),
+    ("study", "It takes time to study. /ɪt/\nMan braucht Zeit, um zu studieren., Es dauert.\n"),
+    ("unusable", "un(usable) /x/\nunbrauchbar\n"),
+    ("good morning", "good morning /ɡʊd/\nGuten Tag\n      \"Good morning, Sir.\"  - Guten Tag, mein Herr.\n"),
+]
+
+
+def dictd_base64(v):
+    digits = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    s = ""
+    while True:
+        s = digits[v % 64] + s
+        v //= 64
+        if v == 0:
+            return s
+
+
+def dictionary(entries):
+    """(index, text) of a dictd dictionary, as dictfmt writes it: a metadata entry first, the
+    index sorted by headword."""
+    text = "\n00-database-info\nThis is a test dictionary.\n".encode()
+    lines = [("00databaseinfo", 0, len(text))]
+    for head, body in entries:
+        body = body.encode()
+        lines.append((head, len(text), len(body)))
+        text += body
+    lines.sort(key=lambda line: line[0])
+    index = "".join(f"{h}\t{dictd_base64(o)}\t{dictd_base64(n)}\n" for h, o, n in lines).encode()
+    return index, text
+
+
+def sequence_data():
+    text = "".join(body for _, body in DICTIONARY).encode()
+    write("dictzip", "one_chunk", dictzip(text, 4096))
+    write("dictzip", "chunks", dictzip(text, 64))
+    write("dictzip", "no_tail_block", dictzip(text, 100, tail_block=False))
+    write("dictzip", "header_fields", dictzip(text[:200], 50, extra_before=b"XY\x02\x00ab", flags=0x08 | 0x10 | 0x02))
+    index, text = dictionary(DICTIONARY)
+    # freedict: flags, max_chars, chunk length, the index's length (FuzzedDataProvider, from the end)
+    for name, flags, max_chars, chunk in [("one_sense", 0, 0, 64), ("all_senses_examples", 3, 0, 4096),
+                                          ("max_chars", 2, 12, 100)]:
+        write("freedict", name, index + text + fdp_tail((flags, 1), (max_chars, 1), (chunk - 1, 2), (len(index), 2)))
+    # vocabulary: even mode byte + a file, or odd mode byte (bit 1 BPE) + merges + texts
+    char_tokens = ["<pad>", "<s>", "</s>", "<unk>", "\\s", "a", "b", "d", "g", "o", "ä"]
+    write("vocabulary", "char_file",
+          b"\x00" + ("tnt-vocabulary 1\nkind char\ntokens %d\nmerges 0\n" % len(char_tokens) +
+                     "".join(t + "\n" for t in char_tokens)).encode())
+    bpe_tokens = char_tokens + ["do", "dog", "\\\\"]
+    write("vocabulary", "bpe_file",
+          b"\x00" + ("tnt-vocabulary 1\nkind bpe\ntokens %d\nmerges 2\n" % (len(bpe_tokens) - 1) +
+                     "".join(t + "\n" for t in bpe_tokens[:-1]) + "7 9\n11 8\n").encode())
+    texts = "\n".join(["the dog barks", "der Hund bellt", "a cat", "eine Katze", "Kätzchen"]).encode()
+    write("vocabulary", "learn_char", b"\x01\x00" + texts)
+    write("vocabulary", "learn_bpe", b"\x03\x20" + texts)
+    write("vocabulary", "learn_bpe_min_count", b"\x07\x10" + texts)
+    # sequence: flags, bucket batches, world size - 1, global batch, micro-batch, seed (from the end)
+    pairs = "\n".join(["dog\tHund", "cat\tKatze", "good morning\tGuten Tag", "the dog barks\tder Hund bellt",
+                       "kitten\tKätzchen", "acute\tAkut", "study\tstudieren"]).encode()
+    for name, flags, bucket, world, batch, micro in [("char_two_ranks", 4, 0, 1, 4, 0), ("bpe_bucketed", 5 | 16, 2, 2, 6, 0),
+                                                     ("drop_remainder", 8 | 4, 1, 0, 3, 0), ("micro_batch", 2, 0, 3, 0, 1)]:
+        write("sequence", name, pairs + fdp_tail((flags, 1), (bucket, 1), (world, 1), (batch, 1), (micro, 1), (7, 1)))
+
+
 if __name__ == "__main__":
     handshake()
     control_frame()
@@ -142,4 +236,5 @@ if __name__ == "__main__":
     checkpoint()
     datasets()
     ib_protocol()
+    sequence_data()
     print("seeds written to", CORPUS)

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Runs tnt's libFuzzer targets (fuzz/README.md) for a chosen time each, one after the other.
 #
-#   scripts/fuzz.sh [--build-dir DIR] [--seconds N] [--json] [TARGET...]
+#   scripts/fuzz.sh [--build-dir DIR] [--seconds N] [--json] [TARGET[=SECONDS]...]
 #
 # DIR (default build-asan, as scripts/sanitize.sh builds it; any build configured with
 # TNT_FUZZ=ON) holds the targets in DIR/fuzz. Each TARGET (default: every one built), e.g.
 # `hostfile`, first replays its seeds (fuzz/corpus/TARGET) and past crashes
-# (fuzz/regressions/TARGET), then mutates them for N seconds (default 60), keeping what it
-# finds in DIR/fuzz/work/TARGET. A crash is saved to DIR/fuzz/crashes/TARGET/ and fails the
-# script. Prints a table of executions per target (JSON with --json). For a long run beside
-# other work: nice -n 19 scripts/fuzz.sh --seconds 600
+# (fuzz/regressions/TARGET), then mutates them for N seconds (default 60; TARGET=SECONDS gives
+# one target its own time), keeping what it finds in DIR/fuzz/work/TARGET. A crash is saved to
+# DIR/fuzz/crashes/TARGET/ and fails the script. Prints a table of executions per target and
+# their total (JSON with --json). For a long run beside other work, one target at a time:
+# nice -n 19 scripts/fuzz.sh --seconds 600
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=build-asan seconds=60 json=0 targets=()
@@ -18,7 +19,7 @@ while (($#)); do
     --build-dir) build_dir=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --json) json=1; shift ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "fuzz: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -32,7 +33,12 @@ if ((${#targets[@]} == 0)); then
 fi
 
 rows=() failed=0
-for t in "${targets[@]}"; do
+for arg in "${targets[@]}"; do
+  t=${arg%%=*} run_seconds=$seconds
+  if [[ $arg == *=* ]]; then
+    run_seconds=${arg#*=}
+    [[ $run_seconds =~ ^[0-9]+$ && $run_seconds -gt 0 ]] || { echo "fuzz: $arg: seconds must be a whole number > 0" >&2; exit 2; }
+  fi
   program=$bin_dir/tnt-fuzz-$t
   [[ -x $program ]] || { echo "fuzz: $program not built" >&2; exit 2; }
   # One log per run: two runs of a target at once must not read each other's statistics.
@@ -42,7 +48,7 @@ for t in "${targets[@]}"; do
   for dir in fuzz/corpus/$t fuzz/regressions/$t; do [[ -d $dir ]] && inputs+=("$dir"); done
   status=0
   # -timeout: an input that takes 10 s is a hang, a finding like a crash.
-  "$program" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$program" -max_total_time="$run_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
     -artifact_prefix="$crashes/" "${inputs[@]}" >"$log" 2>&1 || status=$?
   execs=$(awk '/^stat::number_of_executed_units:/ {print $2}' "$log")
   rate=$(awk '/^stat::average_exec_per_sec:/ {print $2}' "$log")
@@ -53,7 +59,7 @@ for t in "${targets[@]}"; do
     echo "fuzz: $t failed (exit $status); its log, $log, ends:" >&2
     tail -n 40 "$log" >&2
   fi
-  rows+=("$t $seconds ${execs:-0} ${rate:-0} $corpus $found $status")
+  rows+=("$t $run_seconds ${execs:-0} ${rate:-0} $corpus $found $status")
 done
 
 if ((json)); then

@@ -1,4 +1,5 @@
 #include "tnt/compute/loss.h"
+#include "softmax_row.h"
 #include "tnt/core/error.h"
 
 #include <cmath>
@@ -29,26 +30,10 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const in
     }
     const float* z = logits.data() + i * k;
     float* p = probabilities_.data() + i * k;
-    float max = z[0];
-    int64_t arg_max = 0;
-    for (int64_t j = 1; j < k; ++j) {
-      if (z[j] > max) {
-        max = z[j];
-        arg_max = j;
-      }
-    }
-    double total = 0.0;
-    for (int64_t j = 0; j < k; ++j) {
-      p[j] = std::exp(z[j] - max);
-      total += p[j];
-    }
-    const auto inv = static_cast<float>(1.0 / total);
-    for (int64_t j = 0; j < k; ++j) {
-      p[j] *= inv;
-    }
+    const auto row = detail::softmax_row(z, p, k);
     // -log softmax(z)_label = log(sum exp(z - max)) - (z_label - max)
-    result.sum += std::log(total) - static_cast<double>(z[label] - max);
-    result.correct += arg_max == label ? 1 : 0;
+    result.sum += std::log(row.total) - static_cast<double>(z[label] - row.max);
+    result.correct += row.arg_max == label ? 1 : 0;
   }
   return result;
 }

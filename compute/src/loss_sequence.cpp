@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "softmax_row.h"
 #include "tnt/compute/loss.h"
 #include "tnt/core/error.h"
 
@@ -43,32 +44,14 @@ LossResult SequenceSoftmaxCrossEntropy::forward(const Tensor& logits, std::span<
     }
     const float* z = logits.data() + i * k;
     float* p = probabilities_.data() + i * k;
-    float max = z[0];
-    int64_t arg_max = 0;
-    for (int64_t j = 1; j < k; ++j) {
-      if (z[j] > max) {
-        max = z[j];
-        arg_max = j;
-      }
-    }
-    double total = 0.0;
-    double shifted_sum = 0.0;
-    for (int64_t j = 0; j < k; ++j) {
-      p[j] = std::exp(z[j] - max);
-      total += p[j];
-      shifted_sum += static_cast<double>(z[j] - max);
-    }
-    const auto inv = static_cast<float>(1.0 / total);
-    for (int64_t j = 0; j < k; ++j) {
-      p[j] *= inv;
-    }
+    const auto row = detail::softmax_row(z, p, k);
     // -log p_j = log(total) - (z_j - max); the smoothed target weighs the label
     // with 1 - e and every class (the label too) with e / K.
-    const double log_total = std::log(total);
-    const double label_term = log_total - static_cast<double>(z[label] - max);
-    const double uniform_term = static_cast<double>(k) * log_total - shifted_sum;
+    const double log_total = std::log(row.total);
+    const double label_term = log_total - static_cast<double>(z[label] - row.max);
+    const double uniform_term = static_cast<double>(k) * log_total - row.shifted_sum;
     result.sum += (1.0 - smoothing) * label_term + uniform * uniform_term;
-    result.correct += arg_max == label ? 1 : 0;
+    result.correct += row.arg_max == label ? 1 : 0;
     result.count += 1;
   }
   return result;

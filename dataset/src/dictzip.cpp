@@ -21,6 +21,8 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 
 #include "tnt/dataset/error.h"
 
@@ -45,17 +47,30 @@ DictzipReader::DictzipReader(std::filesystem::path path) : path_(std::move(path)
   if (!std::filesystem::is_regular_file(path_, ec)) {
     throw DataError(fmt::format("dictzip file not found (or not a regular file): {}", path_.string()));
   }
-  file_.open(path_, std::ios::binary);
-  if (!file_) throw DataError(fmt::format("cannot open {}", path_.string()));
+  file_ = std::make_unique<std::ifstream>(path_, std::ios::binary);
+  if (!*file_) throw DataError(fmt::format("cannot open {}", path_.string()));
   read_header();
 }
 
+DictzipReader::DictzipReader(std::unique_ptr<std::istream> file, std::filesystem::path name)
+    : path_(std::move(name)), file_(std::move(file)) {
+  read_header();
+}
+
+DictzipReader DictzipReader::from_bytes(std::string bytes, std::filesystem::path name) {
+  return DictzipReader(std::make_unique<std::istringstream>(std::move(bytes), std::ios::binary), std::move(name));
+}
+
 void DictzipReader::read_header() {
-  const std::uint64_t file_size = std::filesystem::file_size(path_);
+  file_->seekg(0, std::ios::end);
+  const auto stream_end = file_->tellg();
+  if (stream_end < 0) throw DataError(fmt::format("{}: cannot find the file's size", path_.string()));
+  const auto file_size = static_cast<std::uint64_t>(stream_end);
+  file_->seekg(0);
   auto fail = [&](const std::string& what) { throw DataError(fmt::format("{}: {}", path_.string(), what)); };
   auto take = [&](std::size_t n, const char* what) {
     std::vector<std::uint8_t> bytes(n);
-    if (n > 0 && !file_.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(n))) {
+    if (n > 0 && !file_->read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(n))) {
       fail(fmt::format("truncated gzip header (file ends inside the {})", what));
     }
     return bytes;
@@ -74,11 +89,11 @@ void DictzipReader::read_header() {
     if ((flags & flag) == 0) continue;
     char c = 1;
     while (c != '\0') {
-      if (!file_.get(c)) fail("truncated gzip header (file ends inside the file name or comment)");
+      if (!file_->get(c)) fail("truncated gzip header (file ends inside the file name or comment)");
     }
   }
   if ((flags & kFlagHeaderCrc) != 0) take(2, "header CRC");
-  data_begin_ = static_cast<std::uint64_t>(file_.tellg());
+  data_begin_ = static_cast<std::uint64_t>(file_->tellg());
   for (auto& end : chunk_ends_) end += data_begin_;
   read_trailer(file_size);
 }
@@ -135,8 +150,8 @@ void DictzipReader::read_trailer(std::uint64_t file_size) {
   }
   chunk_ends_.back() = file_size - 8;
   std::uint8_t trailer[8];
-  file_.seekg(static_cast<std::streamoff>(file_size - 8));
-  if (!file_.read(reinterpret_cast<char*>(trailer), 8))
+  file_->seekg(static_cast<std::streamoff>(file_size - 8));
+  if (!file_->read(reinterpret_cast<char*>(trailer), 8))
     throw DataError(fmt::format("{}: cannot read the gzip trailer", path_.string()));
   expected_crc_ = le32(trailer);
   // The trailer holds the length mod 2^32; the chunk table bounds it to one value.
@@ -154,9 +169,9 @@ void DictzipReader::read_trailer(std::uint64_t file_size) {
 std::vector<std::uint8_t> DictzipReader::compressed(std::size_t index) {
   const std::uint64_t begin = index == 0 ? data_begin_ : chunk_ends_[index - 1];
   std::vector<std::uint8_t> bytes(chunk_ends_[index] - begin);
-  file_.clear();
-  file_.seekg(static_cast<std::streamoff>(begin));
-  if (!file_.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()))) {
+  file_->clear();
+  file_->seekg(static_cast<std::streamoff>(begin));
+  if (!file_->read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()))) {
     throw DataError(fmt::format("{}: cannot read chunk {} (file changed while open?)", path_.string(), index));
   }
   return bytes;

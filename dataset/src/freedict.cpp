@@ -28,6 +28,7 @@
 
 #include "file_io.h"
 #include "random.h"
+#include "sources.h"
 #include "tnt/core/error.h"
 #include "tnt/dataset/dictzip.h"
 #include "tnt/dataset/error.h"
@@ -61,8 +62,7 @@ std::optional<std::uint64_t> parse_base64(std::string_view digits) {
   return value;
 }
 
-std::vector<IndexEntry> read_index(const std::filesystem::path& path) {
-  const auto bytes = detail::read_file_bytes(path);
+std::vector<IndexEntry> parse_index(const std::vector<std::uint8_t>& bytes, const std::filesystem::path& path) {
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   std::vector<IndexEntry> entries;
   std::size_t line_no = 0, at = 0;
@@ -228,7 +228,17 @@ std::vector<TextPair> entry_examples(std::string_view entry) {
 
 FreedictCorpus load_freedict(const FreedictOptions& options) {
   const Files files = locate_files(options);
-  auto index = read_index(files.index);
+  return detail::freedict_from_parts(
+      detail::read_file_bytes(files.index), files.index, [&] { return DictzipReader(files.dict); }, options);
+}
+
+FreedictCorpus detail::freedict_from_parts(const std::vector<std::uint8_t>& index_bytes,
+                                           const std::filesystem::path& index_path,
+                                           const std::function<DictzipReader()>& open_text,
+                                           const FreedictOptions& options) {
+  auto index = parse_index(index_bytes, index_path);  // a bad index is reported before a bad text
+  DictzipReader reader = open_text();
+  const Files files{index_path, reader.path()};
   FreedictCorpus corpus;
   corpus.index_path = files.index;
   corpus.dict_path = files.dict;
@@ -238,7 +248,6 @@ FreedictCorpus load_freedict(const FreedictOptions& options) {
   std::stable_sort(index.begin(), index.end(), [](const IndexEntry& a, const IndexEntry& b) {
     return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
   });
-  DictzipReader reader(files.dict);
   // Key -> (position in pairs, weight). Note [Choosing a sense]: the longest entry wins.
   std::unordered_map<std::string, std::pair<std::size_t, std::size_t>> seen;
   auto keep = [&](TextPair pair, std::size_t weight) {

@@ -2,11 +2,15 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "tnt/dataset/dictzip.h"
 #include "tnt/dataset/error.h"
+#include "tnt/dataset/freedict.h"
 #include "tnt/dataset/source.h"
 
 namespace tnt::data::detail {
@@ -29,5 +33,11 @@ std::shared_ptr<const Source> idx_source_from_bytes(std::vector<std::uint8_t> im
                                                     int num_classes);
 std::shared_ptr<const Source> cifar10_source_from_bytes(std::vector<std::vector<std::uint8_t>> batches,
                                                         const std::vector<std::string>& paths);
+
+// The FreeDict corpus from the index file's contents (already gunzipped) and the text, opened
+// once the index has been checked: load_freedict after it has found the files. Throws DataError
+// as load_freedict does.
+FreedictCorpus freedict_from_parts(const std::vector<std::uint8_t>& index, const std::filesystem::path& index_path,
+                                   const std::function<DictzipReader()>& open_text, const FreedictOptions& options);
 
 }  // namespace tnt::data::detail

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 #include <queue>
@@ -59,6 +60,15 @@ std::optional<std::string> unescape(std::string_view line) {
     out.push_back(plain);
   }
   return out;
+}
+
+// "<a> <b>": two decimal ids and nothing else (no sign, no other white space, no trailing text).
+bool parse_merge(std::string_view text, long& a, long& b) {
+  const char* end = text.data() + text.size();
+  const auto first = std::from_chars(text.data(), end, a);
+  if (first.ec != std::errc() || first.ptr == end || *first.ptr != ' ') return false;
+  const auto second = std::from_chars(first.ptr + 1, end, b);  // from_chars takes no '+' or spaces
+  return second.ec == std::errc() && second.ptr == end && a >= 0 && b >= 0;
 }
 
 // Byte-pair merges over the distinct words, counts updated incrementally: a merge touches only
@@ -302,14 +312,19 @@ std::string Vocabulary::decode(std::span<const std::int32_t> ids) const {
   return text;
 }
 
+std::string Vocabulary::to_text() const {
+  std::string text =
+      fmt::format("{}\nkind {}\ntokens {}\nmerges {}\n", kMagic, to_string(kind_), tokens_.size(), merges_.size());
+  for (const auto& token : tokens_) text += escape(token) + "\n";
+  for (const auto& [a, b] : merges_) text += fmt::format("{} {}\n", a, b);
+  return text;
+}
+
 void Vocabulary::save(const std::filesystem::path& path) const {
   const std::filesystem::path partial = path.string() + ".partial";
   {
     std::ofstream out(partial, std::ios::binary | std::ios::trunc);
-    out << kMagic << "\nkind " << to_string(kind_) << "\ntokens " << tokens_.size() << "\nmerges " << merges_.size()
-        << "\n";
-    for (const auto& token : tokens_) out << escape(token) << "\n";
-    for (const auto& [a, b] : merges_) out << a << " " << b << "\n";
+    out << to_text();
     out.flush();
     if (!out) throw DataError(fmt::format("cannot write the vocabulary file {}", partial.string()));
   }
@@ -325,9 +340,13 @@ namespace tnt::data {
 Vocabulary Vocabulary::load(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DataError(fmt::format("cannot open the vocabulary file {}", path.string()));
+  return parse(in, path.string());
+}
+
+Vocabulary Vocabulary::parse(std::istream& in, const std::string& name) {
   std::size_t line_no = 0;
   std::string line;
-  auto fail = [&](const std::string& what) { throw DataError(fmt::format("{}:{}: {}", path.string(), line_no, what)); };
+  auto fail = [&](const std::string& what) { throw DataError(fmt::format("{}:{}: {}", name, line_no, what)); };
   auto next = [&](std::string_view what) {
     ++line_no;
     if (!std::getline(in, line)) fail(fmt::format("file ends before the {}", what));
@@ -376,7 +395,8 @@ Vocabulary Vocabulary::load(const std::filesystem::path& path) {
   for (std::size_t r = 0; r < merges; ++r) {
     const std::string_view text = next("merges");
     long a = -1, b = -1;
-    if (std::sscanf(std::string(text).c_str(), "%ld %ld", &a, &b) != 2) fail("expected a merge '<left id> <right id>'");
+    if (!parse_merge(text, a, b))
+      fail(fmt::format("expected a merge '<left id> <right id>', found '{}'", text.substr(0, 80)));
     const auto id = static_cast<long>(chars_end + r);
     if (a < num_special || b < num_special || a >= id || b >= id) {
       fail(fmt::format("merge {} {} must join earlier non-special tokens", a, b));

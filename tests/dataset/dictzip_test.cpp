@@ -43,6 +43,17 @@ TEST(Dictzip, ReadsEveryRangeOfEveryLayout) {
   }
 }
 
+TEST(Dictzip, BytesInMemoryReadAsTheFile) {
+  const std::string text = sample_text(500);
+  const auto bytes = dictzip_bytes(text, 64);
+  auto reader = DictzipReader::from_bytes(std::string(bytes.begin(), bytes.end()), "memory.dict.dz");
+  EXPECT_EQ(reader.chunk_count(), 8u);
+  EXPECT_EQ(reader.read(100, 300), text.substr(100, 300));
+  EXPECT_NO_THROW(reader.verify());
+  auto truncated = std::string(bytes.begin(), bytes.end() - 9);
+  expect_data_error([&] { DictzipReader::from_bytes(truncated, "memory.dict.dz"); }, {"memory.dict.dz", "truncated"});
+}
+
 TEST(Dictzip, ReadPastTheEndNamesTheFile) {
   TempDir dir;
   write_bytes(dir / "t.dict.dz", dictzip_bytes(sample_text(100), 16));

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <sstream>
 
 #include "expect_error.h"
 #include "test_files.h"
@@ -88,6 +91,19 @@ TEST(Vocabulary, SavedAndLoadedBack) {
                     {"cannot write", "v.txt"});
 }
 
+TEST(Vocabulary, TextIsTheSavedFile) {
+  TempDir dir;
+  const auto v = Vocabulary::learn(texts(), {.kind = TokenizerKind::bpe, .min_count = 1, .merges = 10});
+  v.save(dir / "vocab.txt");
+  std::ifstream in(dir / "vocab.txt", std::ios::binary);
+  const std::string saved((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(saved, v.to_text());
+  std::istringstream text(v.to_text());
+  EXPECT_EQ(Vocabulary::parse(text, "memory"), v);
+  std::istringstream bad("tnt-vocabulary 1\nkind bpe\ntokens 3\n");
+  expect_data_error([&] { Vocabulary::parse(bad, "memory"); }, {"memory:4", "merges"});
+}
+
 TEST(Vocabulary, MalformedFilesNameFileAndLine) {
   TempDir dir;
   const auto path = dir / "vocab.txt";
@@ -122,6 +138,8 @@ TEST(Vocabulary, MalformedFilesNameFileAndLine) {
   expect_bad(with(12, "6 5"), {"vocab.txt:13", "does not spell token 7"});
   expect_bad(with(12, "5 7"), {"vocab.txt:13", "earlier non-special tokens"});
   expect_bad(with(12, "five six"), {"vocab.txt:13", "expected a merge"});
+  for (const char* merge : {"5 6 7", "5 6x", "5  6", " 5 6", "5 +6", "-5 6", "5"})
+    expect_bad(with(12, merge), {"vocab.txt:13", "expected a merge", merge});
   expect_bad(std::vector<std::string>(good.begin(), good.begin() + 10), {"vocab.txt:11", "file ends before"});
   auto extra = good;
   extra.push_back("5 6");

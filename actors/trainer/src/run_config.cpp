@@ -231,8 +231,11 @@ void read_keys(const toml::table& root, RunConfig& c, const std::string& path) {
       throw ConfigError(fmt::format("{}: unknown section or key '{}' (sections: {})", path, key.str(), sections));
     }
   }
-  for (const auto& [section, keys] : known) {
-    const toml::table* t = r.table(root, section, keys);
+  for (const auto& entry : known) {
+    // Not a structured binding: the lambda below uses `section`, which clang 14 (the fuzz and
+    // sanitizer builds) cannot capture from a binding.
+    const std::string& section = entry.first;
+    const toml::table* t = r.table(root, section, entry.second);
     if (!t) continue;
     for (const auto& k : run_keys()) {
       if (section != k.section || !t->get(k.key)) continue;

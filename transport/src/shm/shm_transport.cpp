@@ -190,6 +190,7 @@ class ShmPair final : public Pair, private Poller {
   }
 
   void write_some();
+  void complete_sends();
   bool room_for(std::uint64_t head, std::size_t need);
   void read_some();
   bool begin_message(const ChunkHeader& header);
@@ -210,6 +211,10 @@ class ShmPair final : public Pair, private Poller {
   bool closing_ = false;
 
   std::deque<Outgoing> queue_;
+  // Sends whose data is in the ring, completed by one posted complete_sends() at a time; the two
+  // lists swap there, so that completing allocates nothing once they have grown.
+  std::vector<Outgoing> completed_, completing_;
+  bool completion_posted_ = false;
   std::vector<Incoming> posted_;
   std::vector<Staged> staged_;
   std::vector<std::vector<std::byte>> spare_;
@@ -338,7 +343,7 @@ bool ShmPair::room_for(std::uint64_t head, std::size_t need) {
 
 void ShmPair::write_some() {
   bool wrote = false;
-  std::vector<Outgoing> done;
+  bool done = false;
   while (!queue_.empty() && !failed_) {
     Outgoing& message = queue_.front();
     const std::size_t chunk = std::min<std::size_t>(message.bytes - message.sent, kMaxChunk);
@@ -352,21 +357,28 @@ void ShmPair::write_some() {
     message.sent += chunk;
     message.started = true;
     if (message.sent == message.bytes) {
-      done.push_back(message);
+      completed_.push_back(message);
       queue_.pop_front();
+      done = true;
     }
   }
   if (wrote && out_.control->reader_polling.load() == 0) notify();
-  if (done.empty()) return;
+  if (!done || completion_posted_) return;
   // The data is in the ring: the caller's buffer is free. Completed later, never inside send().
+  completion_posted_ = true;
   owner_.begin_io();
-  asio::post(side_.get_executor(), [this, done = std::move(done)] {
-    owner_.end_io();
-    for (const Outgoing& message : done) {
-      if (failed_) return;
-      message.sink->on_send_complete(message.cookie);
-    }
-  });
+  asio::post(side_.get_executor(), [this] { complete_sends(); });
+}
+
+void ShmPair::complete_sends() {
+  owner_.end_io();
+  completion_posted_ = false;
+  completing_.clear();
+  std::swap(completing_, completed_);  // a sink that sends again adds to completed_, not to this list
+  for (const Outgoing& message : completing_) {
+    if (failed_) return;
+    message.sink->on_send_complete(message.cookie);
+  }
 }
 
 void ShmPair::read_some() {

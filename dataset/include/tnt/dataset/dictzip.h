@@ -12,7 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
+#include <istream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ class DictzipReader {
   // Opens `path` and checks its header and chunk table against the file size (no chunk is
   // inflated yet). Throws DataError.
   explicit DictzipReader(std::filesystem::path path);
+  // The same over a file's contents already in memory (fuzz/ hands in bytes); `name` stands for
+  // the file in messages.
+  static DictzipReader from_bytes(std::string bytes, std::filesystem::path name);
 
   const std::filesystem::path& path() const { return path_; }
   std::uint64_t size() const { return size_; }  // uncompressed bytes
@@ -37,6 +41,7 @@ class DictzipReader {
   void verify();
 
  private:
+  DictzipReader(std::unique_ptr<std::istream> file, std::filesystem::path name);
   void read_header();
   void parse_chunk_table(const std::vector<std::uint8_t>& extra);
   void read_trailer(std::uint64_t file_size);
@@ -44,7 +49,7 @@ class DictzipReader {
   std::vector<std::uint8_t> compressed(std::size_t index);
 
   std::filesystem::path path_;
-  std::ifstream file_;
+  std::unique_ptr<std::istream> file_;
   std::size_t chunk_length_ = 0;
   std::uint64_t data_begin_ = 0;           // file offset of chunk 0's deflate data
   std::vector<std::uint64_t> chunk_ends_;  // file offset where each chunk's data ends

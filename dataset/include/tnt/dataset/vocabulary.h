@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <istream>
 #include <span>
 #include <string>
 #include <string_view>
@@ -46,7 +47,10 @@ class Vocabulary {
   static Vocabulary learn(std::span<const std::string> texts, const VocabularyOptions& options);
   // Throws DataError naming the file and line for anything malformed.
   static Vocabulary load(const std::filesystem::path& path);
+  // The same from a vocabulary file's contents; `name` stands for the file in messages.
+  static Vocabulary parse(std::istream& in, const std::string& name);
   void save(const std::filesystem::path& path) const;  // throws DataError if it cannot write
+  std::string to_text() const;                         // the file's contents, as save writes them
 
   TokenizerKind kind() const { return kind_; }
   std::size_t size() const { return tokens_.size(); }
