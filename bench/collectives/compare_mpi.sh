@@ -128,7 +128,7 @@ for c in configs:
     print(f"{'size':>8} | {'tnt':>9} {'busbw':>6} | {'mpi-shm':>9} {'busbw':>6} | {'mpi-tcp':>9} {'busbw':>6} |"
           f" {'time tnt/shm':>12} {'busbw tnt/shm':>13} | {'time tnt/tcp':>12} {'busbw tnt/tcp':>13}")
     for r in c["rows"]:
-        print(f"{human(r['bytes']):>8} | {r['tnt_us']:9.1f} {r["tnt_busbw_GBps"]:6.3f} |"
+        print(f"{human(r['bytes']):>8} | {r['tnt_us']:9.1f} {r['tnt_busbw_GBps']:6.3f} |"
               f" {r['mpi_default_us']:9.1f} {r['mpi_default_busbw_GBps']:6.3f} |"
               f" {r['mpi_tcp_us']:9.1f} {r['mpi_tcp_busbw_GBps']:6.3f} |"
               f" {r['time_ratio_tnt_mpi_default']:12.2f} {r['busbw_ratio_tnt_mpi_default']:13.2f} |"
