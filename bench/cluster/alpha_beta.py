@@ -3,12 +3,16 @@ states the assumptions).
 
 For H hosts with k ranks each (p = H k ranks), a buffer of n bytes and links of R bit/s:
 
-    T(n) = S alpha + n (C beta_cpu + W / (eta R / 8))
+    T(n) = S alpha + n max(C beta_cpu, W 8 / (eta R))
+
+The ring pipelines its segments, so a rank's CPU work and the wire overlap and the slower of the
+two sets the pace (the additive form, n (C beta_cpu + W 8 / (eta R)), over-predicted the
+measured 1 and 2 Gbit/s points by 24-56 % in bench/cluster's first run).
 
   S         latency steps of the algorithm's path (each costs alpha: wake-ups, syscalls, the wire)
   C         bytes each rank moves through its own CPU per byte of buffer (copy, reduce, TCP stack)
   W         bytes over each host link, per direction, per byte of buffer
-  beta_cpu  seconds per such byte: the host's cost, fitted from the unshaped and shaped runs
+  beta_cpu  seconds per such byte: the host's cost, fitted from the unshaped runs
   eta       goodput / tbf rate (TCP/IP headers, tbf's bursts), fitted from the rate sweep
 
   path (p = H k)                        S                      C                          W
@@ -42,7 +46,7 @@ def predict(params, algorithm, hosts, per_host, nbytes, rate_bps):
     """Seconds; rate_bps None: the unshaped link, whose cost is all in beta_cpu."""
     s, c, w = shape(algorithm, hosts, per_host, nbytes)
     wire = 0.0 if rate_bps is None else w * 8.0 / (params["eta"] * rate_bps)
-    return s * params["alpha"] + nbytes * (c * params["beta_cpu"] + wire)
+    return s * params["alpha"] + nbytes * max(c * params["beta_cpu"], wire)
 
 
 def least_squares(rows, values):
@@ -62,34 +66,38 @@ def least_squares(rows, values):
     return [a[i][m] / a[i][i] for i in range(m)]
 
 
-def fit_link(points, large=1 << 20):
-    """beta_cpu and eta from a rate sweep of one algorithm: least squares of the relative error over
-    the sizes >= large (T = t0 + n C beta_cpu + n W 8 / R / eta, t0 an offset the same at every rate)."""
+def fit_cpu(points, large=1 << 20):
+    """beta_cpu from the unshaped sizes >= large, where the wire costs nothing: least squares of the
+    relative error of T = t0 + n C beta_cpu."""
     rows, values = [], []
     for q in points:
-        if q["bytes"] < large:
+        if q["bytes"] < large or q["rate_bps"] is not None:
             continue
-        s, c, w = shape(q["algorithm"], q["hosts"], q["per_host"], q["bytes"])
-        wire = 0.0 if q["rate_bps"] is None else q["bytes"] * w * 8.0 / q["rate_bps"]
+        _, c, _ = shape(q["algorithm"], q["hosts"], q["per_host"], q["bytes"])
         # Relative errors count: each row divided by the measured time.
-        rows.append([1.0 / q["seconds"], q["bytes"] * c / q["seconds"], wire / q["seconds"]])
-        values.append(1.0)
-    _, beta_cpu, inverse_eta = least_squares(rows, values)
-    return beta_cpu, 1.0 / inverse_eta
-
-
-def fit_cpu(points, eta, large=1 << 20):
-    """beta_cpu of an algorithm given the link's eta: least squares of the relative error over the
-    sizes >= large."""
-    rows, values = [], []
-    for q in points:
-        if q["bytes"] < large:
-            continue
-        s, c, w = shape(q["algorithm"], q["hosts"], q["per_host"], q["bytes"])
-        wire = 0.0 if q["rate_bps"] is None else q["bytes"] * w * 8.0 / (eta * q["rate_bps"])
         rows.append([1.0 / q["seconds"], q["bytes"] * c / q["seconds"]])
-        values.append((q["seconds"] - wire) / q["seconds"])
+        values.append(1.0)
+    if len(rows) < 2:
+        raise ValueError("need two unshaped sizes >= 1 MiB to fit beta_cpu")
     return least_squares(rows, values)[1]
+
+
+def fit_eta(points, beta_cpu, large=1 << 20):
+    """eta from the shaped sizes >= large where the wire is the slower part: least squares of the
+    relative error of T = n W 8 / (eta R)."""
+    num = den = 0.0
+    for q in points:
+        if q["bytes"] < large or q["rate_bps"] is None:
+            continue
+        _, c, w = shape(q["algorithm"], q["hosts"], q["per_host"], q["bytes"])
+        x = q["bytes"] * w * 8.0 / q["rate_bps"] / q["seconds"]  # T / x = 1 / eta
+        if x <= q["bytes"] * c * beta_cpu / q["seconds"]:
+            continue  # the CPU sets the pace at this rate: no information on the link
+        num += x
+        den += x * x
+    if den == 0:
+        raise ValueError("no shaped size >= 1 MiB where the link is slower than the CPU: cannot fit eta")
+    return den / num
 
 
 def fit_alpha(points, beta_cpu, small=SMALL_LIMIT):

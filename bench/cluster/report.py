@@ -36,28 +36,26 @@ def points_of(results, per_host, algorithm=None):
 
 
 def fit(results, algorithms):
-    """One parameter set per algorithm: eta and the 1-rank ring from the rate sweep, then each
-    2-ranks-per-host algorithm's beta_cpu and alpha with that eta."""
-    sweep = points_of(results, 1)
+    """One parameter set per algorithm: each one's beta_cpu from its unshaped large sizes, the
+    link's eta from the rate sweep (1 rank per host), each one's alpha from its unshaped small
+    sizes."""
     warnings = []
-    beta_cpu, eta = alpha_beta.fit_link(sweep)
-    if not 0 < eta <= 1.2:
-        # Noise larger than the link's share of the time (a loaded machine, too few rates): a
-        # negative or impossible efficiency would project nonsense.
-        warnings.append(f"the rate sweep gave eta = {eta:.3g}, outside (0, 1.2]: the wire term is not resolved by "
-                        "these measurements; the model uses eta = 1 (the tbf rate as goodput)")
-        eta = 1.0
-        beta_cpu = alpha_beta.fit_cpu(sweep, eta)
-    models = {"ring, 1 rank/host": {"algorithm": "auto", "per_host": 1, "eta": eta, "beta_cpu": beta_cpu,
-                                    "points": sweep}}
+    models = {"ring, 1 rank/host": {"algorithm": "auto", "per_host": 1, "points": points_of(results, 1)}}
     for algorithm in algorithms:
-        pts = points_of(results, 2, algorithm)
-        models[f"{algorithm}, 2 ranks/host"] = {"algorithm": model_name(algorithm), "per_host": 2, "eta": eta,
-                                                "beta_cpu": alpha_beta.fit_cpu(pts, eta), "points": pts}
+        models[f"{algorithm}, 2 ranks/host"] = {"algorithm": model_name(algorithm), "per_host": 2,
+                                                "points": points_of(results, 2, algorithm)}
     for name, m in models.items():
-        if m["beta_cpu"] < 0:
-            warnings.append(f"{name}: the fit gave beta_cpu = {m['beta_cpu']:.3g} s/B < 0; the model uses 0")
-            m["beta_cpu"] = 0.0
+        m["beta_cpu"] = alpha_beta.fit_cpu(m["points"])
+        if m["beta_cpu"] <= 0:
+            warnings.append(f"{name}: the fit gave beta_cpu = {m['beta_cpu']:.3g} s/B <= 0; the model uses 1e-12")
+            m["beta_cpu"] = 1e-12
+    sweep = models["ring, 1 rank/host"]
+    eta = alpha_beta.fit_eta(sweep["points"], sweep["beta_cpu"])
+    if not 0 < eta <= 1.2:
+        warnings.append(f"the rate sweep gave eta = {eta:.3g}, outside (0, 1.2]; the model uses eta = 1")
+        eta = 1.0
+    for name, m in models.items():
+        m["eta"] = eta
         m["alpha"] = alpha_beta.fit_alpha(m["points"], m["beta_cpu"])
         if m["alpha"] < 0:
             warnings.append(f"{name}: the fit gave alpha = {m['alpha']:.3g} s < 0; the model uses 0")
@@ -82,9 +80,17 @@ def jobs_for_projection(results, resnet, global_batch, speedup):
     return jobs
 
 
+def variants(models):
+    """Each fitted model, and the same with beta_cpu = 0: hosts whose CPUs keep up with the link
+    (this machine's beta_cpu is a loaded 2-core VM's; a cluster host's is smaller)."""
+    for name, m in models.items():
+        yield name, m
+        yield f"{name} [CPU keeps up]", {**m, "beta_cpu": 0.0}
+
+
 def project(models, jobs):
     out = []
-    for name, m in models.items():
+    for name, m in variants(models):
         for job_name, job in jobs.items():
             for rate in PROJECT_RATES_GBIT:
                 for hosts in PROJECT_HOSTS:
@@ -137,7 +143,7 @@ def print_measured(doc):
 
 
 def print_models(doc):
-    print("\nalpha-beta model, T = S alpha + n (C beta_cpu + W 8 / (eta R)) (bench/cluster/README.md):")
+    print("\nalpha-beta model, T = S alpha + n max(C beta_cpu, W 8 / (eta R)) (bench/cluster/README.md):")
     print(f"{'model':<28} {'alpha us':>9} {'beta_cpu ns/B':>14} {'(= GB/s)':>9} {'eta':>6} {'median |err|':>12} "
           f"{'worst |err|':>11}")
     for name, m in doc["models"].items():
@@ -168,11 +174,11 @@ def print_projections(doc):
         print(f"\n{job_name}: gradient {job['gradient_bytes'] / 2**20:.2f} MiB, compute {compute * 1e3:.1f} ms per "
               f"step; cells: allreduce ms, efficiency without overlap / with full overlap")
         for rate in PROJECT_RATES_GBIT:
-            print(f"  {rate} Gbit/s   " + " ".join(f"{f'{h} hosts':>20}" for h in PROJECT_HOSTS))
-            for name in doc["models"]:
+            print(f"  {f'{rate} Gbit/s':<44}" + " ".join(f"{f'{h} hosts':>20}" for h in PROJECT_HOSTS))
+            for name in dict.fromkeys(p["model"] for p in doc["projections"]):
                 cells = [p for p in doc["projections"] if p["model"] == name and p["job"] == job_name and
                          p["rate_gbit"] == rate]
-                print(f"  {name:<28}" + " ".join(
+                print(f"  {name:<44}" + " ".join(
                     f"{p['allreduce_s'] * 1e3:8.2f} {p['efficiency_no_overlap']:5.2f}/{p['efficiency_overlap']:4.2f}"
                     for p in cells))
 
