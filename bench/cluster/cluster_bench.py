@@ -235,7 +235,7 @@ def parse_args():
     args.rates, args.steps, args.global_batch, args.warmup = [0.25, 0.5, 1, 2], 150, 64, 10
     args.seconds, args.max_unshaped, args.max_shaped = 0.3, 64 << 20, 16 << 20
     if args.quick:
-        args.rounds, args.rates, args.steps, args.warmup, args.no_resnet = 1, [1], 16, 4, True
+        args.rounds, args.rates, args.steps, args.warmup, args.no_resnet = 1, [0.25], 16, 4, True
         args.seconds, args.max_unshaped, args.max_shaped = 0.02, 4 << 20, 4 << 20
     if args.rounds < 1 or args.compute_speedup <= 0:
         ap.error("need --rounds >= 1 and --compute-speedup > 0")
@@ -281,7 +281,10 @@ def main():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         cluster.down()
-    doc = report.build(args, results, resnet, supported, time.time() - started)
+    try:
+        doc = report.build(args, results, resnet, supported, time.time() - started)
+    except ValueError as e:
+        fail(f"fitting the model: {e}")
     if args.json:
         print(json.dumps(doc, indent=1))
     else:

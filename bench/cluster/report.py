@@ -50,7 +50,11 @@ def fit(results, algorithms):
             warnings.append(f"{name}: the fit gave beta_cpu = {m['beta_cpu']:.3g} s/B <= 0; the model uses 1e-12")
             m["beta_cpu"] = 1e-12
     sweep = models["ring, 1 rank/host"]
-    eta = alpha_beta.fit_eta(sweep["points"], sweep["beta_cpu"])
+    try:
+        eta = alpha_beta.fit_eta(sweep["points"], sweep["beta_cpu"])
+    except ValueError as e:
+        eta = float("nan")
+        warnings.append(str(e))
     if not 0 < eta <= 1.2:
         warnings.append(f"the rate sweep gave eta = {eta:.3g}, outside (0, 1.2]; the model uses eta = 1")
         eta = 1.0

@@ -21,7 +21,7 @@ build=$here/../../build
 ranks_list=()
 busy=0 rounds=3 json=0
 bench_args=()
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
