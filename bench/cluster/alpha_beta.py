@@ -19,11 +19,12 @@ measured 1 and 2 Gbit/s points by 24-56 % in bench/cluster's first run).
   ring, n > small limit                 2 (p - 1)              2 (p - 1) / p              2 (p - 1) / p
   auto, n <= small limit (gather)       p - 1                  p - 1                      k k (H - 1)
   auto, n > small limit                 as the ring
-  hierarchical (k > 1)                  2 (H - 1) + 2          2 (k-1)/k + 2 (H-1)/(H k)  2 (H - 1) / H
+  hierarchical (k > 1)                  2 (k - 1) + 2 (H - 1)  2 (k-1)/k + 2 (H-1)/(H k)  2 (H - 1) / H
 
 The ring is node-aware (one link crossing per host and direction in every step); the
-hierarchical path reduces within the host, runs k rings across hosts (each rank carries 1/k),
-then spreads the result within the host (two more steps).
+hierarchical path reduce-scatters within the host (k - 1 steps), allreduces shard i across hosts
+among the hosts' local ranks i (k streams per link, each carrying 1/k), then allgathers within
+the host (k - 1 steps).
 """
 import math
 
@@ -35,7 +36,7 @@ def shape(algorithm, hosts, per_host, nbytes):
     unset), "ring" or "hierarchical" (forced)."""
     p = hosts * per_host
     if algorithm == "hierarchical" and per_host > 1 and hosts > 1:
-        return (2 * (hosts - 1) + 2, 2 * (per_host - 1) / per_host + 2 * (hosts - 1) / (hosts * per_host),
+        return (2 * (per_host - 1) + 2 * (hosts - 1), 2 * (per_host - 1) / per_host + 2 * (hosts - 1) / (hosts * per_host),
                 2 * (hosts - 1) / hosts)
     if algorithm == "auto" and nbytes <= SMALL_LIMIT:
         return p - 1, p - 1, per_host * per_host * (hosts - 1)
