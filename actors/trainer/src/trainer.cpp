@@ -137,6 +137,13 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   FitEnvironment environment;
   environment.fusion_threshold_bytes = fusion_threshold(options.fusion_threshold_bytes);
   environment.output = output_here(s.session);
+  environment.skip_gradient_allreduce = settings::kBenchSkipGradientAllreduce.read();
+  if (environment.skip_gradient_allreduce) {
+    spdlog::warn(
+        "{} is set: the gradient allreduce is skipped, every rank steps with its own share of the gradient and the "
+        "ranks' weights diverge; the trained model is meaningless (benchmarks only)",
+        settings::kBenchSkipGradientAllreduce.name);
+  }
   FitRun run(*this, s, std::move(train), options, environment);
   return run.run();
 }

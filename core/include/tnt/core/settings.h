@@ -158,4 +158,11 @@ inline constexpr Integer kIbRegCacheMb{"TNT_IB_REG_CACHE_MB", 0, 0, 1 << 24,
 inline constexpr Text kLaunchSsh{"TNT_LAUNCH_SSH", "ssh", "the command tnt-launch starts remote ranks with"};
 inline constexpr Text kDataDir{"TNT_DATA_DIR", "", "folder searched for the built-in data sets"};
 
+// --- Benchmarks only -----------------------------------------------------------------------------
+// Never for training: the ranks' weights diverge. bench/trainer sets it to measure what the
+// gradient allreduce costs a step under the same compute contention.
+inline constexpr Flag kBenchSkipGradientAllreduce{
+    "TNT_BENCH_SKIP_GRADIENT_ALLREDUCE", false,
+    "benchmarks only: the trainer skips the gradient allreduce (each rank keeps its own gradients)"};
+
 }  // namespace tnt::settings
