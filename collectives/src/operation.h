@@ -11,6 +11,7 @@
 #include "tnt/collectives/communicator.h"
 #include "tnt/transport/event_loop.h"
 #include "tnt/transport/pair.h"
+#include "topology.h"
 
 namespace tnt::detail {
 
@@ -36,8 +37,12 @@ class CommunicatorCore {
  public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual transport::Pair& left() = 0;   // receives come from rank - 1
-  virtual transport::Pair& right() = 0;  // sends go to rank + 1
+  virtual transport::Pair& left() = 0;   // the job's ring (Note [Node-aware order]): receives come from here
+  virtual transport::Pair& right() = 0;  // sends go here
+  virtual const Topology& topology() const = 0;
+  // A peer connected at start-up: the neighbours in the job's ring, in this host's ring and, when
+  // topology().layered(), in this rank's ring across hosts.
+  virtual transport::Pair& pair(int peer_rank) = 0;
   virtual std::size_t segment_bytes() const = 0;
   virtual int pipeline_depth() const = 0;
   virtual std::size_t small_allreduce_bytes() const = 0;
@@ -81,7 +86,17 @@ class Operation : public transport::CompletionSink {
 // segment k of step s has arrived: transfer and reduction overlap along the ring. At most
 // pipeline_depth() receives are posted per operation, in message order, each reduce step's
 // into one of pipeline_depth() scratch slots.
+//
+// A ring is the job's (ring_size 0: every rank, in the order of Note [Node-aware order]) or any
+// other ring of ranks (the hierarchical algorithms' rings within and across hosts): then
+// ring_size and the two neighbours say which. Chunks are indexed by place in the ring.
+// Messages use tag indices from tag_base on, so that consecutive rings of one operation over
+// the same pair never match each other's messages.
 struct RingLayout {
+  int ring_size = 0;
+  transport::Pair* left = nullptr;
+  transport::Pair* right = nullptr;
+  std::uint64_t tag_base = 0;
   std::byte* base = nullptr;
   std::size_t element_size = 1;
   std::vector<std::size_t> chunk_offset;  // in elements, one per rank
@@ -98,8 +113,10 @@ class RingOperation : public Operation {
 
  protected:
   void start_ring(RingLayout layout);
-  // Called once every message of the ring has been sent and received.
+  // Called once every message of the ring has been sent and received; it may start another ring.
   virtual void ring_done() { finish(); }
+  // The job's ring: its size and this rank's neighbours in it.
+  RingLayout job_ring() const;
 
  private:
   void on_send_complete(std::uint64_t cookie) override;

@@ -130,12 +130,18 @@ inline constexpr Seconds kPeerTimeoutS{"TNT_PEER_TIMEOUT_S", 30, 86400,
 inline constexpr Seconds kHandshakeTimeoutS{"TNT_HANDSHAKE_TIMEOUT_S", 5, 86400, "bound on one authentication"};
 
 inline constexpr Flag kShm{"TNT_SHM", true, "ranks on the same host exchange data through shared memory"};
+inline constexpr Integer kVirtualHosts{"TNT_VIRTUAL_HOSTS", 0, 0, 1 << 20,
+                                       "tests: each host's ranks form this many hosts (contiguous rank blocks); 0 off"};
 
 // --- Collectives ---------------------------------------------------------------------------------
 inline constexpr Kib kSegmentKb{"TNT_SEGMENT_KB", 512, 1, 1 << 20, "largest ring pipeline segment"};
 inline constexpr Integer kPipelineDepth{"TNT_PIPELINE_DEPTH", 4, 1, 255, "receives in flight per operation"};
 inline constexpr Kib kSmallAllreduceKb{"TNT_SMALL_ALLREDUCE_KB", 16, 0, 1 << 20,
                                        "largest allreduce that gathers and reduces locally"};
+inline constexpr Choice kAllreduceAlgorithm{"TNT_ALLREDUCE_ALGORITHM", "auto", "auto|ring|gather|hierarchical",
+                                            "forces one allreduce algorithm (auto: by size and topology)"};
+inline constexpr Choice kAllgatherAlgorithm{"TNT_ALLGATHER_ALGORITHM", "auto", "auto|ring|hierarchical",
+                                            "forces one allgather algorithm (auto: by topology)"};
 inline constexpr Microseconds kWaitPollUs{"TNT_WAIT_POLL_US", 50, 0, 1'000'000,
                                           "how long a thread blocked in a collective polls before it sleeps"};
 
