@@ -81,7 +81,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // The hierarchical paths: 2 hosts x 2 ranks, and the degenerate layouts
                       // (one rank per host, one host) that the same code must get right.
                       CheckCase{4, false, true, 2}, CheckCase{4, true, true, 2}, CheckCase{4, false, false, 2},
-                      CheckCase{2, true, true, 2}, CheckCase{3, true, true, 3}, CheckCase{3, true, true, 1}),
+                      CheckCase{2, false, true, 2}, CheckCase{3, true, true, 3}, CheckCase{3, false, true, 1}),
     [](const auto& test_info) {
       const CheckCase& c = test_info.param;
       return std::to_string(c.ranks) + "ranks" +

@@ -221,8 +221,9 @@ TEST(MultiHost, HierarchicalCollectivesOnTwoHostsOfTwoRanks) {
   const std::string m = unique_marker();
   auto args = launch_args(
       write_hostfile("hosts_2x2", cluster().hosts[0].addr + " slots=2\n" + cluster().hosts[1].addr + " slots=2\n"), m);
-  for (const char* a : {"-x", "TNT_ALLREDUCE_ALGORITHM=hierarchical", "-x", "TNT_ALLGATHER_ALGORITHM=hierarchical",
-                        "--output-on-all-devices", "--log-level", "DEBUG", "--", "WORKER", "check"}) {
+  for (const char* a :
+       {"-x", "TNT_ALLREDUCE_ALGORITHM=hierarchical", "-x", "TNT_ALLGATHER_ALGORITHM=hierarchical",
+        "--output-on-all-devices", "--log-on-all-devices", "--log-level", "DEBUG", "--", "WORKER", "check"}) {
     args.push_back(std::string(a) == "WORKER" ? kWorker : a);
   }
   auto r = run(args, 200);
