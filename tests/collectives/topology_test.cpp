@@ -32,8 +32,8 @@ TEST_F(HostsOf, GroupsByHostKeyNumberedByLowestRank) {
 TEST_F(HostsOf, VirtualHostsCutEachHostIntoContiguousBlocks) {
   ::setenv("TNT_VIRTUAL_HOSTS", "2", 1);
   // Five ranks on one host: blocks of 3 and 2. Then two ranks on another: one each.
-  EXPECT_EQ(transport::hosts_of(book_of({"a shm=K@1", "a shm=K@2", "a shm=K@3", "a shm=K@4", "a shm=K@5", "b shm=L@1",
-                                         "b shm=L@2"})),
+  EXPECT_EQ(transport::hosts_of(
+                book_of({"a shm=K@1", "a shm=K@2", "a shm=K@3", "a shm=K@4", "a shm=K@5", "b shm=L@1", "b shm=L@2"})),
             (std::vector<int>{0, 0, 0, 1, 1, 2, 3}));
   // More virtual hosts than ranks: every rank alone.
   ::setenv("TNT_VIRTUAL_HOSTS", "8", 1);
