@@ -2,6 +2,7 @@
 // and every way a job can go wrong ending in a clear error, never a hang.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <set>
@@ -33,38 +34,61 @@ struct CheckCase {
   int ranks;
   bool ring_only;   // force the ring with tiny segments, also for small buffers
   bool shm = true;  // false: TNT_SHM=0, so ranks on this host talk TCP
+  // > 0: the ranks form this many virtual hosts (TNT_VIRTUAL_HOSTS) and every allreduce and
+  // allgather is forced onto the hierarchical path; with ring_only its rings use tiny segments.
+  int virtual_hosts = 0;
 };
 
 class CollectivesCheck : public ::testing::TestWithParam<CheckCase> {};
 
 TEST_P(CollectivesCheck, MatchSerialReference) {
-  const auto [ranks, ring_only, shm] = GetParam();
+  const auto [ranks, ring_only, shm, virtual_hosts] = GetParam();
   Job job(ranks);
   Job::Env env;
   if (ring_only) env = {{"TNT_SMALL_ALLREDUCE_KB", "0"}, {"TNT_SEGMENT_KB", "1"}, {"TNT_PIPELINE_DEPTH", "3"}};
   env["TNT_SHM"] = shm ? "1" : "0";
+  if (virtual_hosts > 0) {
+    env["TNT_VIRTUAL_HOSTS"] = std::to_string(virtual_hosts);
+    env["TNT_ALLREDUCE_ALGORITHM"] = "hierarchical";
+    env["TNT_ALLGATHER_ALGORITHM"] = "hierarchical";
+    // Each rank says once that it took the hierarchical path, and over which hosts.
+    env["TNT_LOG_LEVEL"] = "DEBUG";
+    env["TNT_LOG_ON_ALL_DEVICES"] = "1";
+  }
   job.start_all({kWorker, "check"}, env);
   auto outcomes = job.wait(240s);
   // The worker checks every element of each allreduce against the serial reference: 5 types,
   // 4 ops, its largest buffer alone is (1 << 20) + 3 elements.
   constexpr long long kAtLeast = 5LL * 4 * ((1LL << 20) + 3);
+  const int hosts = std::min(virtual_hosts, ranks);
+  const std::string hierarchy =
+      "hierarchical collectives: " + std::to_string(hosts) + " hosts x " + std::to_string(ranks / std::max(hosts, 1));
   for (const auto& outcome : outcomes) {
     EXPECT_TRUE(outcome.exited && outcome.exit_code == 0) << describe(outcomes);
     EXPECT_NE(outcome.output.find(" 0 failures"), std::string::npos) << outcome.output;
     EXPECT_GE(checks_reported(outcome.output), kAtLeast) << outcome.output;
+    if (virtual_hosts > 0) {
+      EXPECT_NE(outcome.output.find(hierarchy), std::string::npos) << outcome.output;
+    }
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, CollectivesCheck,
-                         ::testing::Values(CheckCase{1, false}, CheckCase{2, false}, CheckCase{3, false},
-                                           CheckCase{4, false}, CheckCase{2, true}, CheckCase{3, true},
-                                           CheckCase{4, true}, CheckCase{2, false, false}, CheckCase{3, false, false},
-                                           CheckCase{4, false, false}, CheckCase{2, true, false},
-                                           CheckCase{3, true, false}, CheckCase{4, true, false}),
-                         [](const auto& test_info) {
-                           return std::to_string(test_info.param.ranks) + "ranks" +
-                                  (test_info.param.ring_only ? "_ring_only" : "") + (test_info.param.shm ? "" : "_tcp");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Ranks, CollectivesCheck,
+    ::testing::Values(CheckCase{1, false}, CheckCase{2, false}, CheckCase{3, false}, CheckCase{4, false},
+                      CheckCase{2, true}, CheckCase{3, true}, CheckCase{4, true}, CheckCase{2, false, false},
+                      CheckCase{3, false, false}, CheckCase{4, false, false}, CheckCase{2, true, false},
+                      CheckCase{3, true, false}, CheckCase{4, true, false},
+                      // The hierarchical paths: 2 hosts x 2 ranks, and the degenerate layouts
+                      // (one rank per host, one host) that the same code must get right.
+                      CheckCase{4, false, true, 2}, CheckCase{4, true, true, 2}, CheckCase{4, false, false, 2},
+                      CheckCase{2, false, true, 2}, CheckCase{3, true, true, 3}, CheckCase{3, false, true, 1}),
+    [](const auto& test_info) {
+      const CheckCase& c = test_info.param;
+      return std::to_string(c.ranks) + "ranks" +
+             (c.virtual_hosts > 0 ? "_" + std::to_string(c.virtual_hosts) + "hosts_hierarchical" : "") +
+             (c.ring_only ? (c.virtual_hosts > 0 ? "_small_segments" : "_ring_only") : "") + (c.shm ? "" : "_tcp");
+    });
 
 // ---- start-up refusals -------------------------------------------------------------------------
 

@@ -135,12 +135,18 @@ inline constexpr Seconds kStallTimeoutS{"TNT_STALL_TIMEOUT_S", 0, 86400,
                                         "such a stall fails the job after this long (unset: never)"};
 
 inline constexpr Flag kShm{"TNT_SHM", true, "ranks on the same host exchange data through shared memory"};
+inline constexpr Integer kVirtualHosts{"TNT_VIRTUAL_HOSTS", 0, 0, 1 << 20,
+                                       "tests: each host's ranks form this many hosts (contiguous rank blocks); 0 off"};
 
 // --- Collectives ---------------------------------------------------------------------------------
 inline constexpr Kib kSegmentKb{"TNT_SEGMENT_KB", 512, 1, 1 << 20, "largest ring pipeline segment"};
 inline constexpr Integer kPipelineDepth{"TNT_PIPELINE_DEPTH", 4, 1, 255, "receives in flight per operation"};
 inline constexpr Kib kSmallAllreduceKb{"TNT_SMALL_ALLREDUCE_KB", 16, 0, 1 << 20,
                                        "largest allreduce that gathers and reduces locally"};
+inline constexpr Choice kAllreduceAlgorithm{"TNT_ALLREDUCE_ALGORITHM", "auto", "auto|ring|gather|hierarchical",
+                                            "forces one allreduce algorithm (auto: by size and topology)"};
+inline constexpr Choice kAllgatherAlgorithm{"TNT_ALLGATHER_ALGORITHM", "auto", "auto|ring|hierarchical",
+                                            "forces one allgather algorithm (auto: by topology)"};
 inline constexpr Microseconds kWaitPollUs{"TNT_WAIT_POLL_US", 500, 0, 1'000'000,
                                           "how long a thread blocked in a collective polls before it sleeps "
                                           "(unset: 500, or 0 where this host's ranks outnumber its cores)"};
