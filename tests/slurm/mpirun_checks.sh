@@ -6,7 +6,7 @@
 #
 # Exit 77 (skipped) with the reason when mpirun is not installed.
 set -uo pipefail
-check=$1 build=$(cd "$2" && pwd)
+check=$1 build=$(cd "$2" && pwd) src=$(cd "${3:-.}" && pwd)
 command -v mpirun >/dev/null || { echo "SKIPPED: mpirun is not installed (openmpi-bin)" >&2; exit 77; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/tnt-mpirun.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -27,7 +27,6 @@ case $check in
     grep -E 'checks, 0 failures' check.out
     ;;
   train)
-    src=$(cd "$3" && pwd)
     args=("$src/conf/lenet5_fashion_mnist.toml" --epochs 1 --max-steps 40 --print-steps --no-progress
       --validation-frequency 0)
     timeout 240 "${mpi[@]}" -np 2 "$build/bin/tnt-train" "${args[@]}" --checkpoint mpirun.ckpt >mpirun.out 2>&1 ||
