@@ -9,8 +9,7 @@ namespace {
 
 [[noreturn]] void refuse(std::string_view what, std::string_view list, const std::string& problem) {
   const bool cut = list.size() > 80;
-  throw ConfigError(std::string(what) + " '" + std::string(list.substr(0, 80)) + (cut ? "...'" : "'") + ": " +
-                    problem);
+  throw ConfigError(std::string(what) + " '" + std::string(list.substr(0, 80)) + (cut ? "...'" : "'") + ": " + problem);
 }
 
 // Splits at commas outside brackets.

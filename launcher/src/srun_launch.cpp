@@ -50,8 +50,7 @@ int whole_number(const char* name, int max) {
   const std::string text = variable(name);
   int value = -1;
   const auto result = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || result.ec != std::errc{} || result.ptr != text.data() + text.size() || value < 0 ||
-      value > max) {
+  if (text.empty() || result.ec != std::errc{} || result.ptr != text.data() + text.size() || value < 0 || value > max) {
     throw UsageError(std::string(name) + "='" + text + "': --srun-task runs only as a task of srun, which sets it");
   }
   return value;
@@ -100,7 +99,8 @@ class SrunJob {
     pollfd fds[3] = {{signal_fd_, POLLIN, 0}, {child_.stdout_fd, POLLIN, 0}, {child_.stderr_fd, POLLIN, 0}};
     int timeout_ms = 200;
     if (exited_) timeout_ms = 0;  // only draining what is left
-    if (::poll(fds, 3, timeout_ms) < 0 && errno != EINTR) throw Error("poll failed: " + std::string(std::strerror(errno)));
+    if (::poll(fds, 3, timeout_ms) < 0 && errno != EINTR)
+      throw Error("poll failed: " + std::string(std::strerror(errno)));
     if (fds[0].revents & POLLIN) on_signals();
     if (fds[1].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(child_.stdout_fd, out_lines_, 1);
     if (fds[2].revents & (POLLIN | POLLHUP | POLLERR)) read_stream(child_.stderr_fd, err_lines_, 2);
@@ -174,7 +174,8 @@ class SrunJob {
     if (stop_signal_ != 0) return 128 + stop_signal_;
     if (WIFEXITED(status_)) {
       const int code = WEXITSTATUS(status_);
-      if (code != 0) spdlog::error("the srun step failed (srun exited with status {}; its messages above name the rank)", code);
+      if (code != 0)
+        spdlog::error("the srun step failed (srun exited with status {}; its messages above name the rank)", code);
       return code;
     }
     spdlog::error("srun {}", describe_wait_status(status_));
@@ -277,7 +278,8 @@ int run_srun_task(const LaunchOptions& opts) {
   for (const auto& a : opts.program) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   execvp(argv[0], argv.data());
-  throw Error("rank " + std::to_string(rank) + ": cannot start '" + opts.program.front() + "': " + std::strerror(errno));
+  throw Error("rank " + std::to_string(rank) + ": cannot start '" + opts.program.front() +
+              "': " + std::strerror(errno));
 }
 
 }  // namespace tnt::launcher::detail

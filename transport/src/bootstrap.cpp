@@ -226,11 +226,10 @@ void from_openmpi(JobEnvironment& env) {
     return;
   }
   if (!pmix_available()) {
-    throw ConfigError(
-        "started by mpirun (OMPI_COMM_WORLD_SIZE=" + std::to_string(env.size) +
-        ") without a PMIx server (no PMIX_NAMESPACE): rank 0's address cannot reach the other ranks; set "
-        "TNT_MASTER_ADDR, TNT_MASTER_PORT and TNT_JOB_TOKEN_FILE (mpirun -x), or use an mpirun with PMIx "
-        "(OpenMPI 4 or later)");
+    throw ConfigError("started by mpirun (OMPI_COMM_WORLD_SIZE=" + std::to_string(env.size) +
+                      ") without a PMIx server (no PMIX_NAMESPACE): rank 0's address cannot reach the other ranks; set "
+                      "TNT_MASTER_ADDR, TNT_MASTER_PORT and TNT_JOB_TOKEN_FILE (mpirun -x), or use an mpirun with PMIx "
+                      "(OpenMPI 4 or later)");
   }
   std::string master;
   std::string token;
@@ -327,15 +326,14 @@ void from_slurm(JobEnvironment& env) {
   env.local_rank = static_cast<int>(whole_number("SLURM_LOCALID", 0, env.local_size - 1, who));
   env.source = "Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID of step " + std::to_string(job) + "." +
                std::to_string(step) + ")";
-  env.job_id = settings::is_set(settings::kJobId.name)
-                   ? settings::kJobId.read()
-                   : "slurm-" + std::to_string(job) + "." + std::to_string(step);
+  env.job_id = settings::is_set(settings::kJobId.name) ? settings::kJobId.read()
+                                                       : "slurm-" + std::to_string(job) + "." + std::to_string(step);
   read_given_token(env);
   if (env.size == 1) return;
   slurm_master(env, job, step);
   if (env.job_token.empty() && pmix_available()) {
-    const auto shared = exchange_through_pmix(env.rank == 0, "", env.rank == 0 ? random_token() : "",
-                                              env.connect_timeout);
+    const auto shared =
+        exchange_through_pmix(env.rank == 0, "", env.rank == 0 ? random_token() : "", env.connect_timeout);
     env.job_token = shared.token;
     env.token_origin = "drawn by rank 0, shared through PMIx (srun --mpi=pmix)";
   }

@@ -7,10 +7,10 @@
 namespace tnt::bootstrap {
 
 struct PmixShared {
-  std::string master;     // "ADDRESS:PORT" of rank 0's rendezvous
-  std::string token;      // the job's secret, when rank 0 published one
-  std::string nspace;     // the PMIx namespace: unique per job of the launching system
-  int rank = -1;          // this process's rank as PMIx knows it
+  std::string master;  // "ADDRESS:PORT" of rank 0's rendezvous
+  std::string token;   // the job's secret, when rank 0 published one
+  std::string nspace;  // the PMIx namespace: unique per job of the launching system
+  int rank = -1;       // this process's rank as PMIx knows it
 };
 
 // Whether a PMIx server announced itself to this process (PMIX_NAMESPACE and its URI are set).
