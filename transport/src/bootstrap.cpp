@@ -179,10 +179,9 @@ std::string reachable_address() {
 std::uint16_t free_port(const std::string& address) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICHOST;
   addrinfo* found = nullptr;
-  if (getaddrinfo(address.c_str(), "0", &hints, &found) != 0) {
-    throw ConfigError("cannot find a free port on '" + address + "': not a numeric address (set TNT_MASTER_PORT)");
+  if (getaddrinfo(address.c_str(), "0", &hints, &found) != 0 || found == nullptr) {
+    throw ConfigError("cannot find a free port on '" + address + "': the name does not resolve (set TNT_MASTER_ADDR)");
   }
   const int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_storage bound{};
