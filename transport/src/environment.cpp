@@ -36,6 +36,8 @@ JobEnvironment JobEnvironment::from_env() {
   env.connect_timeout = settings::kConnectTimeoutS.read();
   env.peer_timeout = settings::kPeerTimeoutS.read();
   env.handshake_timeout = settings::kHandshakeTimeoutS.read();
+  env.stall_warn = settings::kStallWarnS.read();
+  env.stall_timeout = settings::kStallTimeoutS.read();
   bootstrap::place_rank(env);
   return env;
 }
