@@ -1,8 +1,11 @@
 // One rank of the multi-process collective tests (tests/collectives/*_test.cpp start it).
 //   tnt-test-worker check        every collective, dtype, op and count against a serial reference
-//   tnt-test-worker loop         allreduces until killed (failure tests); prints "running" once
+//   tnt-test-worker loop         allreduces until killed (failure tests); prints "running rank=R pid=P" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
+//   tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
 // --config TEXT sets the run configuration (ranks must agree).
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -282,6 +285,10 @@ int main(int argc, char** argv) {
     tnt::CommunicatorOptions options;
     options.configuration = option(argc, argv, "--config", "test-configuration");
     options.environment = tnt::JobEnvironment::from_env();
+    if (mode == "print-job") {  // where this rank thinks it is, and from which source; joins nothing
+      std::fputs(options.environment->describe().c_str(), stdout);
+      return 0;
+    }
     // Before the communicator, so that what joining the job logs is seen too.
     tnt::init_logging(options.environment->rank, options.environment->size);
     tnt::Communicator comm(options);
@@ -304,7 +311,7 @@ int main(int argc, char** argv) {
       for (long iteration = 0;; ++iteration) {
         comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::avg);
         if (iteration == 3) {
-          std::printf("running\n");
+          std::printf("running rank=%d pid=%d\n", comm.rank(), static_cast<int>(getpid()));
           std::fflush(stdout);
         }
       }
