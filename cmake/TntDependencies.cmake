@@ -7,6 +7,9 @@ find_package(spdlog CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 
+# Ranks started by mpirun (or srun --mpi=pmix) find rank 0 through PMIx (transport/src/pmix_exchange.cpp).
+pkg_check_modules(PMIX REQUIRED IMPORTED_TARGET pmix)
+
 if(TNT_WITH_IB)
   # Connections are set up over tnt's authenticated TCP side channel, so rdmacm is not needed.
   pkg_check_modules(IBVERBS REQUIRED IMPORTED_TARGET libibverbs)

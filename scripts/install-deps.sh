@@ -21,6 +21,8 @@ packages=(
   dict-freedict-eng-deu  # English-German pairs for the translation tutorial (dataset/ FreeDict source)
   openssh-server openssh-client iproute2 procps psmisc
   openmpi-bin libopenmpi-dev
+  libpmix-dev  # ranks started by mpirun find rank 0 through PMIx (transport/src/pmix_exchange.cpp)
+  slurm-wlm munge  # the test Slurm of ctest label "slurm" (tests/slurm/slurm_cluster.sh)
   python3
 )
 # Benchmark comparisons only (PyTorch CPU with OpenBLAS); skipped with TNT_MINIMAL_DEPS=1.

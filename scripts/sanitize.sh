@@ -42,7 +42,7 @@ sanitizer_env() {
   local common="halt_on_error=1:log_path=$reports/report:log_exe_name=1"
   export ASAN_OPTIONS="$common:abort_on_error=0:exitcode=86:detect_leaks=1"
   export UBSAN_OPTIONS="$common:print_stacktrace=1:exitcode=86"
-  export LSAN_OPTIONS="exitcode=86"
+  export LSAN_OPTIONS="exitcode=86:suppressions=$PWD/scripts/lsan-suppressions.txt"
   export TSAN_OPTIONS="$common:exitcode=86:second_deadlock_stack=1"
 }
 
@@ -88,7 +88,8 @@ run_tsan() {
   local dir=${TNT_TSAN_BUILD_DIR:-build-tsan}
   timed "tsan configure" configure "$dir" -DTNT_SANITIZE=thread || return 1
   # Only what the labelled tests run (their executables and the workers they start).
-  local targets=(tnt-collectives-test tnt-test-worker tnt-test-bad-peer tnt-auth-test tnt_actors_runtime_test)
+  local targets=(tnt-collectives-test tnt-test-worker tnt-test-bad-peer tnt-auth-test tnt-stall-watch-test
+    tnt_actors_runtime_test)
   if grep -q '^TNT_WITH_IB:BOOL=ON' "$dir/CMakeCache.txt"; then
     targets+=(tnt-ib-protocol-test tnt-ib-job-test tnt-ib-fake-fabric-test)
   fi

@@ -11,6 +11,7 @@
 #include "tnt/collectives/communicator.h"
 #include "tnt/transport/event_loop.h"
 #include "tnt/transport/pair.h"
+#include "topology.h"
 
 namespace tnt::detail {
 
@@ -25,7 +26,8 @@ struct OperationState {
 
   transport::EventLoop& loop;
   CompletionCallback callback;
-  bool held = false;  // holds the loop (EventLoop::hold) until complete()
+  bool held = false;            // holds the loop (EventLoop::hold) until complete()
+  std::uint16_t tag_check = 0;  // Note [Tags]: 12 bits from the call's signature
   mutable std::mutex mutex;
   bool finished = false;
   std::string error;
@@ -36,8 +38,12 @@ class CommunicatorCore {
  public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  virtual transport::Pair& left() = 0;   // receives come from rank - 1
-  virtual transport::Pair& right() = 0;  // sends go to rank + 1
+  virtual transport::Pair& left() = 0;   // the job's ring (Note [Node-aware order]): receives come from here
+  virtual transport::Pair& right() = 0;  // sends go here
+  virtual const Topology& topology() const = 0;
+  // A peer connected at start-up: the neighbours in the job's ring, in this host's ring and, when
+  // topology().layered(), in this rank's ring across hosts.
+  virtual transport::Pair& pair(int peer_rank) = 0;
   virtual std::size_t segment_bytes() const = 0;
   virtual int pipeline_depth() const = 0;
   virtual std::size_t small_allreduce_bytes() const = 0;
@@ -60,12 +66,21 @@ class Operation : public transport::CompletionSink {
   virtual ~Operation() = default;
   virtual void start() = 0;
   OperationState& state() { return *state_; }
+  std::uint64_t sequence() const { return sequence_; }
 
  protected:
-  // Note [Tags]: the upper 32 bits are the operation's sequence number (its place in the issue
-  // order, the same on every rank), the lower 32 a message index within the operation, so
-  // messages of concurrent operations never match each other's receives.
-  std::uint64_t tag(std::uint64_t index) const { return (sequence_ & 0xffffffffu) << 32 | index; }
+  // Note [Tags]: a tag is the operation's sequence number (its place in the issue order, the
+  // same on every rank; upper 20 bits), a check drawn from what was called (kind, type, operation
+  // and root; next 12 bits) and a message index within the operation (lower 32 bits; phases of a
+  // hierarchical operation start at multiples of 2^30). Messages of concurrent operations never
+  // match each other's receives, and ranks that called different collectives at the same place
+  // exchange nothing (but for one pair of calls in 4096): they wait, and the stall watch names
+  // both calls (Note [Stall watch]). The size is not in the check, so a size mismatch is still
+  // found by the first message that does not fit. Sequence numbers wrap: tags stay unique as long
+  // as fewer than 2^20 operations are in flight at once.
+  std::uint64_t tag(std::uint64_t index) const {
+    return (sequence_ & 0xfffffu) << 44 | std::uint64_t{state_->tag_check} << 32 | (index & 0xffffffffu);
+  }
   void finish() { core_.complete(*this); }
 
   CommunicatorCore& core_;
@@ -81,7 +96,17 @@ class Operation : public transport::CompletionSink {
 // segment k of step s has arrived: transfer and reduction overlap along the ring. At most
 // pipeline_depth() receives are posted per operation, in message order, each reduce step's
 // into one of pipeline_depth() scratch slots.
+//
+// A ring is the job's (ring_size 0: every rank, in the order of Note [Node-aware order]) or any
+// other ring of ranks (the hierarchical algorithms' rings within and across hosts): then
+// ring_size and the two neighbours say which. Chunks are indexed by place in the ring.
+// Messages use tag indices from tag_base on, so that consecutive rings of one operation over
+// the same pair never match each other's messages.
 struct RingLayout {
+  int ring_size = 0;
+  transport::Pair* left = nullptr;
+  transport::Pair* right = nullptr;
+  std::uint64_t tag_base = 0;
   std::byte* base = nullptr;
   std::size_t element_size = 1;
   std::vector<std::size_t> chunk_offset;  // in elements, one per rank
@@ -98,8 +123,10 @@ class RingOperation : public Operation {
 
  protected:
   void start_ring(RingLayout layout);
-  // Called once every message of the ring has been sent and received.
+  // Called once every message of the ring has been sent and received; it may start another ring.
   virtual void ring_done() { finish(); }
+  // The job's ring: its size and this rank's neighbours in it.
+  RingLayout job_ring() const;
 
  private:
   void on_send_complete(std::uint64_t cookie) override;

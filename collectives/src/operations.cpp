@@ -6,11 +6,13 @@
 namespace tnt::detail {
 namespace {
 
-RingLayout blocks_of(std::byte* base, std::size_t count, std::size_t element_size, int ranks) {
+// Chunk p of the job's ring is the block of the rank at place p (Note [Node-aware order]).
+RingLayout blocks_of(std::byte* base, std::size_t count, std::size_t element_size, const Topology& topology) {
   RingLayout layout;
   layout.base = base;
   layout.element_size = element_size;
-  for (int r = 0; r < ranks; ++r) {
+  const int ranks = static_cast<int>(topology.order.size());
+  for (int r : topology.order) {
     const auto block = Communicator::block(count, ranks, r);
     layout.chunk_offset.push_back(block.offset);
     layout.chunk_count.push_back(block.count);
@@ -18,7 +20,9 @@ RingLayout blocks_of(std::byte* base, std::size_t count, std::size_t element_siz
   return layout;
 }
 
-int previous_rank(int rank, int ranks) { return (rank + ranks - 1) % ranks; }
+int previous(int place, int ranks) { return (place + ranks - 1) % ranks; }
+
+int place_of(const CommunicatorCore& core) { return core.topology().position[static_cast<std::size_t>(core.rank())]; }
 
 }  // namespace
 
@@ -32,7 +36,7 @@ RingLayout ReductionOperation::reduction_layout() {
     widen(static_cast<const bfloat16*>(data_), reinterpret_cast<float*>(work_.data()), count_);
     base = work_.data();
   }
-  RingLayout layout = blocks_of(base, count_, size_of(carried), core_.size());
+  RingLayout layout = blocks_of(base, count_, size_of(carried), core_.topology());
   layout.reduce_steps = core_.size() - 1;
   layout.reduce = reducer_for(type_, op_);
   return layout;
@@ -70,15 +74,15 @@ void AllreduceOperation::start() {
     layout.base = work_.data();
     layout.element_size = bytes;
     layout.chunk_count.assign(ranks, 1);
-    for (int r = 0; r < ranks; ++r) layout.chunk_offset.push_back(static_cast<std::size_t>(r));
+    for (int r : core_.topology().order) layout.chunk_offset.push_back(static_cast<std::size_t>(r));
     layout.copy_steps = ranks - 1;
-    layout.first_send_chunk = core_.rank();
+    layout.first_send_chunk = place_of(core_);
     start_ring(std::move(layout));
     return;
   }
   RingLayout layout = reduction_layout();
   layout.copy_steps = ranks - 1;
-  layout.first_send_chunk = core_.rank();
+  layout.first_send_chunk = place_of(core_);
   start_ring(std::move(layout));
 }
 
@@ -122,7 +126,7 @@ void ReduceScatterOperation::start() {
   }
   RingLayout layout = reduction_layout();
   // Chosen so that the chunk left fully reduced after ranks-1 steps is this rank's own block.
-  layout.first_send_chunk = previous_rank(core_.rank(), ranks);
+  layout.first_send_chunk = previous(place_of(core_), ranks);
   start_ring(std::move(layout));
 }
 
@@ -143,9 +147,9 @@ void AllgatherOperation::start() {
     return;
   }
   RingLayout layout =
-      blocks_of(static_cast<std::byte*>(recv_), bytes_per_rank_ * static_cast<std::size_t>(ranks), 1, ranks);
+      blocks_of(static_cast<std::byte*>(recv_), bytes_per_rank_ * static_cast<std::size_t>(ranks), 1, core_.topology());
   layout.copy_steps = ranks - 1;
-  layout.first_send_chunk = core_.rank();
+  layout.first_send_chunk = place_of(core_);
   start_ring(std::move(layout));
 }
 
@@ -161,15 +165,20 @@ BarrierOperation::BarrierOperation(CommunicatorCore& core, std::uint64_t sequenc
 
 // ---- broadcast -----------------------------------------------------------------------------
 
-// Note [Broadcast]: a pipelined chain along the ring from the root: every rank but the last
-// forwards each segment to its right neighbour as soon as it has arrived.
+// Note [Broadcast]: a pipelined chain along the job's ring from the root: every rank but the last
+// forwards each segment to its right neighbour as soon as it has arrived. The ring's node-aware
+// order (Note [Node-aware order]) makes the chain enter each host once (the root's host twice
+// when the root is not its host's first rank): as few crossings as a tree of hosts would make,
+// and each host link carries the data once, so no separate hierarchical broadcast is needed.
 void BroadcastOperation::start() {
   const int ranks = core_.size();
   if (bytes_ == 0 || ranks == 1) {
     finish();
     return;
   }
-  distance_ = (core_.rank() - root_ + ranks) % ranks;
+  const auto& position = core_.topology().position;
+  distance_ =
+      (position[static_cast<std::size_t>(core_.rank())] - position[static_cast<std::size_t>(root_)] + ranks) % ranks;
   segment_bytes_ = std::max<std::size_t>(1, core_.segment_bytes());
   segments_ = (bytes_ + segment_bytes_ - 1) / segment_bytes_;
   forwards_ = distance_ < ranks - 1;

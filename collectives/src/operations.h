@@ -36,6 +36,21 @@ class AllreduceOperation final : public ReductionOperation {
   bool small_ = false;
 };
 
+// Note [Hierarchical allreduce] in hierarchical.cpp.
+class HierarchicalAllreduceOperation final : public ReductionOperation {
+ public:
+  using ReductionOperation::ReductionOperation;
+  void start() override;
+
+ private:
+  void ring_done() override;
+  void start_phase();
+  RingLayout ring_over(const std::vector<int>& ranks, int place) const;
+
+  std::byte* carried_ = nullptr;  // the data, or its float32 copy
+  int phase_ = 0;
+};
+
 class ReduceScatterOperation final : public ReductionOperation {
  public:
   using ReductionOperation::ReductionOperation;
@@ -57,6 +72,25 @@ class AllgatherOperation : public RingOperation {
   void* recv_;
   std::size_t bytes_per_rank_;
   bool is_barrier_ = false;
+};
+
+// Note [Hierarchical allgather] in hierarchical.cpp.
+class HierarchicalAllgatherOperation final : public RingOperation {
+ public:
+  HierarchicalAllgatherOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state,
+                                 const void* send, void* recv, std::size_t bytes_per_rank)
+      : RingOperation(core, sequence, std::move(state)), send_(send), recv_(recv), bytes_per_rank_(bytes_per_rank) {}
+  void start() override;
+
+ private:
+  void ring_done() override;
+  std::byte* staged(int local_index, int host);
+
+  const void* send_;
+  void* recv_;
+  std::size_t bytes_per_rank_;
+  std::vector<std::byte> staging_;
+  int phase_ = 0;
 };
 
 class BarrierOperation final : public AllgatherOperation {

@@ -24,10 +24,28 @@ void OperationState::complete(const std::string& failure) {
   if (held) loop.release();
 }
 
+RingLayout RingOperation::job_ring() const {
+  RingLayout layout;
+  layout.ring_size = core_.size();
+  if (layout.ring_size > 1) {
+    layout.left = &core_.left();
+    layout.right = &core_.right();
+  }
+  return layout;
+}
+
 void RingOperation::start_ring(RingLayout layout) {
   layout_ = std::move(layout);
-  const int ranks = core_.size();
+  if (layout_.ring_size == 0) {
+    const RingLayout job = job_ring();
+    layout_.ring_size = job.ring_size;
+    layout_.left = job.left;
+    layout_.right = job.right;
+  }
+  const int ranks = layout_.ring_size;
   total_steps_ = layout_.reduce_steps + layout_.copy_steps;
+  next_receive_ = receives_done_ = sends_done_ = 0;
+  free_slots_.clear();
   if (ranks == 1 || total_steps_ == 0) {
     ring_done();
     return;
@@ -44,7 +62,8 @@ void RingOperation::start_ring(RingLayout layout) {
   segment_elements_ = std::max<std::size_t>(1, segment_bytes / layout_.element_size);
   segments_ = std::max<std::size_t>(1, (largest + segment_elements_ - 1) / segment_elements_);
   total_messages_ = static_cast<std::uint64_t>(total_steps_) * segments_;
-  if (total_messages_ >= (std::uint64_t{1} << 32)) {
+  // Each ring of an operation has 2^30 tag indices (RingLayout::tag_base).
+  if (total_messages_ >= (std::uint64_t{1} << 30)) {
     core_.complete(*this, "collective too large for its segment size: raise TNT_SEGMENT_KB");
     return;
   }
@@ -58,7 +77,7 @@ void RingOperation::start_ring(RingLayout layout) {
 }
 
 int RingOperation::chunk_sent_at(int step) const {
-  const int ranks = core_.size();
+  const int ranks = layout_.ring_size;
   return ((layout_.first_send_chunk - step) % ranks + ranks) % ranks;
 }
 
@@ -72,8 +91,8 @@ RingOperation::Span RingOperation::segment_of(int chunk, std::size_t segment) co
 void RingOperation::post_send(int step, std::size_t segment) {
   const Span span = segment_of(chunk_sent_at(step), segment);
   const std::uint64_t index = static_cast<std::uint64_t>(step) * segments_ + segment;
-  core_.right().send(tag(index), layout_.base + span.offset * layout_.element_size, span.count * layout_.element_size,
-                     *this, index);
+  layout_.right->send(tag(layout_.tag_base + index), layout_.base + span.offset * layout_.element_size,
+                      span.count * layout_.element_size, *this, index);
 }
 
 void RingOperation::post_receives() {
@@ -90,7 +109,8 @@ void RingOperation::post_receives() {
       destination = slots_.data() + slot * segment_elements_ * layout_.element_size;
     }
     // The cookie carries the message index and the slot (pipeline depth < 256).
-    core_.left().recv(tag(index), destination, span.count * layout_.element_size, *this, index << 8 | slot);
+    layout_.left->recv(tag(layout_.tag_base + index), destination, span.count * layout_.element_size, *this,
+                       index << 8 | slot);
     ++next_receive_;
   }
 }
@@ -102,7 +122,7 @@ void RingOperation::on_recv_complete(std::uint64_t cookie, std::size_t bytes) {
   const std::size_t segment = index % segments_;
   const Span span = segment_of(chunk_sent_at(step + 1), segment);
   if (bytes != span.count * layout_.element_size) {
-    core_.fail_job("rank " + std::to_string(core_.left().peer_rank()) + " sent " + std::to_string(bytes) +
+    core_.fail_job("rank " + std::to_string(layout_.left->peer_rank()) + " sent " + std::to_string(bytes) +
                    " bytes where " + std::to_string(span.count * layout_.element_size) +
                    " were expected: the ranks called collectives with different counts or types");
     return;

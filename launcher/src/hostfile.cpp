@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "tnt/core/slurm.h"
+
 namespace tnt::launcher {
 namespace {
 
@@ -111,71 +113,12 @@ std::vector<HostEntry> read_hostfile(const std::string& path) {
   return parse_hostfile_text(ss.str(), path);
 }
 
-constexpr std::size_t kMaxSlurmNodes = 100000;
-
 std::vector<std::string> expand_slurm_nodelist(const std::string& nodelist) {
-  // Split at top-level commas (commas inside [] separate ranges, not hosts).
-  std::vector<std::string> items;
-  std::string cur;
-  int depth = 0;
-  for (char c : nodelist) {
-    if (c == '[') ++depth;
-    if (c == ']') --depth;
-    if (depth < 0) throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "': unbalanced ']'");
-    if (c == ',' && depth == 0) {
-      items.push_back(cur);
-      cur.clear();
-    } else {
-      cur += c;
-    }
+  try {
+    return tnt::expand_slurm_nodelist(nodelist, "SLURM_JOB_NODELIST");
+  } catch (const ConfigError& e) {
+    throw HostfileError(e.what());
   }
-  if (depth != 0) throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "': unbalanced '['");
-  items.push_back(cur);
-
-  std::vector<std::string> out;
-  for (const auto& item : items) {
-    if (item.empty()) continue;
-    const auto open = item.find('[');
-    if (open == std::string::npos) {
-      out.push_back(item);
-      continue;
-    }
-    const auto close = item.find(']', open);
-    const std::string prefix = item.substr(0, open);
-    const std::string suffix = item.substr(close + 1);
-    if (suffix.find('[') != std::string::npos) {
-      throw HostfileError("SLURM_JOB_NODELIST '" + nodelist +
-                          "': several bracket groups in one name are not supported");
-    }
-    std::istringstream ranges(item.substr(open + 1, close - open - 1));
-    std::string range;
-    while (std::getline(ranges, range, ',')) {
-      const auto dash = range.find('-');
-      const std::string lo_s = range.substr(0, dash);
-      const std::string hi_s = dash == std::string::npos ? lo_s : range.substr(dash + 1);
-      long lo = 0;
-      long hi = 0;
-      auto r1 = std::from_chars(lo_s.data(), lo_s.data() + lo_s.size(), lo);
-      auto r2 = std::from_chars(hi_s.data(), hi_s.data() + hi_s.size(), hi);
-      if (lo_s.empty() || hi_s.empty() || r1.ec != std::errc{} || r2.ec != std::errc{} ||
-          r1.ptr != lo_s.data() + lo_s.size() || r2.ptr != hi_s.data() + hi_s.size() || hi < lo || hi - lo > 100000) {
-        throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "': bad range '" + range + "'");
-      }
-      // Each range is bounded above, and so is their sum: a short list must not expand to millions.
-      if (out.size() + static_cast<std::size_t>(hi - lo) + 1 > kMaxSlurmNodes) {
-        throw HostfileError("SLURM_JOB_NODELIST '" + nodelist.substr(0, 80) + (nodelist.size() > 80 ? "...'" : "'") +
-                            " names more than " + std::to_string(kMaxSlurmNodes) + " nodes");
-      }
-      const std::size_t width = lo_s.size();  // zero padding as written ("01")
-      for (long v = lo; v <= hi; ++v) {
-        std::string num = std::to_string(v);
-        if (num.size() < width) num.insert(0, width - num.size(), '0');
-        out.push_back(prefix + num + suffix);
-      }
-    }
-  }
-  if (out.empty()) throw HostfileError("SLURM_JOB_NODELIST '" + nodelist + "' names no node");
-  return out;
 }
 
 bool is_local_host(const std::string& host) {

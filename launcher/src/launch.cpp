@@ -26,6 +26,7 @@
 #include "registry.h"
 #include "remote_host.h"
 #include "signals.h"
+#include "srun_launch.h"
 #include "tnt/core/settings.h"
 #include "tnt/launcher/numa.h"
 #include "tnt/launcher/plan.h"
@@ -475,6 +476,16 @@ int run_launch(const LaunchOptions& opts) {
   JobPlan plan = make_plan(opts);
   require_one_local_host(plan);
   if (!opts.numa_topology.empty()) parse_numa_topology(opts.numa_topology);  // fail early
+  if (use_srun(opts)) {
+    if (opts.dry_run) {
+      std::string line;
+      for (const auto& word : srun_command(opts, plan)) line += (line.empty() ? "" : " ") + shell_word(word);
+      std::printf("# job: %d rank(s) through srun on %zu node(s), master %s\n%s\n", plan.size, plan.hosts.size(),
+                  plan.master_addr.c_str(), line.c_str());
+      return 0;
+    }
+    return run_srun_launch(opts, std::move(plan));
+  }
   SshSettings ssh = ssh_settings(opts);
   if (opts.dry_run) {
     print_dry_run(opts, plan, ssh);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "launch.h"
+#include "srun_launch.h"
 #include "tnt/launcher/hostfile.h"
 #include "tnt/launcher/options.h"
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
       case Mode::agent: logger->set_pattern("tnt-launch agent: %l: %v"); return detail::run_agent(opts);
       case Mode::cleanup: return detail::run_cleanup(opts);
       case Mode::launch: return detail::run_launch(opts);
+      case Mode::srun_task: return detail::run_srun_task(opts);
     }
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

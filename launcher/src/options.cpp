@@ -52,6 +52,7 @@ struct Extras {
   bool version = false;
   bool cleanup = false;
   bool agent = false;
+  bool srun_task = false;
   int n = 0;
   int per_node = 0;
   int master_port = 0;
@@ -73,6 +74,10 @@ void add_placement_options(CLI::App& app, LaunchOptions& opts, Extras& x) {
                  "e.g. '0-3@0;4-7@1' (for tests and odd machines)");
   app.add_option("--master-port", x.master_port, "Port of rank 0's rendezvous (default: a free port)")
       ->check(CLI::Range(1, 65535));
+  app.add_option("--launcher", opts.launcher,
+                 "How ranks are started: ssh, srun (inside a Slurm allocation) or auto (srun inside an allocation "
+                 "when srun is present and neither -n nor --hostfile is given; default)")
+      ->check(CLI::IsMember({"ssh", "srun", "auto"}));
   app.add_option("--ssh-command", opts.ssh_command,
                  "ssh client and options for remote hosts (env TNT_LAUNCH_SSH; default 'ssh')");
   app.add_option("--ssh-connect-timeout", opts.ssh_connect_timeout_s, "Seconds to wait for each ssh connection")
@@ -108,6 +113,10 @@ void add_mode_options(CLI::App& app, LaunchOptions& opts, Extras& x) {
   app.add_flag("--cleanup", x.cleanup, "Stop this user's ranks of the program after -- on every host of the hostfile");
   app.add_flag("--force", opts.force, "With --cleanup: SIGKILL what SIGTERM did not stop");
   app.add_flag("--agent", x.agent, "Internal: the per-host side of a remote launch")->group("");
+  app.add_flag("--srun-task", x.srun_task, "Internal: one rank of a launch through srun")->group("");
+  app.add_option("--srun-export", opts.srun_exports, "Internal: a -x variable of a launch through srun")
+      ->allow_extra_args(false)
+      ->group("");
   app.add_option("stray", x.stray)->group("");
 }
 
@@ -168,6 +177,11 @@ void check_launch_options(const CLI::App& app, const LaunchOptions& opts) {
   if (opts.program.empty()) {
     throw UsageError("no program given: write it after --, e.g. tnt-launch -n 2 -- ./my_program");
   }
+  if (opts.launcher == "srun" && (opts.local_ranks || app.count("--hostfile") > 0)) {
+    throw UsageError(
+        "--launcher srun starts the ranks on the nodes of the Slurm allocation: leave out -n and --hostfile "
+        "(--n-per-node sets the ranks per node)");
+  }
 }
 
 }  // namespace
@@ -183,6 +197,7 @@ LaunchOptions parse_command_line(const std::vector<std::string>& args) {
       "Examples:\n"
       "  tnt-launch -n 4 -- ./my_program --flag\n"
       "  tnt-launch --hostfile hosts --n-per-node 2 --pin-to-socket -- tnt-train --transport=tcp\n"
+      "  salloc -N 2 --ntasks-per-node 4 tnt-launch -- tnt-train run.toml   (ranks started by srun)\n"
       "  tnt-launch --cleanup --hostfile hosts -- tnt-train");
   app.set_help_flag();  // handled below so that --help works without a program
   Extras x;
@@ -203,6 +218,12 @@ LaunchOptions parse_command_line(const std::vector<std::string>& args) {
   }
   if (x.version || x.agent) {
     opts.mode = x.version ? Mode::version : Mode::agent;
+    return opts;
+  }
+  if (x.srun_task) {
+    opts.mode = Mode::srun_task;
+    if (opts.pin_memory_to_socket) opts.pin_to_socket = true;
+    if (opts.program.empty()) throw UsageError("--srun-task needs the program after --");
     return opts;
   }
   if (!x.stray.empty()) {

@@ -11,6 +11,7 @@
 
 #include "tnt/core/error.h"
 #include "tnt/core/settings.h"
+#include "tnt/core/slurm.h"
 
 namespace tnt::launcher {
 namespace {
@@ -42,6 +43,32 @@ std::string this_host_name() {
   return name;
 }
 
+// Slurm's nodes, each with the tasks the allocation gives it: SLURM_NTASKS_PER_NODE (salloc
+// --ntasks-per-node) for every node, else SLURM_TASKS_PER_NODE ("2(x3),1"), else 1.
+std::vector<HostEntry> slurm_hosts(const char* nodelist) {
+  std::vector<HostEntry> entries;
+  for (auto& name : expand_slurm_nodelist(nodelist)) entries.push_back({std::move(name), {}});
+  try {
+    if (const char* per_node = std::getenv("SLURM_NTASKS_PER_NODE"); per_node && *per_node) {
+      const auto counts = expand_slurm_tasks_per_node(per_node, "SLURM_NTASKS_PER_NODE");
+      for (auto& e : entries) e.slots = counts.front();
+    } else if (const char* tasks = std::getenv("SLURM_TASKS_PER_NODE"); tasks && *tasks) {
+      const auto counts = expand_slurm_tasks_per_node(tasks, "SLURM_TASKS_PER_NODE");
+      if (counts.size() != entries.size()) {
+        throw HostfileError("SLURM_TASKS_PER_NODE='" + std::string(tasks) + "' counts " +
+                            std::to_string(counts.size()) + " node(s), SLURM_JOB_NODELIST names " +
+                            std::to_string(entries.size()));
+      }
+      for (std::size_t i = 0; i < entries.size(); ++i) entries[i].slots = counts[i];
+    }
+  } catch (const HostfileError&) {
+    throw;
+  } catch (const ConfigError& e) {
+    throw HostfileError(e.what());
+  }
+  return entries;
+}
+
 }  // namespace
 
 std::string make_job_token() { return random_hex(32); }
@@ -63,7 +90,7 @@ JobPlan make_plan(const LaunchOptions& opts) {
   } else if (!opts.hostfile.empty()) {
     entries = read_hostfile(opts.hostfile);
   } else if (const char* nodes = std::getenv("SLURM_JOB_NODELIST"); nodes && *nodes) {
-    for (auto& name : expand_slurm_nodelist(nodes)) entries.push_back({std::move(name), {}});
+    entries = slurm_hosts(nodes);
   } else {
     entries.push_back({"localhost", std::nullopt});
   }

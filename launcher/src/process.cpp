@@ -38,6 +38,28 @@ std::vector<std::string> merged_environment(const Environment& set_env) {
   return env;
 }
 
+}  // namespace
+
+const char* apply_pin(const PinRequest& pin) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : pin.cpus) CPU_SET(c, &set);
+  if (sched_setaffinity(0, sizeof(set), &set) != 0) return "sched_setaffinity";
+  if (pin.memory_node >= 0) {
+    unsigned long mask[16] = {};
+    const int node = pin.memory_node;
+    if (node >= static_cast<int>(sizeof(mask) * 8)) {
+      errno = EINVAL;
+      return "set_mempolicy";
+    }
+    mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+    if (set_mempolicy(MPOL_BIND, mask, sizeof(mask) * 8) != 0) return "set_mempolicy";
+  }
+  return nullptr;
+}
+
+namespace {
+
 // Runs in the forked child only; reports through `status_fd` ("P text" after pinning,
 // "E errno where" on failure). Never returns.
 [[noreturn]] void child_main(const SpawnRequest& req, const std::string& exe, std::vector<char*>& argv,
@@ -62,20 +84,7 @@ std::vector<std::string> merged_environment(const Environment& set_env) {
   }
 
   if (req.pin) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int c : req.pin->cpus) CPU_SET(c, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) != 0) fail("sched_setaffinity");
-    if (req.pin->memory_node >= 0) {
-      unsigned long mask[16] = {};
-      const int node = req.pin->memory_node;
-      if (node >= static_cast<int>(sizeof(mask) * 8)) {
-        errno = EINVAL;
-        fail("set_mempolicy");
-      }
-      mask[node / (8 * sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
-      if (set_mempolicy(MPOL_BIND, mask, sizeof(mask) * 8) != 0) fail("set_mempolicy");
-    }
+    if (const char* failed = apply_pin(*req.pin)) fail(failed);
     // Report what the kernel now says, not what was asked for.
     cpu_set_t now;
     CPU_ZERO(&now);

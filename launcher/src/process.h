@@ -19,6 +19,10 @@ struct PinRequest {
   int memory_node = -1;  // -1: leave the memory policy alone
 };
 
+// Pins the calling process (async-signal-safe, so a forked child may call it). Returns null, or
+// the name of the call that failed with errno set.
+const char* apply_pin(const PinRequest& pin);
+
 struct SpawnRequest {
   std::string label;  // "rank 3" or "ssh to host", for messages
   std::string path;   // what to execve; "" = search argv[0] in PATH

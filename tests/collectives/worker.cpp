@@ -1,8 +1,11 @@
 // One rank of the multi-process collective tests (tests/collectives/*_test.cpp start it).
 //   tnt-test-worker check        every collective, dtype, op and count against a serial reference
-//   tnt-test-worker loop         allreduces until killed (failure tests); prints "running" once
+//   tnt-test-worker loop         allreduces until killed (failure tests); prints "running rank=R pid=P" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
+//   tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
 // --config TEXT sets the run configuration (ranks must agree).
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -246,6 +249,34 @@ std::string option(int argc, char** argv, const std::string& name, const std::st
   return fallback;
 }
 
+// Ranks allreduce `--calls` times, `--pause-s` apart (computing, as far as the job can tell).
+// `--skip-rank R` stops issuing before the last call and stays alive; `--mismatch-rank R` makes
+// its last call a broadcast of the same size instead (Note [Stall watch]).
+int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
+  const int calls = std::stoi(option(argc, argv, "--calls", "4"));
+  const int skip = std::stoi(option(argc, argv, "--skip-rank", "-1"));
+  const int mismatch = std::stoi(option(argc, argv, "--mismatch-rank", "-1"));
+  const auto pause = std::chrono::duration<double>(std::stod(option(argc, argv, "--pause-s", "0")));
+  std::vector<float> data(1024, 1.0f);
+  for (int call = 0; call < calls; ++call) {
+    if (call > 0) std::this_thread::sleep_for(pause);
+    const bool last = call == calls - 1;
+    if (last && comm.rank() == skip) {
+      std::printf("rank %d: skipping collective #%d\n", comm.rank(), call);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::seconds(120));
+      return 0;
+    }
+    if (last && comm.rank() == mismatch) {
+      comm.broadcast(data.data(), data.size() * sizeof(float), 0);
+    } else {
+      comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::sum);
+    }
+  }
+  std::printf("rank %d: %d collectives done\n", comm.rank(), calls);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -254,6 +285,10 @@ int main(int argc, char** argv) {
     tnt::CommunicatorOptions options;
     options.configuration = option(argc, argv, "--config", "test-configuration");
     options.environment = tnt::JobEnvironment::from_env();
+    if (mode == "print-job") {  // where this rank thinks it is, and from which source; joins nothing
+      std::fputs(options.environment->describe().c_str(), stdout);
+      return 0;
+    }
     // Before the communicator, so that what joining the job logs is seen too.
     tnt::init_logging(options.environment->rank, options.environment->size);
     tnt::Communicator comm(options);
@@ -276,11 +311,12 @@ int main(int argc, char** argv) {
       for (long iteration = 0;; ++iteration) {
         comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::avg);
         if (iteration == 3) {
-          std::printf("running\n");
+          std::printf("running rank=%d pid=%d\n", comm.rank(), static_cast<int>(getpid()));
           std::fflush(stdout);
         }
       }
     }
+    if (mode == "stall") return run_stall_scenario(comm, argc, argv);
     if (mode == "barrier") {
       comm.barrier();
       std::printf("rank %d of %d: done\n", comm.rank(), comm.size());

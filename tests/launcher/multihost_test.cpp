@@ -19,6 +19,7 @@ namespace {
 const std::string kLaunch = TNT_LAUNCH_BIN;
 const std::string kProbeBuilt = LAUNCH_PROBE_BIN;
 const std::string kScript = NETNS_HOSTS_SCRIPT;
+const std::string kWorker = TNT_TEST_WORKER;
 
 struct Host {
   std::string name;  // its hostname (UTS namespace) and network namespace
@@ -209,6 +210,36 @@ TEST(MultiHost, EveryRankReportsRankSizeLocalRankHostAndExports) {
   }
   EXPECT_EQ(seen.size(), 6u);
   EXPECT_EQ(job_ids.size(), 1u);
+  expect_no_leftovers(m);
+}
+
+// Two hosts of two ranks each: every collective, type, op and size of the collectives' check
+// (tests/collectives/worker.cpp) through the hierarchical paths, within each host through shared
+// memory and across the hosts' network namespaces through TCP.
+TEST(MultiHost, HierarchicalCollectivesOnTwoHostsOfTwoRanks) {
+  REQUIRE_CLUSTER();
+  const std::string m = unique_marker();
+  auto args = launch_args(
+      write_hostfile("hosts_2x2", cluster().hosts[0].addr + " slots=2\n" + cluster().hosts[1].addr + " slots=2\n"), m);
+  for (const char* a :
+       {"-x", "TNT_ALLREDUCE_ALGORITHM=hierarchical", "-x", "TNT_ALLGATHER_ALGORITHM=hierarchical",
+        "--output-on-all-devices", "--log-on-all-devices", "--log-level", "DEBUG", "--", "WORKER", "check"}) {
+    args.push_back(std::string(a) == "WORKER" ? kWorker : a);
+  }
+  auto r = run(args, 200);
+  ASSERT_EQ(r.exit_code(), 0) << r.err << r.out;
+  const std::string all = r.out + r.err;
+  // Every rank checked everything, found no difference from the serial reference, and took the
+  // hierarchical path over the two real hosts (no virtual hosts here).
+  const auto reports = lines_with(all, " checks, ");
+  ASSERT_EQ(reports.size(), 4u) << all;
+  std::set<std::string> ranks;
+  for (const auto& report : reports) {
+    EXPECT_NE(report.find(" checks, 0 failures"), std::string::npos) << report;
+    ranks.insert(report.substr(report.find("rank ")));
+  }
+  EXPECT_EQ(ranks.size(), 4u) << all;
+  EXPECT_EQ(lines_with(all, "hierarchical collectives: 2 hosts x 2 ranks").size(), 4u) << all;
   expect_no_leftovers(m);
 }
 

@@ -319,6 +319,42 @@ TEST(Plan, SlurmNodeListWhenNoHostfile) {
   EXPECT_EQ(p.master_addr, "cn1");
 }
 
+// Inside an allocation the nodes get the tasks Slurm gave them: SLURM_NTASKS_PER_NODE for every
+// node, else SLURM_TASKS_PER_NODE node by node; --n-per-node comes first.
+TEST(Plan, SlurmTasksPerNode) {
+  setenv("SLURM_JOB_NODELIST", "a[1-2]-ib[3,5]", 1);
+  setenv("SLURM_TASKS_PER_NODE", "2(x3),1", 1);
+  auto p = make_plan(parse({"--", "p"}));
+  ASSERT_EQ(p.hosts.size(), 4u);
+  EXPECT_EQ(p.hosts[1].name, "a1-ib5");
+  EXPECT_EQ(p.hosts[2].first_rank, 4);
+  EXPECT_EQ(p.hosts[3].n_ranks, 1);
+  EXPECT_EQ(p.size, 7);
+  setenv("SLURM_NTASKS_PER_NODE", "3", 1);
+  EXPECT_EQ(make_plan(parse({"--", "p"})).size, 12);
+  EXPECT_EQ(make_plan(parse({"--n-per-node", "1", "--", "p"})).size, 4);
+  unsetenv("SLURM_NTASKS_PER_NODE");
+  setenv("SLURM_TASKS_PER_NODE", "2(x3)", 1);  // three counts for four nodes
+  EXPECT_THROW(make_plan(parse({"--", "p"})), HostfileError);
+  setenv("SLURM_TASKS_PER_NODE", "2(x", 1);
+  EXPECT_THROW(make_plan(parse({"--", "p"})), HostfileError);
+  unsetenv("SLURM_TASKS_PER_NODE");
+  unsetenv("SLURM_JOB_NODELIST");
+}
+
+TEST(Options, LauncherChoice) {
+  EXPECT_EQ(parse({"--", "p"}).launcher, "auto");
+  EXPECT_EQ(parse({"--launcher", "ssh", "--", "p"}).launcher, "ssh");
+  EXPECT_THROW(parse({"--launcher", "rsh", "--", "p"}), UsageError);
+  EXPECT_THROW(parse({"--launcher", "srun", "-n", "2", "--", "p"}), UsageError);
+  const auto task = parse(
+      {"--srun-task", "--pin-memory-to-socket", "--srun-export", "A", "--srun-export", "B", "--", "prog", "--flag"});
+  EXPECT_EQ(task.mode, Mode::srun_task);
+  EXPECT_TRUE(task.pin_to_socket);
+  EXPECT_EQ(task.srun_exports, (std::vector<std::string>{"A", "B"}));
+  EXPECT_EQ(task.program, (std::vector<std::string>{"prog", "--flag"}));
+}
+
 TEST(Plan, RankEnvironmentHasEveryDesignVariableThenTheExports) {
   auto o = parse({"-n", "2", "-x", "Z=last", "--transport", "ib", "--", "p"});
   auto p = make_plan(o);

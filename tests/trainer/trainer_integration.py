@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Multi-process tests of tnt-train, run through tnt-launch (see tests/trainer/CMakeLists.txt).
 
-  trainer_integration.py reproducibility|dropout_reproducibility|resume|failure --launch L --train T --ckpt C \
+  trainer_integration.py reproducibility|dropout_reproducibility|resume|failure|skip_gradient_allreduce --launch L --train T --ckpt C \
       --compare W --workdir D
 """
 import argparse
@@ -36,11 +36,11 @@ def fail(message):
     sys.exit(1)
 
 
-def run(args, ranks, extra, timeout=120):
+def run(args, ranks, extra, timeout=120, env=None):
     cmd = [args.launch, "-n", str(ranks), "--", args.train] + COMMON + extra
-    print("$ " + " ".join(cmd), flush=True)
+    print("$ " + " ".join([f"{k}={v}" for k, v in (env or {}).items()] + cmd), flush=True)
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=timeout, cwd=args.workdir)
+                       timeout=timeout, cwd=args.workdir, env={**os.environ, **(env or {})})
     if p.returncode != 0:
         print(p.stdout)
         fail(f"tnt-train on {ranks} rank(s) exited with {p.returncode}")
@@ -281,9 +281,42 @@ def failure(args):
         fail("the last checkpoint on disk does not load: " + q.stdout)
 
 
+# The benchmark-only switch TNT_BENCH_SKIP_GRADIENT_ALLREDUCE (bench/trainer): it warns, on one
+# rank it changes nothing (the allreduce of one rank is the identity), and on two ranks each rank
+# steps with its own half of the gradient, so the run departs from the summed one.
+def skip_gradient_allreduce(args):
+    skip = {"TNT_BENCH_SKIP_GRADIENT_ALLREDUCE": "1"}
+    ckpts = {}
+    outputs = {}
+    for ranks, tag, env in [(1, "1", None), (1, "1skip", skip), (2, "2", None), (2, "2skip", skip)]:
+        ckpts[tag] = os.path.join(args.workdir, f"skip_{tag}.ckpt")
+        outputs[tag] = run(args, ranks, ["--epochs", "1", "--max-steps", "12", "--print-steps",
+                                         "--checkpoint", ckpts[tag]], env=env)
+    for tag in ["1skip", "2skip"]:
+        if "WARNING" not in outputs[tag] or "weights diverge" not in outputs[tag]:
+            print(outputs[tag])
+            fail(f"run {tag}: no WARNING that the ranks' weights diverge")
+    for tag in ["1", "2"]:
+        if "TNT_BENCH_SKIP_GRADIENT_ALLREDUCE" in outputs[tag]:
+            fail(f"run {tag}: warned about the switch without it")
+    code, text = ckpt_diff(args, ckpts["1"], ckpts["1skip"], 0, 0)
+    print(f"1 rank, with and without the switch (bitwise): {text.strip()}")
+    if code != 0:
+        fail("on one rank the switch changed the result")
+    both, alone = step_losses(outputs["2"]), step_losses(outputs["2skip"])
+    if len(both) != 12 or len(alone) != 12:
+        fail(f"expected 12 printed step losses, got {len(both)} and {len(alone)}")
+    print(f"2 ranks, step losses summed: {both}\n2 ranks, step losses skipped: {alone}")
+    if both[0] != alone[0]:
+        fail("the first step's loss (same weights on every rank) differs with the switch")
+    if both[-1] == alone[-1]:
+        fail("on two ranks the switch did not change the run: the gradients were still summed")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("test", choices=["reproducibility", "dropout_reproducibility", "resume", "failure"])
+    parser.add_argument("test", choices=["reproducibility", "dropout_reproducibility", "resume", "failure",
+                                            "skip_gradient_allreduce"])
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)
     parser.add_argument("--ckpt", required=True)

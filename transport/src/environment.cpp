@@ -1,26 +1,16 @@
 #include "tnt/transport/environment.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 
+#include "bootstrap.h"
 #include "tnt/core/error.h"
 #include "tnt/core/settings.h"
 
 namespace tnt {
 namespace {
-
-std::string read_job_token() {
-  if (settings::is_set(settings::kJobToken.name)) return settings::kJobToken.read();
-  if (!settings::is_set(settings::kJobTokenFile.name)) return {};
-  const std::string path = settings::kJobTokenFile.read();
-  std::ifstream in(path);
-  std::string token;
-  if (!in || !std::getline(in, token) || token.empty()) {
-    throw ConfigError(std::string(settings::kJobTokenFile.name) + "='" + path + "' cannot be read or is empty");
-  }
-  return token;
-}
 
 std::string read_tcp_congestion() {
   std::string name = settings::kTcpCongestion.read();
@@ -38,16 +28,6 @@ std::string read_tcp_congestion() {
 
 JobEnvironment JobEnvironment::from_env() {
   JobEnvironment env;
-  using settings::is_set;
-  env.size = static_cast<int>(settings::kSize.read());
-  env.rank = static_cast<int>(settings::kRank.read(0, env.size - 1));
-  env.local_size =
-      is_set(settings::kLocalSize.name) ? static_cast<int>(settings::kLocalSize.read(1, env.size)) : env.size;
-  env.local_rank =
-      is_set(settings::kLocalRank.name) ? static_cast<int>(settings::kLocalRank.read(0, env.local_size - 1)) : env.rank;
-  env.master_addr = settings::kMasterAddr.read();
-  env.master_port = static_cast<std::uint16_t>(settings::kMasterPort.read());
-  env.job_id = settings::kJobId.read();
   env.transport = settings::kTransport.read();
   env.shared_memory = settings::kShm.read();
   env.data_addr = settings::kDataAddr.read();
@@ -56,19 +36,24 @@ JobEnvironment JobEnvironment::from_env() {
   env.connect_timeout = settings::kConnectTimeoutS.read();
   env.peer_timeout = settings::kPeerTimeoutS.read();
   env.handshake_timeout = settings::kHandshakeTimeoutS.read();
-  env.job_token = read_job_token();
-  if (env.size > 1) {
-    if (env.master_port == 0) {
-      throw ConfigError("TNT_SIZE=" + std::to_string(env.size) +
-                        " but TNT_MASTER_PORT is not set (start jobs with tnt-launch)");
-    }
-    if (env.job_token.size() < 16) {
-      throw ConfigError(
-          "TNT_JOB_TOKEN is missing or shorter than 16 characters: every rank of a job needs the job's secret token "
-          "(tnt-launch provides it)");
-    }
-  }
+  env.stall_warn = settings::kStallWarnS.read();
+  env.stall_timeout = settings::kStallTimeoutS.read();
+  bootstrap::place_rank(env);
   return env;
+}
+
+std::string JobEnvironment::describe() const {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '?';
+  std::string out = "rank " + std::to_string(rank) + " of " + std::to_string(size) + ", local rank " +
+                    std::to_string(local_rank) + " of " + std::to_string(local_size) + ", on host " + host + "\n";
+  out += "  source: " + source + "\n";
+  if (size > 1) {
+    out += "  master: " + master_addr + ":" + std::to_string(master_port) + " (" + master_origin + ")\n";
+    out += "  job id: " + job_id + "\n";
+    out += "  token:  " + std::to_string(job_token.size()) + " characters: " + token_origin + "\n";
+  }
+  return out;
 }
 
 }  // namespace tnt

@@ -32,7 +32,8 @@ using Clock = std::chrono::steady_clock;
 // job, 50 us of polling gave 31, 31 and 155 us against 57-100 us without; OpenMPI's unbounded
 // spinning gave 29, 8012 (sic) and 40 us. Where ranks outnumber cores, polling takes time from
 // the rank that would send the data: 4 ranks on 2 cores, 4 KiB, 418-446 us against 388-397 us
-// without (it broke even from 256 KiB on), so such runs want TNT_WAIT_POLL_US=0.
+// without (it broke even from 256 KiB on), so such runs want TNT_WAIT_POLL_US=0. The window the
+// collectives choose is Note [Poll window] in collectives/src/communicator.cpp.
 
 namespace {
 // Bounds how long a deadline can be overshot, and a missed wake-up when another thread runs a
@@ -47,7 +48,7 @@ EventLoop::EventLoop(Progress progress, std::chrono::microseconds poll_before_sl
       strand_(asio::make_strand(*io_)),
       work_(asio::make_work_guard(*io_)),
       progress_(progress),
-      poll_before_sleep_(poll_before_sleep) {
+      poll_window_(poll_before_sleep) {
   thread_ = std::thread([this] {
     try {
       if (progress_ == Progress::always)
@@ -67,7 +68,7 @@ EventLoop::EventLoop(asio::io_context& shared, std::chrono::microseconds poll_be
       strand_(asio::make_strand(shared)),
       work_(asio::make_work_guard(shared)),
       progress_(Progress::always),
-      poll_before_sleep_(poll_before_sleep) {}
+      poll_window_(poll_before_sleep) {}
 
 EventLoop::~EventLoop() {
   work_.reset();
@@ -185,8 +186,46 @@ void EventLoop::add_poller(Poller& poller) { pollers_.push_back(&poller); }
 
 void EventLoop::remove_poller(Poller& poller) { std::erase(pollers_, &poller); }
 
+// Note [Adaptive poll window]: no fixed window is right everywhere (Note [Poll window] in
+// collectives/src/communicator.cpp has the figures). Polling pays when the peer runs at the same
+// time on another core: its data comes within microseconds, and a sleep would cost a wake-up.
+// It costs when the peer is not running (ranks outnumber cores, or the machine is loaded by
+// others): the poller then takes the core from the very processes it waits for. Measured on
+// 2026-11-23 on this project's 2-core machine with seven other sessions compiling (load 13),
+// 2 ranks, 4 / 16 / 64 KiB: a fixed 500 us window 1757-3833 / 3941-4601 / 7401-8520 us,
+// 50 us 199-219 / 191-199 / 178-183 us, no polling 78-81 / 110-122 / 124 us.
+// A first adaptive window that grew whenever the data came while polling, however late, gave
+// 20-2273 / 22-3306 / 145-610 us there: polling 300 us for data that a sleep would have had
+// as soon is no success. So the window doubles (up to poll_before_sleep) only after a wait whose
+// data came within kQuickData, about one wake-up on a virtual machine, and halves after any
+// other; below 4 us it closes, and then every 16th wait probes for 2 x kQuickData, which reopens
+// it (at an eighth of the bound) if the data came quickly. Same machine and load, 3 alternating
+// rounds: 179-198 / 166-210 / 101-144 us against 97-123 / 127-134 / 122-140 us without polling,
+// so under heavy outside load it still costs up to 2x at small sizes, where a fixed 500 us window
+// cost 20-40x. Not yet measured: the quiet machine and the busy core with this rule.
+namespace {
+constexpr std::chrono::microseconds kQuickData{50};
+}  // namespace
+
+std::chrono::microseconds EventLoop::PollWindow::next() {
+  const std::int64_t now = now_.load(std::memory_order_relaxed);
+  if (now > 0 || most_ == 0) return std::chrono::microseconds(now);
+  // A probe only needs to see whether data comes within kQuickData.
+  const std::int64_t probe = std::min<std::int64_t>(most_, 2 * kQuickData.count());
+  return std::chrono::microseconds(closed_waits_.fetch_add(1, std::memory_order_relaxed) % 16 == 15 ? probe : 0);
+}
+
+void EventLoop::PollWindow::report(std::chrono::microseconds used, std::optional<std::chrono::microseconds> waited) {
+  if (used.count() == 0) return;
+  const std::int64_t now = now_.load(std::memory_order_relaxed);
+  const bool paid = waited && *waited <= kQuickData;
+  std::int64_t next = paid ? std::min(most_, std::max<std::int64_t>(now * 2, most_ / 8)) : now / 2;
+  if (next < 4) next = 0;
+  now_.store(next, std::memory_order_relaxed);
+}
+
 void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Clock::time_point> deadline) {
-  if (poll_before_sleep_.count() > 0) {
+  if (const auto window = poll_window_.next(); window.count() > 0) {
     // Only here is this thread the loop's one runner, so pollers may touch strand state.
     const bool with_pollers = own_io_ && progress_ == Progress::on_demand;
     const auto poll_all = [&] {
@@ -195,15 +234,20 @@ void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Cl
     const auto set_polling = [&](bool polling) {
       for (std::size_t i = 0; with_pollers && i < pollers_.size(); ++i) pollers_[i]->set_polling(polling);
     };
-    auto stop_polling = Clock::now() + poll_before_sleep_;
+    const auto started = Clock::now();
+    auto stop_polling = started + window;
     if (deadline) stop_polling = std::min(stop_polling, *deadline);
     set_polling(true);
-    while (!ready() && Clock::now() < stop_polling) {
+    bool came = false;
+    while (!(came = ready()) && Clock::now() < stop_polling) {
       poll_all();
       io_->poll();
     }
     set_polling(false);
     poll_all();  // what a peer wrote while it still saw us polling
+    poll_window_.report(
+        window, came ? std::optional(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started))
+                     : std::nullopt);
   }
   const auto slice = own_io_ ? std::chrono::duration_cast<Clock::duration>(kOwnSlice)
                              : std::chrono::duration_cast<Clock::duration>(kSharedSlice);

@@ -15,8 +15,7 @@ std::unique_ptr<Transport> make_transport(EventLoop& loop, const JobEnvironment&
   } else {
     throw ConfigError("unknown transport '" + env.transport + "' (use tcp or ib)");
   }
-  if (!env.shared_memory) return network;
-  return make_node_transport(std::move(network), make_shm_transport(loop, env));
+  return make_node_transport(std::move(network), env.shared_memory ? make_shm_transport(loop, env) : nullptr, env.rank);
 }
 
 }  // namespace tnt::transport

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <map>
 
@@ -10,6 +11,7 @@
 
 #include "shm/shm_transport.h"
 #include "tnt/core/error.h"
+#include "tnt/core/settings.h"
 
 namespace tnt::transport {
 namespace {
@@ -42,15 +44,16 @@ Published split(const std::string& address) {
 
 // Pairs of ranks on the same host talk through shared memory; the others through the network
 // back end (TCP or InfiniBand). Both sides of a pair decide alike: each compares the same two
-// published host keys, and a rank that offers no shared memory (TNT_SHM=0) is reached over the
-// network by everyone.
+// entries of hosts_of(book), and a rank that offers no shared memory (TNT_SHM=0: `shm` is null,
+// its address names its host but no segment) is reached over the network by everyone.
 class NodeTransport final : public Transport {
  public:
-  NodeTransport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm)
-      : network_(std::move(network)), shm_(std::move(shm)), host_key_(this_host_key()) {}
+  NodeTransport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm, int rank)
+      : network_(std::move(network)), shm_(std::move(shm)), rank_(rank), host_key_(this_host_key()) {}
 
   std::string listen(const std::string& local_ip) override {
-    return network_->listen(local_ip) + std::string(kShmMark) + host_key_ + "@" + shm_->listen(local_ip);
+    return network_->listen(local_ip) + std::string(kShmMark) + host_key_ + "@" +
+           (shm_ ? shm_->listen(local_ip) : std::string());
   }
 
   void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) override {
@@ -58,19 +61,20 @@ class NodeTransport final : public Transport {
     std::vector<PeerAddress> shm_book = book;
     std::vector<int> network_peers;
     std::vector<int> shm_peers;
+    const std::vector<int> hosts = hosts_of(book);
     on_shm_.assign(book.size(), false);
     for (std::size_t rank = 0; rank < book.size(); ++rank) {
       const Published published = split(book[rank].data_address);
       network_book[rank].data_address = published.network;
       shm_book[rank].data_address = published.shm_address;
-      on_shm_[rank] = !published.host_key.empty() && published.host_key == host_key_;
+      on_shm_[rank] = shm_ && !published.shm_address.empty() && hosts[rank] == hosts.at(rank_);
     }
     for (int peer : peers) (on_shm_.at(peer) ? shm_peers : network_peers).push_back(peer);
     spdlog::debug("data plane: ranks [{}] through shared memory, ranks [{}] through the network",
                   fmt::join(shm_peers, " "), fmt::join(network_peers, " "));
     // Both back ends always take part, with no peer or some: each ends its set-up on its own.
     network_->connect(network_book, network_peers);
-    shm_->connect(shm_book, shm_peers);
+    if (shm_) shm_->connect(shm_book, shm_peers);
   }
 
   Pair& pair(int peer_rank) override {
@@ -81,18 +85,19 @@ class NodeTransport final : public Transport {
   Executor executor() const override { return network_->executor(); }
 
   void set_error_handler(ErrorHandler handler) override {
-    network_->set_error_handler(handler);
-    shm_->set_error_handler(std::move(handler));
+    if (shm_) shm_->set_error_handler(handler);
+    network_->set_error_handler(std::move(handler));
   }
 
   void close() override {
-    shm_->close();
+    if (shm_) shm_->close();
     network_->close();
   }
 
  private:
   std::unique_ptr<Transport> network_;
   std::unique_ptr<Transport> shm_;
+  int rank_;
   std::string host_key_;
   std::vector<bool> on_shm_;
 };
@@ -108,8 +113,37 @@ std::string this_host_key() {
   return (boot_id.empty() ? std::string("?") : boot_id) + "/" + namespace_inode("net") + "/" + namespace_inode("pid");
 }
 
-std::unique_ptr<Transport> make_node_transport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm) {
-  return std::make_unique<NodeTransport>(std::move(network), std::move(shm));
+std::unique_ptr<Transport> make_node_transport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm,
+                                               int rank) {
+  return std::make_unique<NodeTransport>(std::move(network), std::move(shm), rank);
+}
+
+std::vector<int> hosts_of(const std::vector<PeerAddress>& book) {
+  // Ranks by host key, in rank order; a rank that names no host stands alone.
+  std::vector<std::vector<int>> hosts;
+  std::map<std::string, std::size_t> index_of_key;
+  for (std::size_t rank = 0; rank < book.size(); ++rank) {
+    const std::string key = split(book[rank].data_address).host_key;
+    const auto [it, added] = index_of_key.emplace(key.empty() ? "rank " + std::to_string(rank) : key, hosts.size());
+    if (added) hosts.emplace_back();
+    hosts[it->second].push_back(static_cast<int>(rank));
+  }
+  // TNT_VIRTUAL_HOSTS: each host's ranks in `virtual_hosts` contiguous blocks, the first
+  // size % virtual_hosts blocks one rank longer (as Communicator::block cuts buffers).
+  const auto virtual_hosts = static_cast<std::size_t>(settings::kVirtualHosts.read());
+  std::vector<int> host(book.size(), 0);
+  int next = 0;
+  for (const auto& ranks : hosts) {
+    const std::size_t blocks = std::clamp<std::size_t>(virtual_hosts, 1, ranks.size());
+    const std::size_t base = ranks.size() / blocks;
+    const std::size_t extra = ranks.size() % blocks;
+    std::size_t position = 0;
+    for (std::size_t block = 0; block < blocks; ++block, ++next) {
+      const std::size_t length = base + (block < extra ? 1 : 0);
+      for (std::size_t i = 0; i < length; ++i) host[static_cast<std::size_t>(ranks[position++])] = next;
+    }
+  }
+  return host;
 }
 
 }  // namespace tnt::transport

@@ -11,6 +11,9 @@ namespace tnt::transport {
 // Identifies this host as shared memory sees it (Note [Same host] in node_transport.cpp).
 std::string this_host_key();
 
-std::unique_ptr<Transport> make_node_transport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm);
+// `shm` may be null (TNT_SHM=0): every peer is then reached through `network`, and the published
+// address still names this host, for hosts_of().
+std::unique_ptr<Transport> make_node_transport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm,
+                                               int rank);
 
 }  // namespace tnt::transport

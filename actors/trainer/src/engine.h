@@ -63,6 +63,9 @@ struct EngineContext {
   BucketLayout* layout = nullptr;
   Timeline* timeline = nullptr;
   bool overlap = true;
+  // Benchmarks only: buckets count as reduced the moment they are full, no collective is issued
+  // for them (the step's figures are still summed).
+  bool skip_gradient_allreduce = false;
   int threads = 1;
   // Where the backprop actor runs: the Trainer's compute thread (see compute_thread.h).
   boost::asio::any_io_executor compute_executor;

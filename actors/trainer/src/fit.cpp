@@ -117,6 +117,7 @@ EngineContext FitRun::engine_context() {
   context.layout = &layout_;
   context.timeline = &timeline_;
   context.overlap = options_.overlap;
+  context.skip_gradient_allreduce = environment_.skip_gradient_allreduce;
   context.threads = s_.session.threads();
   context.compute_executor = s_.compute.executor();
   context.on_step_figures = [this](const StepFigures& f) { on_step(f); };

@@ -29,7 +29,8 @@ namespace tnt::trainer {
 // What fit takes from the environment rather than from FitOptions (read in trainer.cpp).
 struct FitEnvironment {
   std::size_t fusion_threshold_bytes = 32 * 1024;
-  bool output = true;  // this rank prints (progress, steps)
+  bool output = true;                    // this rank prints (progress, steps)
+  bool skip_gradient_allreduce = false;  // TNT_BENCH_SKIP_GRADIENT_ALLREDUCE (benchmarks only)
 };
 
 class FitRun {

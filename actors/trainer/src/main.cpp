@@ -88,6 +88,7 @@ void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
 struct CommandLine {
   RunConfig config;
   std::string evaluate_checkpoint, predict_csv;
+  bool print_job = false;
 };
 
 // Parses the command line and the run file; an exit status when tnt-train must stop here.
@@ -115,8 +116,12 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
   app.add_option("--predict", command.predict_csv,
                  "After training (or --evaluate), write the test split's predicted classes and "
                  "probabilities to this CSV file (master rank)");
+  app.add_flag("--print-job", command.print_job,
+               "Print where this rank is in its job (rank, size, master, token) and from which source (tnt-launch's "
+               "TNT_*, mpirun's OMPI_COMM_WORLD_*, srun's SLURM_*), then exit without joining it");
   try {
     app.parse(argc, argv);
+    if (command.print_job) return std::nullopt;
     if (!file.empty() || !settings.empty()) command.config = tnt::trainer::load_run_config(file, settings);
     o.apply(command.config);
     tnt::trainer::validate(command.config);
@@ -173,6 +178,15 @@ void run(const CommandLine& command) {
 int main(int argc, char** argv) {
   CommandLine command;
   if (const auto status = parse(argc, argv, command)) return *status;
+  if (command.print_job) {
+    try {
+      std::fputs(tnt::JobEnvironment::from_env().describe().c_str(), stdout);
+      return 0;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "tnt-train: error: {}\n", e.what());
+      return tnt::exit_status_of(e);
+    }
+  }
   if (!command.config.transport.empty()) setenv("TNT_TRANSPORT", command.config.transport.c_str(), 1);
   try {
     run(command);

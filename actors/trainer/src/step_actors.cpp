@@ -206,6 +206,10 @@ void CommActor::bucket_full(const BucketFull& m) {
     c_.timeline->add("bucket " + std::to_string(m.bucket), "bucket", Timeline::bucketer, m.first_ready_us, m.full_us,
                      static_cast<int64_t>(m.step));
   }
+  if (c_.skip_gradient_allreduce) {
+    refs_->backprop.send(Reduced{m.bucket});
+    return;
+  }
   ++in_flight_;
   const int64_t begin = now_us();
   collectives_.allreduce_sum(c_.layout->memory.data() + bucket.offset, bucket.count,

@@ -17,6 +17,7 @@
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
 #include "tnt/core/log.h"
+#include "tnt/core/machine.h"
 #include "tnt/core/settings.h"
 #include "tnt/dataset/batch_plan.h"
 #include "tnt/dataset/loader.h"
@@ -37,6 +38,13 @@ Session::Session(SessionOptions options) : threads_(options.threads) {
   co.environment = env;
   communicator_ = std::make_unique<Communicator>(std::move(co));
   compute::set_num_threads(threads_);
+  const int cores = available_cores();
+  if (env.rank == 0 && env.local_size * threads_ > cores) {
+    spdlog::warn(
+        "{} rank(s) x {} compute thread(s) on this host share {} core(s): the threads take turns, so a "
+        "step is slower than with fewer ranks or threads (--threads)",
+        env.local_size, threads_, cores);
+  }
 }
 
 Session::~Session() = default;
@@ -129,6 +137,13 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   FitEnvironment environment;
   environment.fusion_threshold_bytes = fusion_threshold(options.fusion_threshold_bytes);
   environment.output = output_here(s.session);
+  environment.skip_gradient_allreduce = settings::kBenchSkipGradientAllreduce.read();
+  if (environment.skip_gradient_allreduce) {
+    spdlog::warn(
+        "{} is set: the gradient allreduce is skipped, every rank steps with its own share of the gradient and the "
+        "ranks' weights diverge; the trained model is meaningless (benchmarks only)",
+        settings::kBenchSkipGradientAllreduce.name);
+  }
   FitRun run(*this, s, std::move(train), options, environment);
   return run.run();
 }

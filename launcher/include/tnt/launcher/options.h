@@ -17,7 +17,7 @@ class UsageError : public ConfigError {
   using ConfigError::ConfigError;
 };
 
-enum class Mode { launch, help, version, cleanup, agent };
+enum class Mode { launch, help, version, cleanup, agent, srun_task };
 
 struct LaunchOptions {
   Mode mode = Mode::launch;
@@ -42,6 +42,10 @@ struct LaunchOptions {
   double stop_grace_s = 2.0;                                 // SIGTERM -> SIGKILL escalation delay
   std::vector<std::pair<std::string, std::string>> exports;  // -x, in the order given
   std::vector<std::string> program;                          // after --
+  // How ranks on other hosts start: "ssh", "srun" (inside a Slurm allocation), or "auto": srun
+  // inside an allocation when srun is present and neither -n nor --hostfile is given, else ssh.
+  std::string launcher = "auto";
+  std::vector<std::string> srun_exports;  // --srun-task: names of -x variables to re-apply last
 };
 
 // Parses argv (argv[0] included). Throws UsageError on any mistake.

@@ -1,4 +1,5 @@
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -42,7 +43,8 @@ class Poller {
 // An event loop that drives a rank's transport and collectives: an io_context, a strand that
 // serialises all of tnt's handlers on it, and either a progress thread of its own or an
 // io_context that the embedding code runs. Nothing spins for long: a blocked caller that runs
-// the loop polls for at most poll_before_sleep, then sleeps in epoll.
+// the loop polls for at most poll_before_sleep (less where polling has not paid lately: Note
+// [Adaptive poll window] in event_loop.cpp), then sleeps in epoll.
 class EventLoop {
  public:
   using Strand = boost::asio::strand<boost::asio::io_context::executor_type>;
@@ -100,6 +102,20 @@ class EventLoop {
   void call(const std::function<void()>& task);
 
  private:
+  // How long the next blocked caller polls (Note [Adaptive poll window]).
+  class PollWindow {
+   public:
+    explicit PollWindow(std::chrono::microseconds most) : most_(most.count()), now_(most.count()) {}
+    std::chrono::microseconds next();
+    // `waited`: how long the data took, if it came while polling.
+    void report(std::chrono::microseconds used, std::optional<std::chrono::microseconds> waited);
+
+   private:
+    const std::int64_t most_;
+    std::atomic<std::int64_t> now_;  // microseconds; 0: closed
+    std::atomic<std::uint32_t> closed_waits_{0};
+  };
+
   void progress_thread_main();
   void drive_until(const std::function<bool()>& ready, std::optional<std::chrono::steady_clock::time_point> deadline);
 
@@ -108,7 +124,7 @@ class EventLoop {
   Strand strand_;
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> work_;
   const Progress progress_;
-  const std::chrono::microseconds poll_before_sleep_;
+  PollWindow poll_window_;
   std::thread thread_;
 
   std::mutex mutex_;

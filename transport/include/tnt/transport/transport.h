@@ -44,6 +44,14 @@ class Transport {
   virtual void close() = 0;
 };
 
+// Which ranks share a host, from the address book (so every rank computes the same): element r
+// is the host of rank r, hosts numbered 0, 1, ... in the order of their lowest rank. "Same
+// host" is what shared memory needs (Note [Same host] in node_transport.cpp), whether or not
+// TNT_SHM is on. TNT_VIRTUAL_HOSTS=N (for tests) cuts each host's ranks into N contiguous
+// blocks that count as hosts of their own, for the collectives and for the choice of shared
+// memory alike. A rank whose address names no host is a host of its own.
+std::vector<int> hosts_of(const std::vector<PeerAddress>& book);
+
 // The back end named by env.transport ("tcp" or "ib"). Throws tnt::ConfigError when that back
 // end was not built or, for "ib", when no InfiniBand device is present.
 std::unique_ptr<Transport> make_transport(EventLoop& loop, const tnt::JobEnvironment& env);
