@@ -87,8 +87,8 @@ DecodedImage decode_image(std::span<const std::uint8_t> bytes, const std::string
     case ImageFormat::jpeg: return decode_jpeg(bytes, name, channels);
     case ImageFormat::unknown: break;
   }
-  throw DataError(fmt::format("{}: neither a PNG nor a JPEG file ({} bytes; the signature does not match)", name,
-                              bytes.size()));
+  throw DataError(
+      fmt::format("{}: neither a PNG nor a JPEG file ({} bytes; the signature does not match)", name, bytes.size()));
 }
 
 void fit_image(const DecodedImage& image, std::size_t height, std::size_t width, ImageFit fit, std::span<float> out) {

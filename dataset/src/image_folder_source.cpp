@@ -27,7 +27,8 @@ std::vector<std::uint8_t> read_whole(const std::filesystem::path& path) {
   if (size < 0) throw DataError(fmt::format("cannot read {}", path.string()));
   std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size));
   in.seekg(0);
-  if (!in.read(reinterpret_cast<char*>(bytes.data()), size)) throw DataError(fmt::format("cannot read {}", path.string()));
+  if (!in.read(reinterpret_cast<char*>(bytes.data()), size))
+    throw DataError(fmt::format("cannot read {}", path.string()));
   return bytes;
 }
 
@@ -71,8 +72,8 @@ class ImageFolderSource final : public Source {
     }
     const auto classes = sorted_entries(root_, true);
     if (classes.empty()) {
-      throw DataError(fmt::format("image folder {} has no class subfolders (expected ROOT/CLASS/IMAGE.png)",
-                                  root_.string()));
+      throw DataError(
+          fmt::format("image folder {} has no class subfolders (expected ROOT/CLASS/IMAGE.png)", root_.string()));
     }
     for (std::size_t c = 0; c < classes.size(); ++c) {
       class_names_.push_back(classes[c].filename().string());
@@ -108,7 +109,8 @@ class ImageFolderSource final : public Source {
 
   std::string describe() const override {
     const std::size_t shown = std::min<std::size_t>(class_names_.size(), 5);
-    const std::vector<std::string> first(class_names_.begin(), class_names_.begin() + static_cast<std::ptrdiff_t>(shown));
+    const std::vector<std::string> first(class_names_.begin(),
+                                         class_names_.begin() + static_cast<std::ptrdiff_t>(shown));
     return fmt::format("image folder {}: {} images in {} classes ({}{}), decoded to {}x{}x{} ({})", root_.string(),
                        files_.size(), class_names_.size(), fmt::join(first, ", "),
                        class_names_.size() > shown ? ", ..." : "", shape_.channels, shape_.height, shape_.width,

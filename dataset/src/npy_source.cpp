@@ -168,7 +168,8 @@ NpyArray parse_npy(std::vector<std::uint8_t> bytes, const std::string& name) {
   a.bytes = std::move(bytes);
   const auto& b = a.bytes;
   static constexpr std::uint8_t kMagic[] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-  if (b.size() < 10) throw DataError(fmt::format("{}: truncated: {} bytes, too short for an .npy header", name, b.size()));
+  if (b.size() < 10)
+    throw DataError(fmt::format("{}: truncated: {} bytes, too short for an .npy header", name, b.size()));
   if (std::memcmp(b.data(), kMagic, sizeof kMagic) != 0) {
     throw DataError(fmt::format("{}: not an .npy file (the magic \\x93NUMPY is missing)", name));
   }
@@ -249,8 +250,8 @@ T load_le(const std::uint8_t* p) {
 std::vector<std::int32_t> decode_labels(const NpyArray& l, const std::string& name, int num_classes) {
   const std::size_t n = l.shape.empty() ? 0 : l.shape[0];
   if (l.shape.empty() || l.shape.size() > 2 || (l.shape.size() == 2 && l.shape[1] != 1)) {
-    throw DataError(fmt::format("{}: labels of shape ({}): expected (N) or (N, 1) class indices", name,
-                                fmt::join(l.shape, ", ")));
+    throw DataError(
+        fmt::format("{}: labels of shape ({}): expected (N) or (N, 1) class indices", name, fmt::join(l.shape, ", ")));
   }
   std::vector<std::int32_t> labels(n);
   const std::uint8_t* p = l.bytes.data() + l.data_offset;
@@ -319,9 +320,9 @@ class NpySource final : public Source {
 }  // namespace
 
 std::shared_ptr<const Source> npy_source_from_bytes(std::vector<std::uint8_t> features,
-                                                    const std::string& features_path,
-                                                    std::vector<std::uint8_t> labels, const std::string& labels_path,
-                                                    int num_classes, std::optional<SampleShape> expected) {
+                                                    const std::string& features_path, std::vector<std::uint8_t> labels,
+                                                    const std::string& labels_path, int num_classes,
+                                                    std::optional<SampleShape> expected) {
   if (num_classes < 0) {
     throw DataError(fmt::format("npy source {}: number of classes {} is negative", features_path, num_classes));
   }
@@ -339,8 +340,7 @@ std::shared_ptr<const Source> npy_source_from_bytes(std::vector<std::uint8_t> fe
   if (num_classes == 0) {  // not given: the largest label + 1
     num_classes = decoded.empty() ? 1 : *std::max_element(decoded.begin(), decoded.end()) + 1;
   }
-  return std::make_shared<NpySource>(std::move(f), features_path, std::move(decoded), labels_path, shape,
-                                     num_classes);
+  return std::make_shared<NpySource>(std::move(f), features_path, std::move(decoded), labels_path, shape, num_classes);
 }
 
 }  // namespace tnt::data::detail

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <memory>
 
-#include "image_decode.h"
 #include "expect_error.h"
+#include "image_decode.h"
 #include "test_files.h"
 #include "tnt/dataset/loader.h"
 #include "tnt/dataset/source.h"
@@ -22,8 +22,8 @@ using test::write_bytes;
 
 std::vector<std::uint8_t> npy_bytes(const std::string& descr, const std::string& shape, const void* data,
                                     std::size_t size, bool fortran = false, int version = 1) {
-  std::string header = "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") +
-                       ", 'shape': " + shape + ", }";
+  std::string header =
+      "{'descr': '" + descr + "', 'fortran_order': " + (fortran ? "True" : "False") + ", 'shape': " + shape + ", }";
   const std::size_t prefix = version == 1 ? 10 : 12;
   while ((prefix + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
@@ -121,8 +121,11 @@ TEST(Npy, TruncatedFilesNameTheFile) {
 TEST(Npy, MismatchedShapesAndCountsAreRefused) {
   TempDir dir;
   const auto files = write_npy_pair(dir);
-  expect_data_error([&] { make_npy_source(files.features, files.labels, 0, SampleShape{1, 28, 28}); },
-                    {"x.npy", "(6, 2, 3, 2)", "1x28x28"});
+  expect_data_error(
+      [&] {
+        make_npy_source(files.features, files.labels, 0, SampleShape{1, 28, 28});
+      },
+      {"x.npy", "(6, 2, 3, 2)", "1x28x28"});
   std::vector<std::int64_t> five = {0, 1, 2, 0, 1};
   write_bytes(dir / "five.npy", npy_bytes("<i8", "(5,)", five.data(), 40));
   expect_data_error([&] { make_npy_source(files.features, dir / "five.npy"); },
@@ -137,8 +140,11 @@ TEST(Npy, MismatchedShapesAndCountsAreRefused) {
   // Channels-last images get a hint.
   std::vector<std::uint8_t> nhwc(2 * 4 * 4 * 3);
   write_bytes(dir / "nhwc.npy", npy_bytes("|u1", "(2, 4, 4, 3)", nhwc.data(), nhwc.size()));
-  expect_data_error([&] { make_npy_source(dir / "nhwc.npy", files.labels, 0, SampleShape{3, 4, 4}); },
-                    {"nhwc.npy", "channels-last"});
+  expect_data_error(
+      [&] {
+        make_npy_source(dir / "nhwc.npy", files.labels, 0, SampleShape{3, 4, 4});
+      },
+      {"nhwc.npy", "channels-last"});
 }
 
 TEST(Npy, CorruptHeadersAreRefused) {
@@ -200,8 +206,8 @@ std::vector<std::uint8_t> jpeg_bytes(const std::vector<std::uint8_t>& rgb, std::
   std::unique_ptr<void, int (*)(tjhandle)> handle(tjInitCompress(), tjDestroy);
   unsigned char* buffer = nullptr;
   unsigned long size = 0;
-  EXPECT_EQ(tjCompress2(handle.get(), rgb.data(), static_cast<int>(w), 0, static_cast<int>(h), TJPF_RGB, &buffer,
-                        &size, TJSAMP_444, 100, 0),
+  EXPECT_EQ(tjCompress2(handle.get(), rgb.data(), static_cast<int>(w), 0, static_cast<int>(h), TJPF_RGB, &buffer, &size,
+                        TJSAMP_444, 100, 0),
             0);
   std::vector<std::uint8_t> out(buffer, buffer + size);
   tjFree(buffer);
