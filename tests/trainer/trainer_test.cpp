@@ -152,17 +152,25 @@ TEST(FitParts, MeansOfSummedFigures) {
   EXPECT_EQ(trainer::mean_or_zero(3.0, 0.0), 0.0) << "nothing counted";
   EXPECT_DOUBLE_EQ(trainer::mean_or_zero(3.0, 4.0), 0.75);
   trainer::FigureSums sums;
-  sums.add({0, 0, 6.0, 2.0, 4.0});
-  sums.add({0, 1, 2.0, 3.0, 4.0});
+  // loss sum, samples, accuracy (correct, samples), a metric of its own counts (sum, count).
+  const auto names = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"accuracy", "mine"});
+  sums.add({0, 0, {6.0, 4.0, 2.0, 4.0, 1.0, 1.0}, names});
+  sums.add({0, 1, {2.0, 4.0, 3.0, 4.0, 2.0, 5.0}, names});
   const auto logs = sums.logs();
   EXPECT_DOUBLE_EQ(logs.at("loss"), 1.0);
   EXPECT_DOUBLE_EQ(logs.at("accuracy"), 5.0 / 8.0);
+  EXPECT_DOUBLE_EQ(logs.at("mine"), 3.0 / 6.0) << "sums over counts, not a mean of means";
+  EXPECT_EQ(sums.count, 8.0);
   EXPECT_EQ(trainer::FigureSums{}.logs().at("loss"), 0.0);
-  const auto shown = trainer::ordered({{"val_loss", 1}, {"accuracy", 2}, {"other", 3}, {"loss", 4}});
-  ASSERT_EQ(shown.size(), 3u);
+  const auto shown = trainer::ordered(
+      {{"val_loss", 1}, {"accuracy", 2}, {"other", 3}, {"loss", 4}, {"val_other", 5}, {"val_accuracy", 6}});
+  ASSERT_EQ(shown.size(), 6u);
   EXPECT_EQ(shown[0].first, "loss");
   EXPECT_EQ(shown[1].first, "accuracy");
-  EXPECT_EQ(shown[2].first, "val_loss");
+  EXPECT_EQ(shown[2].first, "other");
+  EXPECT_EQ(shown[3].first, "val_loss");
+  EXPECT_EQ(shown[4].first, "val_accuracy");
+  EXPECT_EQ(shown[5].first, "val_other");
 }
 
 TEST(FitParts, CheckpointPolicyEveryStepsAndEpochsWritesEachStateOnce) {
