@@ -66,9 +66,8 @@ TEST(Objective, UnknownNamesAreRefused) {
   c.metrics = {"accuracy", "accuracy"};
   EXPECT_THROW(trainer::Objective(c, 3), tnt::ConfigError);
   c.metrics = {};
-  c.custom_metrics = {{"val_x", [](const compute::Tensor&, std::span<const std::int32_t>) {
-                         return trainer::MetricPart{};
-                       }}};
+  c.custom_metrics = {
+      {"val_x", [](const compute::Tensor&, std::span<const std::int32_t>) { return trainer::MetricPart{}; }}};
   EXPECT_THROW(trainer::Objective(c, 3), tnt::ConfigError);
   c.custom_metrics = {{"x", nullptr}};
   EXPECT_THROW(trainer::Objective(c, 3), tnt::ConfigError);

@@ -154,6 +154,8 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
             value = "[0.5, 0.25]";
           else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
             value = "[7, 8, 9]";
+          else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+            value = "[\"x7\", \"y8\"]";
           else
             value = "7";
         },
@@ -164,7 +166,35 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
       EXPECT_TRUE(options.insert(k.option).second) << k.option << " twice";
     }
   }
-  EXPECT_EQ(options.size(), 33u) << "every option tnt-train had";
+  // The 33 options tnt-train had, and --labels-path, --test-path, --test-labels-path,
+  // --image-fit, --decode-threads and --loss.
+  EXPECT_EQ(options.size(), 39u);
+}
+
+TEST(RunConfig, TheUsersOwnDataAndLosses) {
+  auto c = trainer::parse_run_config(
+      "[data]\ndataset = \"image-folder\"\npath = \"/data/train\"\ntest_path = \"/data/test\"\n"
+      "shape = [1, 16, 16]\nimage_fit = \"crop\"\ndecode_threads = 2\n"
+      "[train]\nglobal_batch = 8\nloss = \"mse\"\nmetrics = [\"accuracy\", \"top_3_accuracy\"]\n",
+      "user.toml");
+  EXPECT_NO_THROW(trainer::validate(c));
+  EXPECT_EQ(c.test_path, "/data/test");
+  EXPECT_EQ(c.decode_threads, 2u);
+  const auto compile = trainer::compile_options(c);
+  EXPECT_EQ(compile.loss, "mse");
+  EXPECT_EQ(compile.metrics, (std::vector<std::string>{"accuracy", "top_3_accuracy"}));
+  EXPECT_EQ(trainer::fit_options(c, {}).data_workers, 2u);
+  const auto refused = [](const std::vector<std::string>& settings) {
+    auto bad = trainer::load_run_config("", settings);
+    bad.global_batch = 8;
+    EXPECT_THROW(trainer::validate(bad), tnt::ConfigError) << settings.front();
+  };
+  refused({"data.dataset=\"npy\"", "data.path=\"x.npy\""});  // no labels
+  refused({"data.dataset=\"idx\"", "data.path=\"x\"", "data.labels_path=\"y\"", "data.test_path=\"t\""});
+  refused({"data.dataset=\"image-folder\""});  // no folder
+  refused({"data.dataset=\"image-folder\"", "data.path=\"p\"", "data.image_fit=\"stretch\""});
+  refused({"data.dataset=\"tiff\""});
+  refused({"data.decode_threads=0"});
 }
 
 TEST(RunConfig, BadFilesNameTheFileAndKey) {

@@ -46,15 +46,16 @@ Objective::Objective(const CompileOptions& options, int64_t outputs) : outputs_(
   }
   if (outputs < 1) throw ConfigError(fmt::format("the model has {} outputs per sample", outputs));
   if (loss_ == Loss::softmax_cross_entropy && outputs < 2) {
-    throw ConfigError("sparse_categorical_crossentropy needs at least 2 outputs per sample; for one output use "
-                      "binary_crossentropy");
+    throw ConfigError(
+        "sparse_categorical_crossentropy needs at least 2 outputs per sample; for one output use "
+        "binary_crossentropy");
   }
   auto names = std::make_shared<std::vector<std::string>>();
   std::set<std::string> seen = {"loss"};
   const auto add_name = [&](const std::string& name) {
     if (name.empty() || name.starts_with("val_") || !seen.insert(name).second) {
-      throw ConfigError(fmt::format("metric name '{}' is empty, starts with val_ or is used twice (loss included)",
-                                    name));
+      throw ConfigError(
+          fmt::format("metric name '{}' is empty, starts with val_ or is used twice (loss included)", name));
     }
     names->push_back(name);
   };
@@ -65,10 +66,10 @@ Objective::Objective(const CompileOptions& options, int64_t outputs) : outputs_(
       if (outputs < 2) throw ConfigError(fmt::format("metric '{}' needs a model with several outputs", m));
       metrics_.emplace_back(TopK{k});
     } else {
-      throw ConfigError(fmt::format(
-          "metric '{}' is not supported: use accuracy, top_k_accuracy (k = 5), top_<k>_accuracy, or a "
-          "MetricFunction in CompileOptions::custom_metrics",
-          m));
+      throw ConfigError(
+          fmt::format("metric '{}' is not supported: use accuracy, top_k_accuracy (k = 5), top_<k>_accuracy, or a "
+                      "MetricFunction in CompileOptions::custom_metrics",
+                      m));
     }
     add_name(m);
   }
@@ -163,8 +164,9 @@ compute::Tensor Objective::predictions(const compute::Tensor& outputs, std::span
   }
   compute::Tensor p(outputs.shape());
   for (int64_t e = 0; e < outputs.size(); ++e) {
-    p[e] = loss_ == Loss::binary_cross_entropy ? static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(outputs[e]))))
-                                               : outputs[e];
+    p[e] = loss_ == Loss::binary_cross_entropy
+               ? static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(outputs[e]))))
+               : outputs[e];
   }
   return p;
 }
