@@ -340,6 +340,46 @@ struct ImageReport {
   std::size_t batch = 0;
 };
 
+struct ImageOptions {
+  std::string folder;  // empty: generate one
+  std::size_t count = 512, size = 32, batch = 64, batches = 24, repeats = 3;
+  bool skip = false;
+};
+
+void add_image_options(CLI::App& app, ImageOptions& o) {
+  app.add_flag("--no-images", o.skip, "skip the image folder");
+  app.add_option("--image-folder", o.folder,
+                 "a folder of class folders of PNG/JPEG images (default: generate --images 64x48 images, half PNG "
+                 "and half JPEG, in a temporary folder)");
+  app.add_option("--images", o.count, "images to generate")->check(CLI::PositiveNumber);
+  app.add_option("--image-size", o.size, "decoded to 3 x N x N")->check(CLI::PositiveNumber);
+  app.add_option("--image-batch", o.batch, "image batch size")->check(CLI::PositiveNumber);
+  app.add_option("--image-batches", o.batches, "image batches timed per run")->check(CLI::PositiveNumber);
+  app.add_option("--image-repeats", o.repeats, "alternating runs per thread count (median)")
+      ->check(CLI::PositiveNumber);
+}
+
+// The image folder's report: the given folder, or `count` generated 64x48 images removed after.
+ImageReport measure_images(const ImageOptions& o, std::size_t prefetch) {
+  const bool generated = o.folder.empty();
+  const auto root = generated ? write_image_folder(o.count, 64, 48) : std::filesystem::path(o.folder);
+  try {
+    auto source = tnt::data::make_image_folder_source(root, {3, o.size, o.size});
+    ImageReport report{
+        bench_images(source, o.batch, o.batches, prefetch, o.repeats),
+        fmt::format("image folder ({}{}), decoded and resized to 3x{}x{}, prefetch {}, median of {} alternating "
+                    "runs of {} batches:",
+                    source->describe(), generated ? "; generated 64x48, half PNG, half JPEG q90" : "", o.size, o.size,
+                    prefetch, o.repeats, o.batches),
+        o.batch};
+    if (generated) std::filesystem::remove_all(root);
+    return report;
+  } catch (...) {
+    if (generated) std::filesystem::remove_all(root);
+    throw;
+  }
+}
+
 void print_report(const std::vector<Row>& rows, double open_s, const std::string& load_note,
                   const std::optional<FreedictReport>& freedict, const std::optional<ImageReport>& images, bool json) {
   if (json) {
@@ -405,19 +445,8 @@ int main(int argc, char** argv) {
   app.add_option("--sequence-batches", sequence_batches, "FreeDict batches timed per run")->check(CLI::PositiveNumber);
   app.add_option("--freedict-max-chars", freedict_max_chars, "drop pairs with a longer side (0 = keep all)");
   app.add_option("--bpe-merges", bpe_merges, "merges of the BPE vocabulary (0 = character level only)");
-  std::string image_folder;
-  std::size_t images = 512, image_batch = 64, image_batches = 24, image_size = 32, image_repeats = 3;
-  bool no_images = false;
-  app.add_flag("--no-images", no_images, "skip the image folder");
-  app.add_option("--image-folder", image_folder,
-                 "a folder of class folders of PNG/JPEG images (default: generate --images 64x48 images, half PNG "
-                 "and half JPEG, in a temporary folder)");
-  app.add_option("--images", images, "images to generate")->check(CLI::PositiveNumber);
-  app.add_option("--image-size", image_size, "decoded to 3 x N x N")->check(CLI::PositiveNumber);
-  app.add_option("--image-batch", image_batch, "image batch size")->check(CLI::PositiveNumber);
-  app.add_option("--image-batches", image_batches, "image batches timed per run")->check(CLI::PositiveNumber);
-  app.add_option("--image-repeats", image_repeats, "alternating runs per thread count (median)")
-      ->check(CLI::PositiveNumber);
+  ImageOptions image_options;
+  add_image_options(app, image_options);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -456,24 +485,7 @@ int main(int argc, char** argv) {
       rows.insert(rows.end(), more.begin(), more.end());
     }
     std::optional<ImageReport> image_report;
-    if (!no_images && !freedict_only) {
-      const bool generated = image_folder.empty();
-      const auto root = generated ? write_image_folder(images, 64, 48) : std::filesystem::path(image_folder);
-      try {
-        auto source = tnt::data::make_image_folder_source(root, {3, image_size, image_size});
-        image_report = ImageReport{
-            bench_images(source, image_batch, image_batches, prefetch, image_repeats),
-            fmt::format("image folder ({}{}), decoded and resized to 3x{}x{}, prefetch {}, median of {} alternating "
-                        "runs of {} batches:",
-                        source->describe(), generated ? "; generated 64x48, half PNG, half JPEG q90" : "", image_size,
-                        image_size, prefetch, image_repeats, image_batches),
-            image_batch};
-      } catch (...) {
-        if (generated) std::filesystem::remove_all(root);
-        throw;
-      }
-      if (generated) std::filesystem::remove_all(root);
-    }
+    if (!image_options.skip && !freedict_only) image_report = measure_images(image_options, prefetch);
     print_report(rows, open_s, load_note, freedict, image_report, json);
   } catch (const std::exception& e) {
     std::cerr << "tnt-bench-dataset: " << e.what() << "\n";
