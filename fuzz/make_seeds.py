@@ -130,6 +130,59 @@ def datasets():
     write("cifar10", "two_files", first + record(5) + fdp_tail((2, 1), (len(first), 2)))
 
 
+# An 8x6 RGB JPEG (4:2:0, quality 40) written once with libturbojpeg's tjCompress2: Python has no
+# JPEG encoder of its own.
+JPEG_8X6 = bytes.fromhex(
+    "ffd8ffe000104a46494600010100000100010000ffdb004300140e0f120f0d14121012171514181e32211e1c1c1e3d2c"
+    "2e243249404c4b47404645505a736250556d5645466488656d777b8182814e608d978c7d96737e817cffdb0043011517"
+    "171e1a1e3b21213b7c5346537c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c7c"
+    "7c7c7c7c7c7c7c7c7c7c7c7c7c7cffc00011080006000803012200021101031101ffc4001f0000010501010101010100"
+    "000000000000000102030405060708090a0bffc400b5100002010303020403050504040000017d010203000411051221"
+    "31410613516107227114328191a1082342b1c11552d1f02433627282090a161718191a25262728292a3435363738393a"
+    "434445464748494a535455565758595a636465666768696a737475767778797a838485868788898a9293949596979899"
+    "9aa2a3a4a5a6a7a8a9aab2b3b4b5b6b7b8b9bac2c3c4c5c6c7c8c9cad2d3d4d5d6d7d8d9dae1e2e3e4e5e6e7e8e9eaf1"
+    "f2f3f4f5f6f7f8f9faffc4001f0100030101010101010101010000000000000102030405060708090a0bffc400b51100"
+    "020102040403040705040400010277000102031104052131061241510761711322328108144291a1b1c109233352f015"
+    "6272d10a162434e125f11718191a262728292a35363738393a434445464748494a535455565758595a63646566676869"
+    "6a737475767778797a82838485868788898a92939495969798999aa2a3a4a5a6a7a8a9aab2b3b4b5b6b7b8b9bac2c3c4"
+    "c5c6c7c8c9cad2d3d4d5d6d7d8d9dae2e3e4e5e6e7e8e9eaf2f3f4f5f6f7f8f9faffda000c03010002110311003f004b"
+    "6b706e09b68e3f28f201545c7b636b7f3345145340f73fffd9")
+
+
+def npy(descr, shape, data, version=1):
+    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    prefix = 10 if version == 1 else 12
+    header += " " * ((64 - (prefix + len(header) + 1) % 64) % 64) + "\n"
+    size = struct.pack("<H" if version == 1 else "<I", len(header))
+    return b"\x93NUMPY" + bytes([version, 0]) + size + header.encode() + data
+
+
+def png(width, height, gray, rows):
+    import zlib
+
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0 if gray else 2, 0, 0, 0)
+    raw = b"".join(b"\x00" + row for row in rows)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+
+
+def user_data():
+    features = npy("<f4", "(2, 1, 2, 2)", struct.pack("<8f", *[i / 8 for i in range(8)]))
+    labels = npy("<i8", "(2,)", struct.pack("<2q", 1, 3))
+    write("npy", "float_nchw", features + labels + fdp_tail((4, 1), (1, 1), (len(features), 2)))
+    features = npy("|u1", "(3, 3)", bytes(range(0, 90, 10)), version=2)
+    labels = npy("|u1", "(3,)", bytes([0, 1, 0]))
+    write("npy", "uint8_flat_v2", features + labels + fdp_tail((0, 1), (2, 1), (len(features), 2)))
+    rgb = [bytes((x * 30 + y * 7 + c * 50) % 256 for x in range(5) for c in range(3)) for y in range(4)]
+    # fdp_tail: channels (bool), height, width, crop (bool), read in that order from the end.
+    write("image", "png_rgb", png(5, 4, False, rgb) + fdp_tail((1, 1), (15, 1), (7, 1), (1, 1)))
+    gray = [bytes((x * 40 + y) % 256 for x in range(6)) for y in range(3)]
+    write("image", "png_gray", png(6, 3, True, gray) + fdp_tail((0, 1), (3, 1), (3, 1), (0, 1)))
+    write("image", "jpeg_rgb", JPEG_8X6 + fdp_tail((1, 1), (31, 1), (31, 1), (0, 1)))
+
+
 def ib_protocol():
     rng = random.Random(7)
     for i in range(8):
@@ -235,6 +288,7 @@ if __name__ == "__main__":
     text_seeds()
     checkpoint()
     datasets()
+    user_data()
     ib_protocol()
     sequence_data()
     print("seeds written to", CORPUS)

@@ -16,6 +16,7 @@ packages=(
   libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   zlib1g-dev
+  libpng-dev libturbojpeg0-dev  # the image-folder source (dataset/): PNG and JPEG decoding
   libcli11-dev libtomlplusplus-dev
   dataset-fashion-mnist
   dict-freedict-eng-deu  # English-German pairs for the translation tutorial (dataset/ FreeDict source)

@@ -1,5 +1,6 @@
-// tnt-bench-dataset: samples per second of the input pipeline, with and without prefetch, and of
-// the FreeDict translation pairs' sequence loader.
+// tnt-bench-dataset: samples per second of the input pipeline, with and without prefetch, of a
+// folder of PNG and JPEG images decoded by 1 and 2 threads, and of the FreeDict translation
+// pairs' sequence loader.
 //
 // Each case is run twice per prefetch setting: with a consumer that does nothing (the pipeline's
 // own throughput) and with a consumer that "computes" for as long as loading one batch took
@@ -8,14 +9,22 @@
 // Without prefetch the second run costs load + compute per batch; with prefetch, ideally
 // max(load, compute), and the consumer's wait in next() shows how much loading it still sees.
 #include <fmt/format.h>
+#include <png.h>
 #include <spdlog/spdlog.h>
+#include <turbojpeg.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "tnt/dataset/error.h"
@@ -222,6 +231,101 @@ Case synthetic_case(std::size_t batch) {
   return c;
 }
 
+// --- image folder ----------------------------------------------------------------------------
+
+// Writes `count` images of w×h in 4 class folders under a new temporary folder, every other one
+// PNG, the rest JPEG (quality 90): a smooth gradient with noise, so both codecs do real work.
+std::filesystem::path write_image_folder(std::size_t count, std::size_t w, std::size_t h) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "tnt-bench-images-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  const std::filesystem::path root = pattern;
+  std::unique_ptr<void, int (*)(tjhandle)> jpeg(tjInitCompress(), tjDestroy);
+  std::vector<std::uint8_t> rgb(w * h * 3);
+  std::uint32_t noise = 12345;
+  for (std::size_t i = 0; i < count; ++i) {
+    for (std::size_t k = 0; k < rgb.size(); ++k) {
+      noise = noise * 1664525u + 1013904223u;
+      rgb[k] = static_cast<std::uint8_t>((k / 3 % w) * 200 / w + (i % 4) * 10 + (noise >> 28));
+    }
+    const auto dir = root / fmt::format("class{}", i % 4);
+    std::filesystem::create_directories(dir);
+    std::vector<std::uint8_t> bytes;
+    if (i % 2 == 0) {
+      png_image image;
+      std::memset(&image, 0, sizeof image);
+      image.version = PNG_IMAGE_VERSION;
+      image.width = static_cast<png_uint_32>(w);
+      image.height = static_cast<png_uint_32>(h);
+      image.format = PNG_FORMAT_RGB;
+      png_alloc_size_t size = 0;
+      png_image_write_to_memory(&image, nullptr, &size, 0, rgb.data(), 0, nullptr);
+      bytes.resize(size);
+      if (!png_image_write_to_memory(&image, bytes.data(), &size, 0, rgb.data(), 0, nullptr)) {
+        throw std::runtime_error(std::string("PNG encoding failed: ") + image.message);
+      }
+      bytes.resize(size);
+    } else {
+      unsigned char* buffer = nullptr;
+      unsigned long size = 0;
+      if (tjCompress2(jpeg.get(), rgb.data(), static_cast<int>(w), 0, static_cast<int>(h), TJPF_RGB, &buffer, &size,
+                      TJSAMP_420, 90, 0) != 0) {
+        throw std::runtime_error("JPEG encoding failed");
+      }
+      bytes.assign(buffer, buffer + size);
+      tjFree(buffer);
+    }
+    std::ofstream(dir / fmt::format("{:05}.{}", i, i % 2 == 0 ? "png" : "jpg"), std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  return root;
+}
+
+struct ImageRow {
+  std::size_t workers = 0;
+  double samples_per_s = 0;
+};
+
+// The image folder through the loader with prefetch, 1 and 2 decoding threads alternating
+// (`repeats` runs each), median samples/s of each.
+std::vector<ImageRow> bench_images(const std::shared_ptr<const tnt::data::Source>& source, std::size_t batch,
+                                   std::size_t batches, std::size_t prefetch, std::size_t repeats) {
+  std::vector<std::vector<double>> rates(2);
+  for (std::size_t r = 0; r < repeats; ++r) {
+    for (std::size_t w = 1; w <= 2; ++w) {
+      Case c{"image-folder", source, {}, "none"};
+      c.options.plan.global_batch = batch;
+      c.options.plan.seed = 1;
+      c.options.workers = w;
+      rates[w - 1].push_back(measure(c, prefetch, 0, batches).samples_per_s);
+    }
+  }
+  std::vector<ImageRow> rows;
+  for (std::size_t w = 1; w <= 2; ++w) {
+    auto& v = rates[w - 1];
+    std::sort(v.begin(), v.end());
+    rows.push_back({w, v[v.size() / 2]});
+  }
+  return rows;
+}
+
+void print_images(const std::vector<ImageRow>& rows, const std::string& note, std::size_t batch, bool json) {
+  if (json) {
+    std::cout << ", \"image_folder\": {\"note\": \"" << note << "\", \"batch\": " << batch << ", \"rows\": [";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      std::cout << fmt::format("{}{{\"decode_threads\": {}, \"samples_per_s\": {:.1f}}}", i == 0 ? "" : ", ",
+                               rows[i].workers, rows[i].samples_per_s);
+    }
+    std::cout << "]}";
+    return;
+  }
+  std::cout << fmt::format("\n{}\n{:<16} {:>5} {:>12} {:>8}\n", note, "decode threads", "batch", "samples/s",
+                           "speed-up");
+  for (const auto& r : rows) {
+    std::cout << fmt::format("{:<16} {:>5} {:>12.0f} {:>8.2f}\n", r.workers, batch, r.samples_per_s,
+                             r.samples_per_s / rows.front().samples_per_s);
+  }
+}
+
 // Prefetch off and on, alone and with a consumer as busy as one batch's loading.
 std::vector<Row> measure_case(const Case& c, std::size_t prefetch, std::size_t batches) {
   const Row alone = measure(c, 0, 0, batches);
@@ -230,8 +334,54 @@ std::vector<Row> measure_case(const Case& c, std::size_t prefetch, std::size_t b
           measure(c, prefetch, load_ms, batches)};
 }
 
+struct ImageReport {
+  std::vector<ImageRow> rows;
+  std::string note;
+  std::size_t batch = 0;
+};
+
+struct ImageOptions {
+  std::string folder;  // empty: generate one
+  std::size_t count = 512, size = 32, batch = 64, batches = 24, repeats = 3;
+  bool skip = false;
+};
+
+void add_image_options(CLI::App& app, ImageOptions& o) {
+  app.add_flag("--no-images", o.skip, "skip the image folder");
+  app.add_option("--image-folder", o.folder,
+                 "a folder of class folders of PNG/JPEG images (default: generate --images 64x48 images, half PNG "
+                 "and half JPEG, in a temporary folder)");
+  app.add_option("--images", o.count, "images to generate")->check(CLI::PositiveNumber);
+  app.add_option("--image-size", o.size, "decoded to 3 x N x N")->check(CLI::PositiveNumber);
+  app.add_option("--image-batch", o.batch, "image batch size")->check(CLI::PositiveNumber);
+  app.add_option("--image-batches", o.batches, "image batches timed per run")->check(CLI::PositiveNumber);
+  app.add_option("--image-repeats", o.repeats, "alternating runs per thread count (median)")
+      ->check(CLI::PositiveNumber);
+}
+
+// The image folder's report: the given folder, or `count` generated 64x48 images removed after.
+ImageReport measure_images(const ImageOptions& o, std::size_t prefetch) {
+  const bool generated = o.folder.empty();
+  const auto root = generated ? write_image_folder(o.count, 64, 48) : std::filesystem::path(o.folder);
+  try {
+    auto source = tnt::data::make_image_folder_source(root, {3, o.size, o.size});
+    ImageReport report{
+        bench_images(source, o.batch, o.batches, prefetch, o.repeats),
+        fmt::format("image folder ({}{}), decoded and resized to 3x{}x{}, prefetch {}, median of {} alternating "
+                    "runs of {} batches:",
+                    source->describe(), generated ? "; generated 64x48, half PNG, half JPEG q90" : "", o.size, o.size,
+                    prefetch, o.repeats, o.batches),
+        o.batch};
+    if (generated) std::filesystem::remove_all(root);
+    return report;
+  } catch (...) {
+    if (generated) std::filesystem::remove_all(root);
+    throw;
+  }
+}
+
 void print_report(const std::vector<Row>& rows, double open_s, const std::string& load_note,
-                  const std::optional<FreedictReport>& freedict, bool json) {
+                  const std::optional<FreedictReport>& freedict, const std::optional<ImageReport>& images, bool json) {
   if (json) {
     std::cout << "{\"bench\": \"tnt-bench-dataset\", \"cores\": " << std::thread::hardware_concurrency()
               << ", \"fashion_mnist_open_s\": " << open_s << ", \"rows\": [";
@@ -246,6 +396,7 @@ void print_report(const std::vector<Row>& rows, double open_s, const std::string
     }
     std::cout << "\n]";
     if (freedict) print_freedict(*freedict, true);
+    if (images) print_images(images->rows, images->note, images->batch, true);
     std::cout << "}\n";
   } else {
     if (!rows.empty()) {
@@ -264,6 +415,7 @@ void print_report(const std::vector<Row>& rows, double open_s, const std::string
       }
     }
     if (freedict) print_freedict(*freedict, false);
+    if (images) print_images(images->rows, images->note, images->batch, false);
   }
 }
 
@@ -293,6 +445,8 @@ int main(int argc, char** argv) {
   app.add_option("--sequence-batches", sequence_batches, "FreeDict batches timed per run")->check(CLI::PositiveNumber);
   app.add_option("--freedict-max-chars", freedict_max_chars, "drop pairs with a longer side (0 = keep all)");
   app.add_option("--bpe-merges", bpe_merges, "merges of the BPE vocabulary (0 = character level only)");
+  ImageOptions image_options;
+  add_image_options(app, image_options);
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -330,7 +484,9 @@ int main(int argc, char** argv) {
       const auto more = measure_case(c, prefetch, c.name == "synthetic" ? synthetic_batches : mnist_batches);
       rows.insert(rows.end(), more.begin(), more.end());
     }
-    print_report(rows, open_s, load_note, freedict, json);
+    std::optional<ImageReport> image_report;
+    if (!image_options.skip && !freedict_only) image_report = measure_images(image_options, prefetch);
+    print_report(rows, open_s, load_note, freedict, image_report, json);
   } catch (const std::exception& e) {
     std::cerr << "tnt-bench-dataset: " << e.what() << "\n";
     return 1;

@@ -2,6 +2,7 @@
 #include "softmax_row.h"
 #include "tnt/core/error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -87,6 +88,44 @@ const Tensor& MeanSquaredError::backward(float scale) {
   for (int64_t e = 0; e < difference_.size(); ++e) {
     gradient_[e] = difference_[e] * k;
   }
+  return gradient_;
+}
+
+LossResult SigmoidBinaryCrossEntropy::forward(const Tensor& logits, const Tensor& targets) {
+  if (logits.shape() != targets.shape() || logits.shape().empty()) {
+    throw ConfigError("binary cross-entropy: logits " + to_string(logits.shape()) + " and targets " +
+                      to_string(targets.shape()) + " differ");
+  }
+  probabilities_.resize(logits.shape());
+  targets_.resize(targets.shape());
+  const int64_t n = logits.dim(0);
+  const int64_t outputs = n > 0 ? logits.size() / n : 0;
+  LossResult result;
+  result.count = n;
+  for (int64_t i = 0; i < n; ++i) {
+    double sample = 0.0;
+    for (int64_t j = 0; j < outputs; ++j) {
+      const int64_t e = i * outputs + j;
+      const double z = logits[e], t = targets[e];
+      if (!(t >= 0.0 && t <= 1.0)) {
+        throw ConfigError("binary cross-entropy: target " + std::to_string(t) + " is not in [0, 1]");
+      }
+      sample += std::max(z, 0.0) - z * t + std::log1p(std::exp(-std::abs(z)));
+      probabilities_[e] = static_cast<float>(1.0 / (1.0 + std::exp(-z)));
+      targets_[e] = static_cast<float>(t);
+    }
+    result.sum += sample / static_cast<double>(outputs);
+  }
+  return result;
+}
+
+const Tensor& SigmoidBinaryCrossEntropy::backward(float scale) {
+  if (probabilities_.shape().empty()) throw LogicError("binary cross-entropy: backward() before forward()");
+  gradient_.resize(probabilities_.shape());
+  const int64_t n = probabilities_.dim(0);
+  const int64_t outputs = n > 0 ? probabilities_.size() / n : 1;
+  const float k = scale / static_cast<float>(outputs);
+  for (int64_t e = 0; e < probabilities_.size(); ++e) gradient_[e] = (probabilities_[e] - targets_[e]) * k;
   return gradient_;
 }
 

@@ -16,6 +16,8 @@ constexpr std::pair<SourceKind, std::string_view> kKindNames[] = {{SourceKind::f
                                                                   {SourceKind::mnist, "mnist"},
                                                                   {SourceKind::idx, "idx"},
                                                                   {SourceKind::cifar10, "cifar10"},
+                                                                  {SourceKind::npy, "npy"},
+                                                                  {SourceKind::image_folder, "image-folder"},
                                                                   {SourceKind::synthetic, "synthetic"},
                                                                   {SourceKind::memory, "memory"}};
 
@@ -96,8 +98,8 @@ SourceKind parse_source_kind(std::string_view name) {
     if (text == name) return kind;
   }
   throw DataError(
-      fmt::format("unknown data source kind '{}' (expected fashion-mnist, mnist, idx, cifar10, synthetic or "
-                  "memory)",
+      fmt::format("unknown data source kind '{}' (expected fashion-mnist, mnist, idx, cifar10, npy, image-folder, "
+                  "synthetic or memory)",
                   name));
 }
 
@@ -134,6 +136,19 @@ std::shared_ptr<const Source> make_source(const SourceConfig& config) {
       source = make_idx_source(config.path, config.labels_path, config.num_classes == 0 ? 10 : config.num_classes);
       break;
     case SourceKind::cifar10: source = make_cifar10(config); break;
+    case SourceKind::npy: {
+      if (config.path.empty() || config.labels_path.empty()) {
+        throw DataError("npy source: both the features file (path) and the labels file (labels_path) are required");
+      }
+      std::optional<SampleShape> expected;
+      if (config.shape.elements() != 0) expected = config.shape;
+      source = make_npy_source(config.path, config.labels_path, config.num_classes, expected);
+      break;
+    }
+    case SourceKind::image_folder:
+      if (config.path.empty()) throw DataError("image-folder source: the folder (path) is required");
+      source = make_image_folder_source(config.path, config.shape, config.num_classes, config.image_fit);
+      break;
     case SourceKind::synthetic:
       return make_synthetic_source(config.shape, config.num_classes, config.size, config.seed);
     case SourceKind::memory:

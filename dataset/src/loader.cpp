@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -98,12 +99,47 @@ struct Loader::State {
     batch.data.resize(batch.local_count * n);
     batch.labels.resize(batch.local_count);
     batch.indices = std::move(share.indices);
+    const std::size_t threads = std::min(std::max<std::size_t>(options.workers, 1), batch.local_count);
+    if (threads <= 1) return read_range(p.epoch, batch, 0, batch.local_count, scratch);
+    // Contiguous chunks, one per thread; each sample is written by one thread only and its
+    // content does not depend on which (Source::read and Transform::apply are pure).
+    std::vector<std::exception_ptr> errors(threads);
+    std::vector<char> done(threads, 1);
+    {
+      std::vector<std::jthread> helpers;
+      const std::size_t chunk = (batch.local_count + threads - 1) / threads;
+      auto run = [&](std::size_t t, std::vector<float>& local_scratch) {
+        try {
+          const std::size_t begin = std::min(t * chunk, batch.local_count);
+          done[t] = read_range(p.epoch, batch, begin, std::min(begin + chunk, batch.local_count), local_scratch);
+        } catch (...) {
+          errors[t] = std::current_exception();
+        }
+      };
+      for (std::size_t t = 1; t < threads; ++t) {
+        helpers.emplace_back([&run, t] {
+          std::vector<float> local_scratch;
+          run(t, local_scratch);
+        });
+      }
+      run(0, scratch);
+    }  // joins the helpers
+    for (auto& e : errors) {
+      if (e) std::rethrow_exception(e);  // the first chunk's error: the lowest sample that failed
+    }
+    return std::all_of(done.begin(), done.end(), [](char d) { return d != 0; });
+  }
+
+  // Samples [begin, end) of `batch`. False if stopped meanwhile.
+  bool read_range(std::size_t epoch, MicroBatch& batch, std::size_t begin, std::size_t end,
+                  std::vector<float>& scratch_here) const {
+    const std::size_t n = batch.shape.elements();
     const bool transforms = !transform.options().empty();
-    for (std::size_t i = 0; i < batch.local_count; ++i) {
+    for (std::size_t i = begin; i < end; ++i) {
       if (stopping.load(std::memory_order_relaxed)) return false;
       const std::span<float> sample(batch.data.data() + i * n, n);
       batch.labels[i] = source->read(batch.indices[i], sample);
-      if (transforms) transform.apply(sample, p.epoch, batch.indices[i], scratch);
+      if (transforms) transform.apply(sample, epoch, batch.indices[i], scratch_here);
     }
     return true;
   }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ inline void check_read(const Source& source, std::size_t index, std::span<float>
 std::shared_ptr<const Source> idx_source_from_bytes(std::vector<std::uint8_t> images, const std::string& images_path,
                                                     std::vector<std::uint8_t> labels, const std::string& labels_path,
                                                     int num_classes);
+std::shared_ptr<const Source> npy_source_from_bytes(std::vector<std::uint8_t> features,
+                                                    const std::string& features_path, std::vector<std::uint8_t> labels,
+                                                    const std::string& labels_path, int num_classes,
+                                                    std::optional<SampleShape> expected);
 std::shared_ptr<const Source> cifar10_source_from_bytes(std::vector<std::vector<std::uint8_t>> batches,
                                                         const std::vector<std::string>& paths);
 

@@ -37,8 +37,8 @@ class Probe : public actors::Actor {
     on<Reduced>([events](Reduced& m) { events->push_back("reduced " + std::to_string(m.bucket)); });
     on<ReducedFigures>([events](ReducedFigures& m) {
       events->push_back("figures of step " + std::to_string(m.figures.step) + ": " +
-                        std::to_string(static_cast<int>(m.figures.loss_sum)) + " " +
-                        std::to_string(static_cast<int>(m.figures.count)));
+                        std::to_string(static_cast<int>(m.figures.sums.at(0))) + " " +
+                        std::to_string(static_cast<int>(m.figures.sums.at(1))));
     });
   }
 };
@@ -95,7 +95,7 @@ class StepActorsTest : public ::testing::Test {
     io.restart();
     io.run();
   }
-  StepFigures figures(std::size_t step, double loss, double count) { return {0, step, loss, 0.0, count}; }
+  StepFigures figures(std::size_t step, double loss, double count) { return {0, step, {loss, count}, nullptr}; }
   // Every gradient of a step, in the order backward finishes them: n-1, ..., 0.
   void backward(actors::ActorRef& bucketer) {
     for (std::size_t i = model.parameter_count(); i-- > 0;) bucketer.send(GradReady{i, 1});

@@ -154,6 +154,8 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
             value = "[0.5, 0.25]";
           else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
             value = "[7, 8, 9]";
+          else if constexpr (std::is_same_v<T, std::vector<std::string>>)
+            value = "[\"x7\", \"y8\"]";
           else
             value = "7";
         },
@@ -164,7 +166,35 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
       EXPECT_TRUE(options.insert(k.option).second) << k.option << " twice";
     }
   }
-  EXPECT_EQ(options.size(), 33u) << "every option tnt-train had";
+  // The 33 options tnt-train had, and --labels-path, --test-path, --test-labels-path,
+  // --image-fit, --decode-threads and --loss.
+  EXPECT_EQ(options.size(), 39u);
+}
+
+TEST(RunConfig, TheUsersOwnDataAndLosses) {
+  auto c = trainer::parse_run_config(
+      "[data]\ndataset = \"image-folder\"\npath = \"/data/train\"\ntest_path = \"/data/test\"\n"
+      "shape = [1, 16, 16]\nimage_fit = \"crop\"\ndecode_threads = 2\n"
+      "[train]\nglobal_batch = 8\nloss = \"mse\"\nmetrics = [\"accuracy\", \"top_3_accuracy\"]\n",
+      "user.toml");
+  EXPECT_NO_THROW(trainer::validate(c));
+  EXPECT_EQ(c.test_path, "/data/test");
+  EXPECT_EQ(c.decode_threads, 2u);
+  const auto compile = trainer::compile_options(c);
+  EXPECT_EQ(compile.loss, "mse");
+  EXPECT_EQ(compile.metrics, (std::vector<std::string>{"accuracy", "top_3_accuracy"}));
+  EXPECT_EQ(trainer::fit_options(c, {}).data_workers, 2u);
+  const auto refused = [](const std::vector<std::string>& settings) {
+    auto bad = trainer::load_run_config("", settings);
+    bad.global_batch = 8;
+    EXPECT_THROW(trainer::validate(bad), tnt::ConfigError) << settings.front();
+  };
+  refused({"data.dataset=\"npy\"", "data.path=\"x.npy\""});  // no labels
+  refused({"data.dataset=\"idx\"", "data.path=\"x\"", "data.labels_path=\"y\"", "data.test_path=\"t\""});
+  refused({"data.dataset=\"image-folder\""});  // no folder
+  refused({"data.dataset=\"image-folder\"", "data.path=\"p\"", "data.image_fit=\"stretch\""});
+  refused({"data.dataset=\"tiff\""});
+  refused({"data.decode_threads=0"});
 }
 
 TEST(RunConfig, BadFilesNameTheFileAndKey) {
@@ -188,17 +218,25 @@ TEST(FitParts, MeansOfSummedFigures) {
   EXPECT_EQ(trainer::mean_or_zero(3.0, 0.0), 0.0) << "nothing counted";
   EXPECT_DOUBLE_EQ(trainer::mean_or_zero(3.0, 4.0), 0.75);
   trainer::FigureSums sums;
-  sums.add({0, 0, 6.0, 2.0, 4.0});
-  sums.add({0, 1, 2.0, 3.0, 4.0});
+  // loss sum, samples, accuracy (correct, samples), a metric of its own counts (sum, count).
+  const auto names = std::make_shared<const std::vector<std::string>>(std::vector<std::string>{"accuracy", "mine"});
+  sums.add({0, 0, {6.0, 4.0, 2.0, 4.0, 1.0, 1.0}, names});
+  sums.add({0, 1, {2.0, 4.0, 3.0, 4.0, 2.0, 5.0}, names});
   const auto logs = sums.logs();
   EXPECT_DOUBLE_EQ(logs.at("loss"), 1.0);
   EXPECT_DOUBLE_EQ(logs.at("accuracy"), 5.0 / 8.0);
+  EXPECT_DOUBLE_EQ(logs.at("mine"), 3.0 / 6.0) << "sums over counts, not a mean of means";
+  EXPECT_EQ(sums.count, 8.0);
   EXPECT_EQ(trainer::FigureSums{}.logs().at("loss"), 0.0);
-  const auto shown = trainer::ordered({{"val_loss", 1}, {"accuracy", 2}, {"other", 3}, {"loss", 4}});
-  ASSERT_EQ(shown.size(), 3u);
+  const auto shown = trainer::ordered(
+      {{"val_loss", 1}, {"accuracy", 2}, {"other", 3}, {"loss", 4}, {"val_other", 5}, {"val_accuracy", 6}});
+  ASSERT_EQ(shown.size(), 6u);
   EXPECT_EQ(shown[0].first, "loss");
   EXPECT_EQ(shown[1].first, "accuracy");
-  EXPECT_EQ(shown[2].first, "val_loss");
+  EXPECT_EQ(shown[2].first, "other");
+  EXPECT_EQ(shown[3].first, "val_loss");
+  EXPECT_EQ(shown[4].first, "val_accuracy");
+  EXPECT_EQ(shown[5].first, "val_other");
 }
 
 TEST(FitParts, CheckpointPolicyEveryStepsAndEpochsWritesEachStateOnce) {

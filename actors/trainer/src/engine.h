@@ -9,8 +9,10 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "objective.h"
 #include "timeline.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
@@ -42,10 +44,12 @@ BucketLayout make_bucket_layout(const compute::Model& model, std::size_t thresho
 // Points every parameter's gradient into its bucket.
 void bind_gradients(compute::Model& model, BucketLayout& layout);
 
-// Summed over ranks by an allreduce after every step.
+// Summed over ranks by an allreduce after every step (Note [Exact figures over ranks] in
+// objective.h): loss sum, samples, then each metric's sum and count.
 struct StepFigures {
   std::size_t epoch = 0, step = 0;
-  double loss_sum = 0.0, correct = 0.0, count = 0.0;
+  std::vector<double> sums;
+  std::shared_ptr<const std::vector<std::string>> metric_names;  // as Objective::metric_names
 };
 
 // Phase times of one step on this rank, in microseconds.
@@ -56,6 +60,7 @@ struct StepTimes {
 
 struct EngineContext {
   compute::Model* model = nullptr;
+  const Objective* objective = nullptr;  // the loss and metrics; the backprop actor copies it
   compute::Optimizer* optimizer = nullptr;
   const compute::LearningRateSchedule* schedule = nullptr;
   Communicator* communicator = nullptr;

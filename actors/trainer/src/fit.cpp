@@ -70,6 +70,7 @@ History FitRun::run() {
   loader_options.start = s_.position;
   loader_options.end_epoch = options_.epochs;
   loader_options.prefetch = options_.prefetch;
+  loader_options.workers = options_.data_workers;
   loader_.emplace(train_, loader_options);
   if (s_.master() && !options_.csv_path.empty()) csv_.emplace(options_.csv_path, !options_.resume_path.empty());
   EngineContext context = engine_context();
@@ -110,6 +111,7 @@ void FitRun::prepare() {
 EngineContext FitRun::engine_context() {
   EngineContext context;
   context.model = &s_.model;
+  context.objective = s_.objective.get();
   context.optimizer = s_.optimizer.get();
   context.schedule = s_.schedule.get();
   context.communicator = &s_.comm();
@@ -167,8 +169,9 @@ void FitRun::end_epoch(std::size_t epoch) {
   bar_.end_training();
   if (options_.validation && options_.validation_frequency > 0 && (epoch + 1) % options_.validation_frequency == 0) {
     const auto val = trainer_.evaluate(options_.validation, options_.validation_batch, options_.validation_transform);
-    logs["val_loss"] = val.at("loss");
-    logs["val_accuracy"] = val.at("accuracy");
+    for (const auto& [key, value] : val) {
+      if (key != "count") logs["val_" + key] = value;
+    }
   }
   bar_.finish(ordered(logs));
   if (csv_) csv_->write(epoch, logs, s_.schedule->rate(s_.optimizer->steps()), seconds, epoch_sums_.count);
@@ -197,8 +200,9 @@ void FitRun::on_step(const StepFigures& f) {
   step.add(f);
   const Logs step_logs = step.logs();
   if (environment_.output && options_.print_steps) {
-    fmt::print("epoch {} step {} loss {:.6g} accuracy {:.6g}\n", f.epoch + 1, f.step + 1, step_logs.at("loss"),
-               step_logs.at("accuracy"));
+    std::string figures;
+    for (const auto& [key, value] : ordered(step_logs)) figures += fmt::format(" {} {:.6g}", key, value);
+    fmt::print("epoch {} step {}{}\n", f.epoch + 1, f.step + 1, figures);
     std::fflush(stdout);
   }
   bar_.update(f.step + 1, ordered(epoch_sums_.logs()));

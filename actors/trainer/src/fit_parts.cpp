@@ -12,6 +12,7 @@
 #include <iterator>
 #include <limits>
 #include <stdexcept>
+#include <tuple>
 
 #include "tnt/collectives/communicator.h"
 #include "tnt/core/error.h"
@@ -22,20 +23,29 @@ namespace tnt::trainer {
 double mean_or_zero(double sum, double count) { return count > 0 ? sum / count : 0.0; }
 
 void FigureSums::add(const StepFigures& figures) {
-  loss += figures.loss_sum;
-  correct += figures.correct;
-  count += figures.count;
+  if (sums.empty()) {
+    sums.assign(figures.sums.size(), 0.0);
+    metric_names = figures.metric_names;
+  }
+  if (figures.sums.size() != sums.size()) throw LogicError("step figures of different lengths in one epoch");
+  for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += figures.sums[i];
+  if (sums.size() >= 2) count = sums[1];
 }
 
 Logs FigureSums::logs() const {
-  return {{"loss", mean_or_zero(loss, count)}, {"accuracy", mean_or_zero(correct, count)}};
+  static const std::vector<std::string> none;
+  return logs_from_figures(sums, metric_names ? *metric_names : none);
 }
 
 std::vector<std::pair<std::string, double>> ordered(const Logs& logs) {
-  std::vector<std::pair<std::string, double>> out;
-  for (const char* k : {"loss", "accuracy", "val_loss", "val_accuracy"}) {
-    if (auto it = logs.find(k); it != logs.end()) out.emplace_back(k, it->second);
-  }
+  // loss, the metrics (accuracy first), val_loss, the validation metrics.
+  const auto rank = [](const std::string& k) {
+    const bool val = k.starts_with("val_");
+    const std::string_view base = val ? std::string_view(k).substr(4) : std::string_view(k);
+    return std::tuple(val ? 1 : 0, base == "loss" ? 0 : base == "accuracy" ? 1 : 2, k);
+  };
+  std::vector<std::pair<std::string, double>> out(logs.begin(), logs.end());
+  std::sort(out.begin(), out.end(), [&](const auto& a, const auto& b) { return rank(a.first) < rank(b.first); });
   return out;
 }
 

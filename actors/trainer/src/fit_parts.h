@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,11 +25,14 @@ namespace tnt::trainer {
 // sum / count, or 0 when nothing was counted (an epoch or an evaluation without samples).
 double mean_or_zero(double sum, double count);
 
-// Loss and accuracy summed over steps (each already summed over ranks), and their means.
+// The loss's and the metrics' sums and counts over steps (each already summed over ranks), and
+// their means.
 struct FigureSums {
-  double loss = 0.0, correct = 0.0, count = 0.0;
+  std::vector<double> sums;
+  std::shared_ptr<const std::vector<std::string>> metric_names;
+  double count = 0.0;  // samples
   void add(const StepFigures& figures);
-  Logs logs() const;  // {"loss", "accuracy"}
+  Logs logs() const;  // {"loss", each metric}
 };
 
 // The logs the progress bar shows, in its order.

@@ -163,7 +163,8 @@ void run(const CommandLine& command) {
   if (sources.test) {
     const auto test = trainer.evaluate(sources.test, config.eval_batch, tnt::trainer::eval_transform(config));
     if (session.is_master_rank()) {
-      fmt::print("test loss: {:.4f}\ntest accuracy: {:.4f}\n", test.at("loss"), test.at("accuracy"));
+      fmt::print("test loss: {:.4f}\n", test.at("loss"));
+      for (const auto& name : config.metrics) fmt::print("test {}: {:.4f}\n", name, test.at(name));
     }
   }
   if (!command.predict_csv.empty()) {

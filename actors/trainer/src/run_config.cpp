@@ -85,6 +85,8 @@ struct Reader {
       std::optional<T> v;
       if constexpr (std::is_floating_point_v<T>) {
         v = item.value<T>();
+      } else if constexpr (std::is_same_v<T, std::string>) {
+        v = item.value<std::string>();
       } else {
         v = item.value_exact<int64_t>();
       }
@@ -135,14 +137,25 @@ const std::vector<RunKey>& run_keys() {
       {"model", "classes", +[](RunConfig& c) -> auto& { return c.classes; }, "--classes",
        "Classes of a zoo model (default: the data set's)"},
       {"data", "dataset", +[](RunConfig& c) -> auto& { return c.dataset; }, "--dataset",
-       "fashion-mnist, mnist, cifar10 or synthetic"},
+       "fashion-mnist, mnist, cifar10, synthetic, or your own: idx, npy, image-folder"},
       {"data", "path", +[](RunConfig& c) -> auto& { return c.data_path; }, "--data-path",
        "Data set directory (default: search $TNT_DATA_DIR, /usr/share/datasets, ...)", {}, true},
+      {"data", "labels_path", +[](RunConfig& c) -> auto& { return c.labels_path; }, "--labels-path",
+       "idx / npy: the training labels file", {}, true},
+      {"data", "test_path", +[](RunConfig& c) -> auto& { return c.test_path; }, "--test-path",
+       "idx / npy / image-folder: the test images, features or folder (none: no test split)", {}, true},
+      {"data", "test_labels_path", +[](RunConfig& c) -> auto& { return c.test_labels_path; }, "--test-labels-path",
+       "idx / npy: the test labels file", {}, true},
+      {"data", "image_fit", +[](RunConfig& c) -> auto& { return c.image_fit; }, "--image-fit",
+       "image-folder: resize (default) or crop images to data.shape"},
+      {"data", "decode_threads", +[](RunConfig& c) -> auto& { return c.decode_threads; }, "--decode-threads",
+       "Threads reading (decoding) each training batch, ahead of compute (default 1)"},
       {"data", "train_size", +[](RunConfig& c) -> auto& { return c.train_size; }, "--train-size",
        "Training samples (first N; synthetic: required)"},
       {"data", "test_size", +[](RunConfig& c) -> auto& { return c.test_size; }, "--test-size",
        "Test samples (first N; synthetic: 0 = no test split)"},
-      {"data", "shape", +[](RunConfig& c) -> auto& { return c.shape; }, "--shape", "Synthetic sample shape C H W"},
+      {"data", "shape", +[](RunConfig& c) -> auto& { return c.shape; }, "--shape",
+       "Sample shape C H W: synthetic data, and what image-folder images become (default 3 32 32)"},
       {"data", "classes", +[](RunConfig& c) -> auto& { return c.num_classes; }, "--num-classes", "Synthetic classes"},
       {"data", "seed", +[](RunConfig& c) -> auto& { return c.data_seed; }},
       {"data", "mean", +[](RunConfig& c) -> auto& { return c.mean; }},
@@ -150,6 +163,9 @@ const std::vector<RunKey>& run_keys() {
       {"data", "crop_padding", +[](RunConfig& c) -> auto& { return c.crop_padding; }},
       {"data", "horizontal_flip", +[](RunConfig& c) -> auto& { return c.horizontal_flip; }},
       {"data", "prefetch", +[](RunConfig& c) -> auto& { return c.prefetch; }},
+      {"train", "loss", +[](RunConfig& c) -> auto& { return c.loss; }, "--loss",
+       "sparse_categorical_crossentropy (default), binary_crossentropy or mean_squared_error"},
+      {"train", "metrics", +[](RunConfig& c) -> auto& { return c.metrics; }},
       {"train", "global_batch", +[](RunConfig& c) -> auto& { return c.global_batch; }, "--global-batch",
        "Global batch size, split across ranks at sample level"},
       {"train", "micro_batch", +[](RunConfig& c) -> auto& { return c.micro_batch; }, "--micro-batch",
@@ -296,6 +312,27 @@ void validate(const RunConfig& c) {
     bad(fmt::format("transport '{}': expected tcp or ib", c.transport));
   }
   if (c.mean.size() != c.std.size()) bad("data.mean and data.std need the same number of values");
+  data::SourceKind kind{};
+  try {
+    kind = data::parse_source_kind(c.dataset);
+    data::parse_image_fit(c.image_fit);
+  } catch (const tnt::DataError& e) {
+    bad(e.what());
+  }
+  if ((kind == data::SourceKind::idx || kind == data::SourceKind::npy) &&
+      (c.data_path.empty() || c.labels_path.empty() || (!c.test_path.empty() && c.test_labels_path.empty()))) {
+    bad(
+        fmt::format("data set '{}' needs data.path and data.labels_path (--data-path, --labels-path), and "
+                    "data.test_labels_path with data.test_path",
+                    c.dataset));
+  }
+  if (kind == data::SourceKind::image_folder) {
+    if (c.data_path.empty()) bad("an image-folder data set needs data.path (--data-path): ROOT/CLASS/IMAGE.png");
+    if (c.shape.size() != 3 || c.shape[0] < 1 || c.shape[1] < 1 || c.shape[2] < 1) {
+      bad("data.shape must be [channels, height, width] (what the images are decoded to)");
+    }
+  }
+  if (c.decode_threads < 1) bad("data.decode_threads must be at least 1");
   if (c.dataset == "synthetic") {
     if (c.shape.size() != 3) bad("data.shape must be [channels, height, width]");
     for (auto d : c.shape)
@@ -313,7 +350,9 @@ std::string canonical_text(const RunConfig& c) {
   // differ between ranks.
   std::ostringstream s;
   s << "model=" << c.model << ";classes=" << c.classes << ";dataset=" << c.dataset << ";train_size=" << c.train_size
-    << ";test_size=" << c.test_size << ";shape=";
+    << ";test_size=" << c.test_size << ";image_fit=" << c.image_fit << ";loss=" << c.loss << ";metrics=";
+  for (const auto& m : c.metrics) s << m << ',';
+  s << ";shape=";
   for (auto d : c.shape) s << d << ',';
   s << ";num_classes=" << c.num_classes << ";data_seed=" << c.data_seed << ";global_batch=" << c.global_batch
     << ";micro_batch=" << c.micro_batch << ";epochs=" << c.epochs << ";max_steps=" << c.max_steps
@@ -359,6 +398,30 @@ compute::ModelSpec resolve_model(const RunConfig& c, int data_classes, const dat
   return spec;
 }
 
+// The user's own files: the training data at data.path, the test split at data.test_path.
+static Sources make_user_sources(const RunConfig& c, data::SourceConfig s) {
+  s.labels_path = c.labels_path;
+  // idx: 10 classes unless data.classes says otherwise; npy / image-folder: from the data.
+  s.num_classes = s.kind == data::SourceKind::idx ? c.num_classes : 0;
+  s.shape = {0, 0, 0};  // npy: the file's shape, checked against the model's input by resolve_model
+  if (s.kind == data::SourceKind::image_folder) {
+    s.shape = {static_cast<std::size_t>(c.shape.at(0)), static_cast<std::size_t>(c.shape.at(1)),
+               static_cast<std::size_t>(c.shape.at(2))};
+    s.image_fit = data::parse_image_fit(c.image_fit);
+  }
+  Sources out;
+  s.size = c.train_size;
+  out.train = data::make_source(s);
+  if (!c.test_path.empty()) {
+    s.path = c.test_path;
+    s.labels_path = c.test_labels_path;
+    s.size = c.test_size;
+    if (s.kind != data::SourceKind::idx) s.num_classes = out.train->num_classes();
+    out.test = data::make_source(s);
+  }
+  return out;
+}
+
 Sources make_sources(const RunConfig& c) {
   data::SourceConfig s;
   s.kind = data::parse_source_kind(c.dataset);
@@ -376,6 +439,9 @@ Sources make_sources(const RunConfig& c) {
     out.train = data::make_subset(all, 0, c.train_size);
     if (c.test_size > 0) out.test = data::make_subset(all, c.train_size, c.test_size);
     return out;
+  }
+  if (s.kind == data::SourceKind::idx || s.kind == data::SourceKind::npy || s.kind == data::SourceKind::image_folder) {
+    return make_user_sources(c, s);
   }
   s.split = data::Split::train;
   s.size = c.train_size;
@@ -410,6 +476,8 @@ CompileOptions compile_options(const RunConfig& c) {
   o.optimizer = c.optimizer;
   o.schedule = c.schedule;
   o.scale_rate_with_ranks = c.scale_rate_with_ranks;
+  o.loss = c.loss;
+  o.metrics = c.metrics;
   return o;
 }
 
@@ -423,6 +491,7 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.drop_remainder = c.drop_remainder;
   fit.transform = train_transform(c);
   fit.prefetch = c.prefetch;
+  fit.data_workers = c.decode_threads;
   fit.validation = c.validation_frequency > 0 ? sources.test : nullptr;
   fit.validation_frequency = c.validation_frequency;
   fit.validation_batch = c.eval_batch;

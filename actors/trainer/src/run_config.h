@@ -27,19 +27,26 @@ struct RunConfig {
   int64_t classes = 0;  // zoo models: number of classes (0 = the data set's)
 
   // [data]
-  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | cifar10 | synthetic
-  std::string data_path;                  // empty: search (dataset/README.md)
-  std::size_t train_size = 0;             // 0: all (synthetic: required)
-  std::size_t test_size = 0;              // 0: all (synthetic: 0 = no test split)
-  std::vector<int64_t> shape{3, 32, 32};  // synthetic only
-  int num_classes = 10;                   // synthetic only
-  uint64_t data_seed = 1;                 // synthetic only
-  std::vector<double> mean, std;          // normalisation (empty: none)
+  // fashion-mnist | mnist | cifar10 | synthetic, or the user's own: idx | npy | image-folder
+  std::string dataset = "fashion-mnist";
+  std::string data_path;    // empty: search (dataset/README.md); idx / npy / image-folder: the training data
+  std::string labels_path;  // idx / npy: the training labels
+  std::string test_path, test_labels_path;  // idx / npy / image-folder: the test split (empty: none)
+  std::string image_fit = "resize";         // image-folder: resize | crop
+  std::size_t decode_threads = 1;           // threads reading each training batch
+  std::size_t train_size = 0;               // 0: all (synthetic: required)
+  std::size_t test_size = 0;                // 0: all (synthetic: 0 = no test split)
+  std::vector<int64_t> shape{3, 32, 32};    // synthetic; image-folder: what images are decoded to
+  int num_classes = 10;                     // synthetic only
+  uint64_t data_seed = 1;                   // synthetic only
+  std::vector<double> mean, std;            // normalisation (empty: none)
   std::size_t crop_padding = 0;
   bool horizontal_flip = false;
   std::size_t prefetch = 2;
 
   // [train]
+  std::string loss = "sparse_categorical_crossentropy";
+  std::vector<std::string> metrics{"accuracy"};
   std::size_t global_batch = 0, micro_batch = 0;
   std::size_t epochs = 1;
   std::size_t max_steps = 0;
@@ -76,8 +83,9 @@ struct RunConfig {
 template <class T>
 using Field = T& (*)(RunConfig&);
 static_assert(std::is_same_v<std::size_t, uint64_t>, "size_t and uint64_t fields share one reader");
-using AnyField = std::variant<Field<std::string>, Field<bool>, Field<double>, Field<int>, Field<int64_t>,
-                              Field<std::size_t>, Field<std::vector<int64_t>>, Field<std::vector<double>>>;
+using AnyField =
+    std::variant<Field<std::string>, Field<bool>, Field<double>, Field<int>, Field<int64_t>, Field<std::size_t>,
+                 Field<std::vector<int64_t>>, Field<std::vector<double>>, Field<std::vector<std::string>>>;
 
 struct RunKey {
   RunKey(const char* section_, const char* key_, AnyField field_, const char* option_ = nullptr,

@@ -40,7 +40,7 @@ DataActor::DataActor(EngineContext& context) {
 
 BackpropActor::BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch, std::size_t step_begin,
                              std::size_t step_end)
-    : c_(context), refs_(refs), epoch_(epoch), step_(step_begin), end_(step_end) {
+    : c_(context), refs_(refs), epoch_(epoch), step_(step_begin), end_(step_end), objective_(*context.objective) {
   on<Go>([this](Go&) { next(); });
   on<Reduced>([this](Reduced&) {
     if (++reduced_ == c_.layout->buckets.size()) finish_step();
@@ -65,7 +65,7 @@ void BackpropActor::run(data::MicroBatch batch) {
   }
   batch_ = std::move(batch);
   reduced_ = 0;
-  StepFigures figures{epoch_, step_, 0.0, 0.0, 0.0};
+  StepFigures figures{epoch_, step_, std::vector<double>(objective_.figure_count(), 0.0), objective_.metric_names()};
   step_begin_us_ = now_us();
   auto& model = *c_.model;
   const auto n = model.parameter_count();
@@ -77,14 +77,11 @@ void BackpropActor::run(data::MicroBatch batch) {
     // Dropout masks keyed by (step, global sample index): the same on any number of ranks.
     const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch_.global_offset), {}};
     const auto& output = model.forward(input_, compute::Mode::training, where);
-    const auto result = loss_.forward(output, batch_.labels);
-    figures.loss_sum = result.sum;
-    figures.correct = static_cast<double>(result.correct);
-    figures.count = static_cast<double>(result.count);
+    objective_.forward(output, batch_.labels, figures.sums);
     forward_end_us_ = now_us();
     // Every rank scales by 1/global so that the allreduce-SUM is the global batch's mean
     // gradient, whatever each rank's share (compute/loss.h).
-    const auto& d_out = loss_.backward(1.0f / static_cast<float>(batch_.global_count));
+    const auto& d_out = objective_.backward(1.0f / static_cast<float>(batch_.global_count));
     model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
   } else {
     // No samples in this step's share: contribute zeros to every allreduce.
@@ -188,10 +185,8 @@ CommActor::CommActor(EngineContext& context, Refs* refs, Collectives& collective
   on<FiguresDone>([this](FiguresDone& m) {
     if (!m.error.empty()) throw JobError(m.error);
     StepFigures f = m.figures;
-    f.loss_sum = (*m.sums)[0];
-    f.correct = (*m.sums)[1];
-    f.count = (*m.sums)[2];
-    refs_->metrics.send(ReducedFigures{f});
+    f.sums = std::move(*m.sums);
+    refs_->metrics.send(ReducedFigures{std::move(f)});
     completed();
   });
   on<SegmentEnd>([this](SegmentEnd&) {
@@ -219,12 +214,12 @@ void CommActor::bucket_full(const BucketFull& m) {
 }
 
 void CommActor::step_end(const StepEnd& m) {
-  auto sums = std::make_shared<std::array<double, 3>>(
-      std::array<double, 3>{m.figures.loss_sum, m.figures.correct, m.figures.count});
+  auto sums = std::make_shared<std::vector<double>>(m.figures.sums);
   ++in_flight_;
-  collectives_.allreduce_sum(sums->data(), 3, [me = self(), sums, figures = m.figures](const std::string& error) {
-    hand_over(me, FiguresDone{sums, figures, error});
-  });
+  collectives_.allreduce_sum(sums->data(), sums->size(),
+                             [me = self(), sums, figures = m.figures](const std::string& error) {
+                               hand_over(me, FiguresDone{sums, figures, error});
+                             });
 }
 
 void CommActor::completed(std::size_t n) {

@@ -63,7 +63,7 @@ struct Reduced {
   std::size_t bucket;
 };
 struct FiguresDone {
-  std::shared_ptr<std::array<double, 3>> sums;
+  std::shared_ptr<std::vector<double>> sums;
   StepFigures figures;
   std::string error;
 };
@@ -116,7 +116,7 @@ class BackpropActor : public actors::Actor {
   std::size_t reduced_ = 0;
   data::MicroBatch batch_;
   compute::Tensor input_;
-  compute::SoftmaxCrossEntropy loss_;
+  Objective objective_;
   int64_t step_begin_us_ = 0, forward_end_us_ = 0, backward_end_us_ = 0;
 };
 

@@ -74,6 +74,12 @@ bool output_here(const Session& session) {
   return settings::kOutputOnAllDevices.read();
 }
 
+// The compiled loss and metrics; before compile(), Keras's defaults (cross-entropy, accuracy).
+Objective objective_of(const Trainer::State& s) {
+  if (s.objective) return *s.objective;
+  return Objective(CompileOptions{}, compute::element_count(s.model.output_shape()));
+}
+
 }  // namespace
 
 // --- Trainer -------------------------------------------------------------------------------------
@@ -90,19 +96,13 @@ Session& Trainer::session() { return state_->session; }
 void Trainer::initialize(uint64_t seed) { state_->model.initialize(seed); }
 
 void Trainer::compile(const CompileOptions& options) {
-  if (options.loss != "sparse_categorical_crossentropy" && options.loss != "softmax_cross_entropy") {
-    throw ConfigError(fmt::format("loss '{}' is not supported: use 'sparse_categorical_crossentropy'", options.loss));
-  }
-  for (const auto& m : options.metrics) {
-    if (m != "accuracy") {
-      throw ConfigError(fmt::format("metric '{}' is not supported: use 'accuracy'", m));
-    }
-  }
+  auto objective = std::make_unique<Objective>(options, compute::element_count(state_->model.output_shape()));
   auto schedule_options = options.schedule;
   if (options.scale_rate_with_ranks) schedule_options.scale *= state_->session.size();
   state_->schedule = std::make_unique<compute::LearningRateSchedule>(schedule_options);
   state_->optimizer = std::make_unique<compute::Optimizer>(options.optimizer, state_->model);
   state_->compile = options;
+  state_->objective = std::move(objective);
 }
 
 void Trainer::save_checkpoint(const std::string& path) {
@@ -163,9 +163,9 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
   lo.end_epoch = 1;
   lo.prefetch = 0;
   data::Loader loader(source, lo);
-  compute::SoftmaxCrossEntropy loss;
+  Objective objective = objective_of(s);
   compute::Tensor input;
-  std::array<double, 3> sums{0, 0, 0};
+  std::vector<double> sums(objective.figure_count(), 0.0), figures(sums.size());
   s.compute.run([&] {
     while (auto batch = loader.next()) {
       if (batch->local_count == 0) continue;
@@ -173,14 +173,14 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
       input.resize({static_cast<int64_t>(batch->local_count), static_cast<int64_t>(sh.channels),
                     static_cast<int64_t>(sh.height), static_cast<int64_t>(sh.width)});
       std::memcpy(input.data(), batch->data.data(), batch->data.size() * sizeof(float));
-      const auto r = loss.forward(s.model.forward(input, compute::Mode::inference), batch->labels);
-      sums[0] += r.sum;
-      sums[1] += static_cast<double>(r.correct);
-      sums[2] += static_cast<double>(r.count);
+      objective.forward(s.model.forward(input, compute::Mode::inference), batch->labels, figures);
+      for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += figures[i];
     }
   });
   comm.allreduce(std::span<double>(sums), ReduceOp::sum);
-  return {{"loss", mean_or_zero(sums[0], sums[2])}, {"accuracy", mean_or_zero(sums[1], sums[2])}, {"count", sums[2]}};
+  Logs logs = logs_from_figures(sums, *objective.metric_names());
+  logs["count"] = sums[1];
+  return logs;
 }
 
 compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std::size_t batch,
@@ -198,7 +198,7 @@ compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std
   data::Loader loader(source, lo);
   const auto classes = compute::element_count(s.model.output_shape());
   compute::Tensor result(compute::Shape{static_cast<int64_t>(source->size()), classes});
-  compute::SoftmaxCrossEntropy softmax;
+  Objective objective = objective_of(s);
   compute::Tensor input;
   std::size_t row = 0;
   s.compute.run([&] {
@@ -207,8 +207,7 @@ compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std
       input.resize({static_cast<int64_t>(b->local_count), static_cast<int64_t>(sh.channels),
                     static_cast<int64_t>(sh.height), static_cast<int64_t>(sh.width)});
       std::memcpy(input.data(), b->data.data(), b->data.size() * sizeof(float));
-      softmax.forward(s.model.forward(input, compute::Mode::inference), b->labels);
-      const auto& p = softmax.probabilities();
+      const auto p = objective.predictions(s.model.forward(input, compute::Mode::inference), b->labels);
       std::memcpy(result.data() + row * static_cast<std::size_t>(classes), p.data(),
                   static_cast<std::size_t>(p.size()) * sizeof(float));
       row += b->local_count;

@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "compute_thread.h"
+#include "objective.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
@@ -18,6 +19,7 @@ struct Trainer::State {
   Session& session;
   compute::Model model;
   CompileOptions compile;
+  std::unique_ptr<Objective> objective;  // from `compile`: the loss and metrics
   std::unique_ptr<compute::Optimizer> optimizer;
   std::unique_ptr<compute::LearningRateSchedule> schedule;
   // Data position and order, written into checkpoints.

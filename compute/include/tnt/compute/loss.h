@@ -72,4 +72,18 @@ class MeanSquaredError {
   Tensor difference_, gradient_;
 };
 
+// Binary cross-entropy on logits (Keras's from_logits=True), per sample the mean over its
+// outputs of -t·log σ(z) - (1 - t)·log(1 - σ(z)), computed as max(z, 0) - z·t + log(1 + e^-|z|)
+// so that large logits do not overflow. Targets in [0, 1], the shape of the logits.
+class SigmoidBinaryCrossEntropy {
+ public:
+  LossResult forward(const Tensor& logits, const Tensor& targets);
+  // d loss / d logits = (σ(z) - t) / outputs * scale.
+  const Tensor& backward(float scale);
+  const Tensor& probabilities() const { return probabilities_; }  // σ(z)
+
+ private:
+  Tensor probabilities_, targets_, gradient_;
+};
+
 }  // namespace tnt::compute

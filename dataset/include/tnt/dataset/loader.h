@@ -1,6 +1,7 @@
 #pragma once
 // Loader: turns a Source and a BatchPlan into this rank's micro-batches, step by step, with
-// transforms applied, loading ahead on one background worker into a bounded queue.
+// transforms applied, loading ahead on one background worker into a bounded queue; the samples
+// of one batch may be read (decoded) by several threads at once (`workers`).
 //
 // Concurrency contract: a Loader is used by one consumer thread (next(), recycle(), seek(),
 // stop(), position()). The worker thread is owned by the Loader; it only reads the Source and
@@ -45,6 +46,9 @@ struct LoaderOptions {
   std::size_t end_epoch = 0;  // first epoch not produced; 0 = no end
   // Batches loaded ahead (the queue bound). 0 = no worker: next() loads in the caller's thread.
   std::size_t prefetch = 2;
+  // Threads that read and transform the samples of one batch at once (sources that decode, such
+  // as the image folder, gain): 1 = the producing thread alone; more add helper threads per batch.
+  std::size_t workers = 1;
 };
 
 class Loader {

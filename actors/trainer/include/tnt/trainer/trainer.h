@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,7 @@
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
 #include "tnt/compute/spec.h"
+#include "tnt/compute/tensor.h"
 #include "tnt/dataset/source.h"
 #include "tnt/dataset/transform.h"
 
@@ -65,13 +67,37 @@ class Session {
   int threads_ = 1;
 };
 
+// One micro-batch's share of a metric: the metric's value is the sum of `sum` over every
+// micro-batch of the epoch on every rank divided by the sum of `count` (e.g. correct samples and
+// samples), so it equals a serial run's (Note [Exact figures over ranks] in src/objective.h).
+struct MetricPart {
+  double sum = 0.0;
+  double count = 0.0;
+};
+
+// A user-defined metric. `compute` gets the model's outputs {N, K} (logits: before softmax or
+// sigmoid) and the N labels of one micro-batch; it runs on the trainer's compute thread, one call
+// at a time, and must not keep references to its arguments.
+struct MetricFunction {
+  std::string name;  // the key in Logs (and "val_" + name for validation)
+  std::function<MetricPart(const compute::Tensor& outputs, std::span<const std::int32_t> labels)> compute;
+};
+
 struct CompileOptions {
   compute::OptimizerOptions optimizer;
   compute::ScheduleOptions schedule;
   // Multiply the learning rate by the number of ranks (linear scaling rule).
   bool scale_rate_with_ranks = false;
-  std::string loss = "sparse_categorical_crossentropy";  // the only loss supported for now
-  std::vector<std::string> metrics = {"accuracy"};       // "accuracy" or none
+  // "sparse_categorical_crossentropy" (softmax over K >= 2 outputs, integer labels),
+  // "binary_crossentropy" (a sigmoid on each output: one output with labels 0/1, or K outputs
+  // against the one-hot label) or "mean_squared_error" / "mse" (one output against the label's
+  // value, or K outputs against the one-hot label). The model's outputs are logits in each case.
+  std::string loss = "sparse_categorical_crossentropy";
+  // "accuracy" (arg-max = label; one output: logit > 0 for binary cross-entropy, the rounded
+  // value for mean squared error), "top_k_accuracy" (k = 5, as Keras's
+  // sparse_top_k_categorical_accuracy) or "top_<k>_accuracy".
+  std::vector<std::string> metrics = {"accuracy"};
+  std::vector<MetricFunction> custom_metrics;  // after `metrics`, in this order
 };
 
 // Figures of one epoch or one evaluation, summed over all ranks (equal to a serial run's).
@@ -99,6 +125,9 @@ struct FitOptions {
   bool drop_remainder = false;
   data::TransformOptions transform;  // training augmentation / normalisation
   std::size_t prefetch = 2;
+  // Threads that read (decode) each training batch's samples at once (data::LoaderOptions::
+  // workers): more than 1 helps sources that decode, such as the image folder.
+  std::size_t data_workers = 1;
 
   // Validation every `validation_frequency` epochs on `validation` (null: none).
   std::shared_ptr<const data::Source> validation;
@@ -145,10 +174,12 @@ class Trainer {
   void compile(const CompileOptions& options);
 
   History fit(std::shared_ptr<const data::Source> train, const FitOptions& options);
-  // Loss and accuracy over all of `source`, each rank taking its share of every batch.
+  // The loss and the compiled metrics over all of `source` (and "count", the samples), each rank
+  // taking its share of every batch.
   Logs evaluate(std::shared_ptr<const data::Source> source, std::size_t global_batch,
                 const data::TransformOptions& transform = {});
-  // Class probabilities {N, K} for all of `source`, computed on this rank alone.
+  // Class probabilities {N, K} for all of `source` (softmax, or sigmoid for binary
+  // cross-entropy; the outputs themselves for mean squared error), computed on this rank alone.
   compute::Tensor predict(std::shared_ptr<const data::Source> source, std::size_t batch,
                           const data::TransformOptions& transform = {});
 
