@@ -6,8 +6,9 @@
 namespace tnt::detail {
 namespace {
 
-// Tag indices of each ring of an operation start here (Note [Tags]; RingLayout::tag_base).
-constexpr std::uint64_t kRingTagSpan = std::uint64_t{1} << 30;
+// The message indices of each ring of an operation (RingLayout::tag_base): Note [Tags] has 2^24
+// indices per operation, so four rings of at most 2^22 messages each never share one.
+constexpr std::uint64_t kRingTagSpan = std::uint64_t{1} << 22;
 
 }  // namespace
 
@@ -20,6 +21,7 @@ RingLayout HierarchicalAllreduceOperation::ring_over(const std::vector<int>& ran
     layout.right = &core_.pair(ranks[static_cast<std::size_t>((place + 1) % size)]);
   }
   layout.tag_base = static_cast<std::uint64_t>(phase_) * kRingTagSpan;
+  layout.tag_span = kRingTagSpan;
   layout.base = carried_;
   layout.element_size = size_of(accumulation_type(type_));
   layout.reduce = reducer_for(type_, op_);
@@ -120,6 +122,7 @@ void HierarchicalAllgatherOperation::start() {
   std::memcpy(staged(t.local_index, t.host), own, bytes_per_rank_);
   RingLayout layout;
   layout.ring_size = t.hosts;
+  layout.tag_span = kRingTagSpan;
   if (t.hosts > 1) {
     layout.left = &core_.pair(t.cross[static_cast<std::size_t>((t.host + t.hosts - 1) % t.hosts)]);
     layout.right = &core_.pair(t.cross[static_cast<std::size_t>((t.host + 1) % t.hosts)]);
@@ -144,6 +147,7 @@ void HierarchicalAllgatherOperation::ring_done() {
       layout.right = &core_.pair(t.local[static_cast<std::size_t>((t.local_index + 1) % locals)]);
     }
     layout.tag_base = kRingTagSpan;
+    layout.tag_span = kRingTagSpan;
     layout.base = staging_.data();
     const std::size_t region = static_cast<std::size_t>(t.hosts) * bytes_per_rank_;
     layout.chunk_count.assign(static_cast<std::size_t>(locals), region);

@@ -62,8 +62,8 @@ void RingOperation::start_ring(RingLayout layout) {
   segment_elements_ = std::max<std::size_t>(1, segment_bytes / layout_.element_size);
   segments_ = std::max<std::size_t>(1, (largest + segment_elements_ - 1) / segment_elements_);
   total_messages_ = static_cast<std::uint64_t>(total_steps_) * segments_;
-  // Each ring of an operation has 2^30 tag indices (RingLayout::tag_base).
-  if (total_messages_ >= (std::uint64_t{1} << 30)) {
+  const std::uint64_t most = layout_.tag_span ? layout_.tag_span : std::uint64_t{1} << 32;
+  if (total_messages_ > most) {
     core_.complete(*this, "collective too large for its segment size: raise TNT_SEGMENT_KB");
     return;
   }
