@@ -99,8 +99,9 @@ StallWatch::Verdict StallWatch::check(const Reports& reports, const Name& name, 
   if (fail) {
     message += fmt::format(" (TNT_STALL_TIMEOUT_S={})", seconds(fail_after_));
   } else {
-    message += fail_after_.count() > 0 ? fmt::format(" (the job fails after TNT_STALL_TIMEOUT_S={})", seconds(fail_after_))
-                                       : std::string(" (set TNT_STALL_TIMEOUT_S to fail the job instead)");
+    message += fail_after_.count() > 0
+                   ? fmt::format(" (the job fails after TNT_STALL_TIMEOUT_S={})", seconds(fail_after_))
+                   : std::string(" (set TNT_STALL_TIMEOUT_S to fail the job instead)");
   }
   return {fail ? Verdict::Kind::failure : Verdict::Kind::warning, missing.front(), std::move(message)};
 }

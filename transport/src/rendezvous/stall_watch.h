@@ -43,8 +43,8 @@ class StallWatch {
   StallWatch(std::chrono::milliseconds warn_after, std::chrono::milliseconds fail_after);
 
   // `reports[r]`: rank r's latest report, if any; `name(r)`: e.g. "rank 2 (node7)".
-  Verdict check(const std::vector<std::optional<CollectiveProgress>>& reports, const std::function<std::string(int)>& name,
-                Clock::time_point now);
+  Verdict check(const std::vector<std::optional<CollectiveProgress>>& reports,
+                const std::function<std::string(int)>& name, Clock::time_point now);
 
  private:
   struct Stall {
