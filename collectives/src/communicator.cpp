@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <list>
+#include <map>
 #include <optional>
 
 #include <spdlog/spdlog.h>
 
 #include "operations.h"
+#include "tnt/core/machine.h"
 #include "tnt/core/settings.h"
 #include "tnt/transport/rendezvous.h"
 #include "tnt/transport/transport.h"
@@ -17,11 +19,76 @@ namespace asio = boost::asio;
 using detail::Operation;
 using detail::OperationState;
 
+namespace {
+
+// What a rank called, as the stall watch compares and names it (Note [Stall watch]).
+struct CallSignature {
+  std::string_view kind;
+  std::optional<DataType> type;
+  std::optional<ReduceOp> op;
+  int root = -1;
+  std::size_t bytes = 0;
+
+  std::string describe() const {
+    std::string text = std::string(kind) + "(";
+    if (op) text += std::string(name_of(*op)) + ", ";
+    if (type) text += std::string(name_of(*type)) + ", ";
+    if (root >= 0) text += "root " + std::to_string(root) + ", ";
+    return text + std::to_string(bytes) + (kind == "allgather" ? " bytes per rank)" : " bytes)");
+  }
+  // FNV-1a over the fields; `with_size` false gives the part that goes into tags (Note [Tags]).
+  std::uint64_t hash(bool with_size) const {
+    std::uint64_t h = 14695981039346656037ull;
+    auto mix = [&](std::uint64_t value) {
+      for (int i = 0; i < 8; ++i, value >>= 8) h = (h ^ (value & 0xff)) * 1099511628211ull;
+    };
+    for (char c : kind) mix(static_cast<unsigned char>(c));
+    mix(type ? static_cast<std::uint64_t>(*type) + 1 : 0);
+    mix(op ? static_cast<std::uint64_t>(*op) + 1 : 0);
+    mix(static_cast<std::uint64_t>(root + 1));
+    if (with_size) mix(bytes);
+    return h;
+  }
+};
+
+// Note [Poll window]: a thread blocked in a collective polls the event loop for a while before
+// it sleeps in epoll. Measured on a 2-core VM (tnt-bench-allreduce, 2 ranks over TCP, 4 / 16 /
+// 64 KiB in microseconds, figures of the data-plane issue, November 2026):
+//
+//   window    quiet            one busy core beside     4 ranks on 2 cores
+//   0         77 / 76 / 101    17 / 30 / 51             144 / 166 / 350
+//   50 us     9.6 / 12.8 / 28  120 / 123 / 179          250 / 258 / 418
+//   500 us    9.4 / 12.5 / 29  9.7 / 12.6 / 29          1186 / 1099 / 1738
+//
+// A woken thread pays a wake-up (~70 us on a VM), and with a competitor on its core it waits
+// behind it besides: so where every rank has a core, a window long enough that small and medium
+// collectives finish inside it wins whether the core is busy or not. Where ranks outnumber cores,
+// any polling takes the core from the rank that would send the data, so blocked threads sleep at
+// once. Only a blocked caller polls, never the progress thread, so no computation beside an
+// asynchronous collective loses time to it. TNT_WAIT_POLL_US overrides the choice.
+std::chrono::microseconds poll_window(const JobEnvironment& env) {
+  using namespace std::chrono_literals;
+  if (settings::is_set(settings::kWaitPollUs.name)) return settings::kWaitPollUs.read();
+  const int cores = available_cores();
+  if (env.local_size > cores) {
+    if (env.rank == 0) {
+      spdlog::info(
+          "{} ranks on this host share {} cores: a rank blocked in a collective sleeps at once "
+          "(Note [Poll window]; TNT_WAIT_POLL_US overrides)",
+          env.local_size, cores);
+    }
+    return 0us;
+  }
+  return std::chrono::microseconds(settings::kWaitPollUs.fallback_us);
+}
+
+}  // namespace
+
 class Communicator::Impl final : public detail::CommunicatorCore {
  public:
   explicit Impl(CommunicatorOptions options)
       : env_(options.environment ? *options.environment : JobEnvironment::from_env()) {
-    const auto poll = options.poll_before_sleep.count() >= 0 ? options.poll_before_sleep : settings::kWaitPollUs.read();
+    const auto poll = options.poll_before_sleep.count() >= 0 ? options.poll_before_sleep : poll_window(env_);
     // Note [Two loops]: the data plane's loop runs on demand (Note [Driving] in event_loop.cpp);
     // the control plane's heartbeats must go on while nobody calls a collective, so it has an
     // always-running loop of its own. An embedding code's io_context carries both.
@@ -69,6 +136,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     transport_ = transport::make_transport(*loop_, env_);
     rendezvous_ =
         std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{configuration});
+    rendezvous_->set_progress_source([this] { return progress(); });
     book_ = rendezvous_->join([this](const std::string& local_ip) { return transport_->listen(local_ip); });
     transport_->set_error_handler([this](int peer, const std::string& message) {
       if (finishing_ && active_ops_ == 0) return;  // neighbours close their channels as the job ends
@@ -110,16 +178,19 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   enum class Waiter { caller, unknown };
 
   template <class Op, class... Args>
-  Request issue(Waiter waiter, CompletionCallback done, Args... args) {
+  Request issue(Waiter waiter, CompletionCallback done, const CallSignature& call, Args... args) {
     auto state = std::make_shared<OperationState>(*loop_, std::move(done));
     state->held = waiter == Waiter::unknown;
+    state->tag_check = static_cast<std::uint16_t>(call.hash(false) >> 48);
     if (state->held) loop_->hold();
     std::lock_guard lock(issue_mutex_);
     const std::uint64_t sequence = next_sequence_++;
+    record_issued({sequence, call.hash(true), call.describe()});
     ++active_ops_;
     asio::post(loop_->strand(), [this, sequence, state, args...] {
       if (!failure_.empty()) {
         --active_ops_;
+        record_completed(sequence);
         state->complete(failure_);
         return;
       }
@@ -161,6 +232,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     // The operation may still be on the call stack: destroy it after this handler returns.
     asio::post(loop_->strand(), [doomed = std::shared_ptr<Operation>(std::move(*owned))] {});
     ops_.erase(owned);
+    record_completed(op.sequence());
     op.state().complete(failure);
     --active_ops_;
     loop_->wake();
@@ -180,6 +252,31 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   const JobEnvironment& environment() const { return env_; }
 
  private:
+  // ---- What the heartbeats report (Note [Stall watch]) ---------------------------------------
+  void record_issued(transport::CollectiveCall call) {
+    std::lock_guard lock(progress_mutex_);
+    last_issued_ = call;
+    pending_calls_.emplace(call.sequence, std::move(call));
+  }
+
+  void record_completed(std::uint64_t sequence) {
+    std::lock_guard lock(progress_mutex_);
+    auto call = pending_calls_.find(sequence);
+    if (call == pending_calls_.end()) return;
+    if (!last_completed_.known() || sequence > last_completed_.sequence) last_completed_ = call->second;
+    pending_calls_.erase(call);
+  }
+
+  transport::CollectiveProgress progress() {
+    std::lock_guard lock(progress_mutex_);
+    transport::CollectiveProgress now;
+    now.issued = last_issued_.known() ? last_issued_.sequence + 1 : 0;
+    if (!pending_calls_.empty()) now.oldest_pending = pending_calls_.begin()->second;
+    now.last_issued = last_issued_;
+    now.last_completed = last_completed_;
+    return now;
+  }
+
   JobEnvironment env_;
   std::unique_ptr<transport::EventLoop> own_control_loop_;
   std::unique_ptr<transport::EventLoop> loop_;  // the data plane's
@@ -196,6 +293,10 @@ class Communicator::Impl final : public detail::CommunicatorCore {
 
   std::mutex issue_mutex_;
   std::uint64_t next_sequence_ = 0;
+
+  std::mutex progress_mutex_;  // taken on the user's, the data and the control loop's threads
+  std::map<std::uint64_t, transport::CollectiveCall> pending_calls_;
+  transport::CollectiveCall last_issued_, last_completed_;
   std::atomic<int> active_ops_{0};
   std::atomic<bool> finishing_{false};
   std::atomic<bool> failed_{false};
@@ -247,17 +348,24 @@ namespace {
 void check_data(const void* data, std::size_t count, const char* what) {
   if (!data && count) throw Error(std::string(what) + ": null buffer with a non-zero count");
 }
+CallSignature reduction_call(std::string_view kind, std::size_t count, DataType type, ReduceOp op) {
+  return {kind, type, op, -1, count * size_of(type)};
+}
 }  // namespace
 
 Request Communicator::allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op,
                                       CompletionCallback done) {
   check_data(data, count, "allreduce");
-  return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), data, count, type, op);
+  return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done),
+                                                  reduction_call("allreduce", count, type, op), data, count, type, op);
 }
 
 void Communicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
   check_data(data, count, "allreduce");
-  impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, data, count, type, op).wait();
+  impl_
+      ->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, reduction_call("allreduce", count, type, op), data,
+                                          count, type, op)
+      .wait();
 }
 
 namespace {
@@ -272,43 +380,59 @@ void check_root(int root, int size) {
 Request Communicator::broadcast_async(void* data, std::size_t bytes, int root, CompletionCallback done) {
   check_data(data, bytes, "broadcast");
   check_root(root, size());
-  return impl_->issue<detail::BroadcastOperation>(Impl::Waiter::unknown, std::move(done), data, bytes, root);
+  return impl_->issue<detail::BroadcastOperation>(Impl::Waiter::unknown, std::move(done),
+                                                  {"broadcast", {}, {}, root, bytes}, data, bytes, root);
 }
 
 void Communicator::broadcast(void* data, std::size_t bytes, int root) {
   check_data(data, bytes, "broadcast");
   check_root(root, size());
-  impl_->issue<detail::BroadcastOperation>(Impl::Waiter::caller, {}, data, bytes, root).wait();
+  impl_
+      ->issue<detail::BroadcastOperation>(Impl::Waiter::caller, {}, {"broadcast", {}, {}, root, bytes}, data, bytes,
+                                          root)
+      .wait();
 }
 
 Request Communicator::allgather_async(const void* send, void* recv, std::size_t bytes_per_rank,
                                       CompletionCallback done) {
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
-  return impl_->issue<detail::AllgatherOperation>(Impl::Waiter::unknown, std::move(done), send, recv, bytes_per_rank);
+  return impl_->issue<detail::AllgatherOperation>(
+      Impl::Waiter::unknown, std::move(done), {"allgather", {}, {}, -1, bytes_per_rank}, send, recv, bytes_per_rank);
 }
 
 void Communicator::allgather(const void* send, void* recv, std::size_t bytes_per_rank) {
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
-  impl_->issue<detail::AllgatherOperation>(Impl::Waiter::caller, {}, send, recv, bytes_per_rank).wait();
+  impl_
+      ->issue<detail::AllgatherOperation>(Impl::Waiter::caller, {}, {"allgather", {}, {}, -1, bytes_per_rank}, send,
+                                          recv, bytes_per_rank)
+      .wait();
 }
 
 Request Communicator::reduce_scatter_async(void* data, std::size_t count, DataType type, ReduceOp op,
                                            CompletionCallback done) {
   check_data(data, count, "reduce_scatter");
-  return impl_->issue<detail::ReduceScatterOperation>(Impl::Waiter::unknown, std::move(done), data, count, type, op);
+  return impl_->issue<detail::ReduceScatterOperation>(
+      Impl::Waiter::unknown, std::move(done), reduction_call("reduce_scatter", count, type, op), data, count, type, op);
 }
 
 void Communicator::reduce_scatter(void* data, std::size_t count, DataType type, ReduceOp op) {
   check_data(data, count, "reduce_scatter");
-  impl_->issue<detail::ReduceScatterOperation>(Impl::Waiter::caller, {}, data, count, type, op).wait();
+  impl_
+      ->issue<detail::ReduceScatterOperation>(Impl::Waiter::caller, {},
+                                              reduction_call("reduce_scatter", count, type, op), data, count, type, op)
+      .wait();
 }
 
 Request Communicator::barrier_async(CompletionCallback done) {
-  return impl_->issue<detail::BarrierOperation>(Impl::Waiter::unknown, std::move(done));
+  return impl_->issue<detail::BarrierOperation>(Impl::Waiter::unknown, std::move(done),
+                                                {"barrier", std::nullopt, std::nullopt, -1, 0});
 }
 
-void Communicator::barrier() { impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}).wait(); }
+void Communicator::barrier() {
+  impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}, {"barrier", std::nullopt, std::nullopt, -1, 0})
+      .wait();
+}
 
 }  // namespace tnt

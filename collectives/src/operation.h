@@ -25,7 +25,8 @@ struct OperationState {
 
   transport::EventLoop& loop;
   CompletionCallback callback;
-  bool held = false;  // holds the loop (EventLoop::hold) until complete()
+  bool held = false;            // holds the loop (EventLoop::hold) until complete()
+  std::uint16_t tag_check = 0;  // Note [Tags]: from the call's signature
   mutable std::mutex mutex;
   bool finished = false;
   std::string error;
@@ -60,12 +61,21 @@ class Operation : public transport::CompletionSink {
   virtual ~Operation() = default;
   virtual void start() = 0;
   OperationState& state() { return *state_; }
+  std::uint64_t sequence() const { return sequence_; }
 
  protected:
-  // Note [Tags]: the upper 32 bits are the operation's sequence number (its place in the issue
-  // order, the same on every rank), the lower 32 a message index within the operation, so
-  // messages of concurrent operations never match each other's receives.
-  std::uint64_t tag(std::uint64_t index) const { return (sequence_ & 0xffffffffu) << 32 | index; }
+  // Note [Tags]: a tag is the operation's sequence number (its place in the issue order, the
+  // same on every rank; upper 24 bits), a check drawn from what was called (kind, type, operation
+  // and root; middle 16 bits) and a message index within the operation (lower 24 bits). Messages
+  // of concurrent operations never match each other's receives, and ranks that called different
+  // collectives at the same place exchange nothing: they wait, and the stall watch names both
+  // calls (Note [Stall watch]). The size is not in the check, so a size mismatch is still found by
+  // the first message that does not fit. Sequence numbers and indices wrap; tags stay unique as
+  // long as fewer than 2^24 operations, and fewer than 2^24 messages of one operation, are in
+  // flight at once (a ring keeps at most a chunk's segments plus pipeline_depth() in flight).
+  std::uint64_t tag(std::uint64_t index) const {
+    return (sequence_ & 0xffffffu) << 40 | std::uint64_t{state_->tag_check} << 24 | (index & 0xffffffu);
+  }
   void finish() { core_.complete(*this); }
 
   CommunicatorCore& core_;

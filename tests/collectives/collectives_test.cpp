@@ -15,6 +15,7 @@ using namespace std::chrono_literals;
 
 const std::string kWorker = TNT_TEST_WORKER;
 const std::string kBadPeer = TNT_TEST_BAD_PEER;
+const std::string kLaunch = TNT_LAUNCH_BIN;
 
 std::string describe(const std::vector<Outcome>& outcomes) {
   std::string text;
@@ -263,6 +264,78 @@ TEST(Failure, StoppedPeerIsDetectedByTimeout) {
     EXPECT_NE(o.exit_code, 0);
     EXPECT_NE(o.output.find("rank 1 ("), std::string::npos) << describe(outcomes);
     EXPECT_NE(o.output.find("silent"), std::string::npos) << describe(outcomes);
+  }
+}
+
+// ---- stalls and mismatched calls (Note [Stall watch]) ---------------------------------------------
+
+// Rank 2 of 3 stops issuing collectives and stays alive: ranks 0 and 1 warn, naming it and the
+// call it is missing, within 5 s of TNT_STALL_WARN_S=2.
+TEST(Stall, MissingRankIsNamedByEveryWaitingRank) {
+  Job job(3);
+  job.start_all({kWorker, "stall", "--skip-rank", "2"}, {{"TNT_STALL_WARN_S", "2"}, {"TNT_LOG_ON_ALL_DEVICES", "1"}});
+  ASSERT_TRUE(job.wait_for_output(2, "skipping collective #3", 30s)) << job.output(2);
+  const auto skipped_at = std::chrono::steady_clock::now();
+  for (int r : {0, 1}) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(5s - (std::chrono::steady_clock::now() - skipped_at));
+    EXPECT_TRUE(job.wait_for_output(r, "rank 2 (", left)) << job.output(r);
+    const auto output = job.output(r);
+    EXPECT_NE(output.find("WARNING stall: rank 2 ("), std::string::npos) << output;
+    EXPECT_NE(output.find("has not joined collective #3 allreduce(sum, float32, 4096 bytes)"), std::string::npos)
+        << output;
+    EXPECT_NE(output.find("last completed #2 allreduce"), std::string::npos) << output;
+  }
+}
+
+// With TNT_STALL_TIMEOUT_S the job fails instead: tnt-launch exits non-zero naming rank 2, and
+// nothing of the job is left running.
+TEST(Stall, TimeoutFailsTheWholeJobUnderTntLaunch) {
+  const std::string marker = "stall-timeout-" + std::to_string(::getpid());
+  Job job(1);
+  const auto started = std::chrono::steady_clock::now();
+  job.start({kLaunch, "-n", "3", "--", kWorker, "stall", "--skip-rank", "2", "--config", marker},
+            {{"TNT_STALL_TIMEOUT_S", "3"}});
+  auto outcomes = job.wait(20s);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  ASSERT_FALSE(outcomes[0].timed_out) << describe(outcomes);
+  EXPECT_NE(outcomes[0].exit_code, 0) << describe(outcomes);
+  EXPECT_LT(elapsed, 12.0) << "start-up plus 3 s of stall, then every process ended";
+  EXPECT_NE(outcomes[0].output.find("stall: rank 2 ("), std::string::npos) << describe(outcomes);
+  EXPECT_NE(outcomes[0].output.find("TNT_STALL_TIMEOUT_S=3"), std::string::npos) << describe(outcomes);
+  // "[s]tall..." matches the workers' command lines but not the shell's that runs pgrep.
+  EXPECT_NE(std::system(("pgrep -f '[s]" + marker.substr(1) + "' >/dev/null").c_str()), 0)
+      << "a process of the job is left";
+}
+
+// Ranks that compute for 10 s between collectives, all in the same place, are no stall.
+TEST(Stall, RanksComputingBetweenCollectivesAreNotReported) {
+  Job job(3);
+  job.start_all({kWorker, "stall", "--calls", "2", "--pause-s", "10"},
+                {{"TNT_STALL_WARN_S", "2"}, {"TNT_LOG_ON_ALL_DEVICES", "1"}});
+  auto outcomes = job.wait(40s);
+  for (auto& o : outcomes) {
+    EXPECT_EQ(o.exit_code, 0) << describe(outcomes);
+    EXPECT_NE(o.output.find("2 collectives done"), std::string::npos) << describe(outcomes);
+    EXPECT_EQ(o.output.find("stall"), std::string::npos) << describe(outcomes);
+  }
+}
+
+// An allreduce against a broadcast of the same size, at the same place: the job fails at once,
+// naming both ranks and both calls.
+TEST(Stall, DifferentCollectivesAtOnePlaceFailTheJobNamingBoth) {
+  Job job(3);
+  const auto started = std::chrono::steady_clock::now();
+  job.start_all({kWorker, "stall", "--mismatch-rank", "1"});
+  auto outcomes = job.wait(30s);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(elapsed, 10.0) << "found within a heartbeat or two, not after TNT_PEER_TIMEOUT_S";
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out) << describe(outcomes);
+    EXPECT_NE(o.exit_code, 0) << describe(outcomes);
+    EXPECT_NE(o.output.find("called different collectives as call #3"), std::string::npos) << describe(outcomes);
+    EXPECT_NE(o.output.find("broadcast(root 0, 4096 bytes)"), std::string::npos) << describe(outcomes);
+    EXPECT_NE(o.output.find("allreduce(sum, float32, 4096 bytes)"), std::string::npos) << describe(outcomes);
   }
 }
 

@@ -246,6 +246,34 @@ std::string option(int argc, char** argv, const std::string& name, const std::st
   return fallback;
 }
 
+// Ranks allreduce `--calls` times, `--pause-s` apart (computing, as far as the job can tell).
+// `--skip-rank R` stops issuing before the last call and stays alive; `--mismatch-rank R` makes
+// its last call a broadcast of the same size instead (Note [Stall watch]).
+int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
+  const int calls = std::stoi(option(argc, argv, "--calls", "4"));
+  const int skip = std::stoi(option(argc, argv, "--skip-rank", "-1"));
+  const int mismatch = std::stoi(option(argc, argv, "--mismatch-rank", "-1"));
+  const auto pause = std::chrono::duration<double>(std::stod(option(argc, argv, "--pause-s", "0")));
+  std::vector<float> data(1024, 1.0f);
+  for (int call = 0; call < calls; ++call) {
+    if (call > 0) std::this_thread::sleep_for(pause);
+    const bool last = call == calls - 1;
+    if (last && comm.rank() == skip) {
+      std::printf("rank %d: skipping collective #%d\n", comm.rank(), call);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::seconds(120));
+      return 0;
+    }
+    if (last && comm.rank() == mismatch) {
+      comm.broadcast(data.data(), data.size() * sizeof(float), 0);
+    } else {
+      comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::sum);
+    }
+  }
+  std::printf("rank %d: %d collectives done\n", comm.rank(), calls);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -281,6 +309,7 @@ int main(int argc, char** argv) {
         }
       }
     }
+    if (mode == "stall") return run_stall_scenario(comm, argc, argv);
     if (mode == "barrier") {
       comm.barrier();
       std::printf("rank %d of %d: done\n", comm.rank(), comm.size());

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <limits>
 #include <set>
+#include <type_traits>
+#include <variant>
 
 #include "engine.h"
 #include "fit_parts.h"
@@ -129,6 +131,40 @@ TEST(RunConfig, SettingsOverrideAnyKey) {
   EXPECT_THROW(trainer::load_run_config(path, {"train.epochs=three"}), tnt::ConfigError);
   EXPECT_THROW(trainer::load_run_config(path, {"train.epoch=3"}), tnt::ConfigError);
   EXPECT_THROW(trainer::load_run_config(path, {"train.global_batch=-1"}), tnt::ConfigError);
+}
+
+// Note [Run keys]: every key of the table is read from the run file (here through --set) into
+// the field the table names, and each option of tnt-train names a key once.
+TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
+  std::set<std::string> options;
+  for (const auto& k : trainer::run_keys()) {
+    const std::string name = std::string(k.section) + "." + k.key;
+    trainer::RunConfig defaults;
+    std::string value;
+    std::visit(
+        [&](auto field) {
+          using T = std::remove_reference_t<decltype(field(std::declval<trainer::RunConfig&>()))>;
+          if constexpr (std::is_same_v<T, std::string>)
+            value = "\"x7\"";
+          else if constexpr (std::is_same_v<T, bool>)
+            value = field(defaults) ? "false" : "true";
+          else if constexpr (std::is_same_v<T, double>)
+            value = "0.125";
+          else if constexpr (std::is_same_v<T, std::vector<double>>)
+            value = "[0.5, 0.25]";
+          else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+            value = "[7, 8, 9]";
+          else
+            value = "7";
+        },
+        k.field);
+    auto c = trainer::load_run_config("", {name + "=" + value});
+    std::visit([&](auto field) { EXPECT_NE(field(c), field(defaults)) << name << " = " << value; }, k.field);
+    if (k.option) {
+      EXPECT_TRUE(options.insert(k.option).second) << k.option << " twice";
+    }
+  }
+  EXPECT_EQ(options.size(), 33u) << "every option tnt-train had";
 }
 
 TEST(RunConfig, BadFilesNameTheFileAndKey) {

@@ -56,6 +56,8 @@ JobEnvironment JobEnvironment::from_env() {
   env.connect_timeout = settings::kConnectTimeoutS.read();
   env.peer_timeout = settings::kPeerTimeoutS.read();
   env.handshake_timeout = settings::kHandshakeTimeoutS.read();
+  env.stall_warn = settings::kStallWarnS.read();
+  env.stall_timeout = settings::kStallTimeoutS.read();
   env.job_token = read_job_token();
   if (env.size > 1) {
     if (env.master_port == 0) {

@@ -32,7 +32,8 @@ using Clock = std::chrono::steady_clock;
 // job, 50 us of polling gave 31, 31 and 155 us against 57-100 us without; OpenMPI's unbounded
 // spinning gave 29, 8012 (sic) and 40 us. Where ranks outnumber cores, polling takes time from
 // the rank that would send the data: 4 ranks on 2 cores, 4 KiB, 418-446 us against 388-397 us
-// without (it broke even from 256 KiB on), so such runs want TNT_WAIT_POLL_US=0.
+// without (it broke even from 256 KiB on), so such runs want TNT_WAIT_POLL_US=0. The window the
+// collectives choose is Note [Poll window] in collectives/src/communicator.cpp.
 
 namespace {
 // Bounds how long a deadline can be overshot, and a missed wake-up when another thread runs a

@@ -89,6 +89,11 @@ void Rendezvous::set_failure_handler(FailureHandler handler) {
   });
 }
 
+void Rendezvous::set_progress_source(ProgressSource source) {
+  // Before join(): the control plane, which reads it, does not run yet.
+  impl_->control().set_progress_source(std::move(source));
+}
+
 void Rendezvous::report_peer_lost(int rank, const std::string& reason) {
   impl_->control().report_peer_lost(rank, reason);
 }

@@ -36,7 +36,22 @@ struct Control {
     peerLost @1 :PeerLost;  # rank -> master: my channel to this rank failed
     abort @2 :Abort;        # master -> every rank: the job is over, here is why
     goodbye @3 :Void;       # rank -> master: I am done; master -> ranks: everyone is done
+    progress @4 :Progress;  # rank -> master, instead of a heartbeat: how far its collectives got
+    stallWarning @5 :Text;  # master -> every rank: log this (Note [Stall watch])
   }
+}
+
+struct Call {
+  sequence @0 :UInt64;
+  signature @1 :UInt64;
+  description @2 :Text;     # empty: no such call
+}
+
+struct Progress {
+  issued @0 :UInt64;
+  oldestPending @1 :Call;
+  lastIssued @2 :Call;
+  lastCompleted @3 :Call;
 }
 
 struct PeerLost {

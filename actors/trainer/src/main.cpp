@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <functional>
 #include <iostream>
+#include <optional>
+#include <variant>
 
 #include "run_config.h"
 #include "tnt/collectives/communicator.h"
@@ -21,25 +23,28 @@ namespace {
 
 using tnt::trainer::RunConfig;
 
-// Command-line options write into a scratch RunConfig; after parsing, those given replace the
-// file's values.
+// Command-line options (one per run key that has one: Note [Run keys]) write into a scratch
+// RunConfig; after parsing, those given replace the file's values.
 struct Overrides {
   CLI::App& app;
   RunConfig scratch;
   std::vector<std::pair<CLI::Option*, std::function<void(RunConfig&)>>> items;
 
-  template <class Get>
-  CLI::Option* option(const std::string& name, Get get, const std::string& help) {
-    // The last occurrence wins, so scripts can append overrides to a fixed command line.
-    auto* o = app.add_option(name, get(scratch), help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-    items.emplace_back(o, [this, get](RunConfig& c) { get(c) = get(scratch); });
-    return o;
-  }
-  template <class Get>
-  CLI::Option* flag(const std::string& name, Get get, bool value, const std::string& help) {
-    auto* o = app.add_flag(name, help);
-    items.emplace_back(o, [get, value](RunConfig& c) { get(c) = value; });
-    return o;
+  void add(const tnt::trainer::RunKey& key) {
+    if (key.flag) {
+      auto get = std::get<tnt::trainer::Field<bool>>(key.field);
+      items.emplace_back(app.add_flag(key.option, key.help),
+                         [get, value = *key.flag](RunConfig& c) { get(c) = value; });
+      return;
+    }
+    std::visit(
+        [&](auto get) {
+          // The last occurrence wins, so scripts can append overrides to a fixed command line.
+          auto* o =
+              app.add_option(key.option, get(scratch), key.help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+          items.emplace_back(o, [this, get](RunConfig& c) { get(c) = get(scratch); });
+        },
+        key.field);
   }
   void apply(RunConfig& c) {
     for (auto& [o, set] : items)
@@ -79,9 +84,14 @@ void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
   std::_Exit(code);
 }
 
-}  // namespace
+// What the command line asks for.
+struct CommandLine {
+  RunConfig config;
+  std::string evaluate_checkpoint, predict_csv;
+};
 
-int main(int argc, char** argv) {
+// Parses the command line and the run file; an exit status when tnt-train must stop here.
+std::optional<int> parse(int argc, char** argv, CommandLine& command) {
   CLI::App app{
       "tnt-train: data-parallel training of one model on every rank of a tnt job (start it with "
       "tnt-launch; alone it is a job of one rank). Settings come from the TOML run file, each "
@@ -90,185 +100,82 @@ int main(int argc, char** argv) {
   app.add_option("config", file, "Run file (conf/*.toml); without one, every setting comes from options")
       ->check(CLI::ExistingFile);
   Overrides o{app, {}, {}};
-  o.option(
-      "--model", [](RunConfig & c) -> auto& { return c.model; },
-      "Zoo model (lenet5, mlp, resnet20, resnet50) or a model TOML file");
-  o.option(
-      "--classes", [](RunConfig & c) -> auto& { return c.classes; },
-      "Classes of a zoo model (default: the data set's)");
-  o.option(
-      "--dataset", [](RunConfig & c) -> auto& { return c.dataset; }, "fashion-mnist, mnist, cifar10 or synthetic");
-  o.option(
-      "--data-path", [](RunConfig & c) -> auto& { return c.data_path; },
-      "Data set directory (default: search $TNT_DATA_DIR, /usr/share/datasets, ...)");
-  o.option(
-      "--train-size", [](RunConfig & c) -> auto& { return c.train_size; },
-      "Training samples (first N; synthetic: required)");
-  o.option(
-      "--test-size", [](RunConfig & c) -> auto& { return c.test_size; },
-      "Test samples (first N; synthetic: 0 = no test split)");
-  o.option(
-       "--shape", [](RunConfig & c) -> auto& { return c.shape; }, "Synthetic sample shape C H W")
-      ->expected(3);
-  o.option(
-      "--num-classes", [](RunConfig & c) -> auto& { return c.num_classes; }, "Synthetic classes");
-  o.option(
-      "--global-batch", [](RunConfig & c) -> auto& { return c.global_batch; },
-      "Global batch size, split across ranks at sample level");
-  o.option(
-      "--micro-batch", [](RunConfig & c) -> auto& { return c.micro_batch; },
-      "Per-rank batch size instead (global = micro x ranks)");
-  o.option(
-      "--epochs", [](RunConfig & c) -> auto& { return c.epochs; }, "Epochs");
-  o.option(
-      "--max-steps", [](RunConfig & c) -> auto& { return c.max_steps; },
-      "Stop after this many optimizer steps in all (0 = no limit)");
-  o.option(
-      "--validation-frequency", [](RunConfig & c) -> auto& { return c.validation_frequency; },
-      "Validate on the test split every N epochs (0 = never)");
-  o.option(
-      "--eval-batch", [](RunConfig & c) -> auto& { return c.eval_batch; }, "Batch size for evaluation");
-  o.option(
-      "--seed", [](RunConfig & c) -> auto& { return c.seed; }, "Seed of the weights and the data order");
-  o.option(
-      "--threads", [](RunConfig & c) -> auto& { return c.threads; },
-      "Compute threads per rank (oneDNN/OpenMP), default 1");
-  o.option(
-      "--optimizer", [](RunConfig & c) -> auto& { return c.optimizer.kind; }, "sgd, adam, adamw, rmsprop or adagrad");
-  o.option(
-      "--momentum", [](RunConfig & c) -> auto& { return c.optimizer.momentum; }, "SGD/RMSprop momentum");
-  o.option(
-      "--weight-decay", [](RunConfig & c) -> auto& { return c.optimizer.weight_decay; }, "Weight decay");
-  o.option(
-      "--learning-rate", [](RunConfig & c) -> auto& { return c.schedule.base_rate; }, "Base learning rate");
-  o.option(
-      "--schedule", [](RunConfig & c) -> auto& { return c.schedule.kind; }, "constant, piecewise or exponential");
-  o.option(
-      "--warmup-steps", [](RunConfig & c) -> auto& { return c.schedule.warmup_steps; },
-      "Linear learning-rate warm-up steps");
-  o.option(
-      "--fusion-threshold", [](RunConfig & c) -> auto& { return c.fusion_threshold_kb; },
-      "Gradient bucket size in KiB (default: TNT_FUSION_THRESHOLD_KB, else 32)");
-  o.flag(
-      "--no-overlap", [](RunConfig & c) -> auto& { return c.overlap; }, false,
-      "Start the allreduces only after backward has finished (for measurements)");
-  o.option(
-       "--transport", [](RunConfig & c) -> auto& { return c.transport; },
-       "tcp or ib (sets TNT_TRANSPORT; tnt-launch sets it too)")
-      ->check(CLI::IsMember({"tcp", "ib"}));
-  o.option(
-      "--checkpoint", [](RunConfig & c) -> auto& { return c.checkpoint_path; },
-      "Checkpoint file (written by the master rank, atomically)");
-  o.option(
-      "--checkpoint-every-epochs", [](RunConfig & c) -> auto& { return c.checkpoint_every_epochs; },
-      "Write the checkpoint every N epochs");
-  o.option(
-      "--checkpoint-every-steps", [](RunConfig & c) -> auto& { return c.checkpoint_every_steps; },
-      "Write the checkpoint every N optimizer steps");
-  o.option(
-      "--resume", [](RunConfig & c) -> auto& { return c.resume; },
-      "Continue from this checkpoint (weights, optimizer state, data position)");
-  o.option(
-      "--csv", [](RunConfig & c) -> auto& { return c.csv; }, "Per-epoch metrics as CSV");
-  o.option(
-      "--timeline", [](RunConfig & c) -> auto& { return c.timeline; },
-      "Chrome-trace JSON (Perfetto) of every rank's compute, bucket and allreduce spans");
-  o.flag(
-      "--no-progress", [](RunConfig & c) -> auto& { return c.progress; }, false, "No progress bar");
-  o.flag(
-      "--print-steps", [](RunConfig & c) -> auto& { return c.print_steps; }, true,
-      "Print every step's loss and accuracy (summed over all ranks)");
-
+  for (const auto& key : tnt::trainer::run_keys())
+    if (key.option) o.add(key);
+  app.get_option("--shape")->expected(3);
+  app.get_option("--transport")->check(CLI::IsMember({"tcp", "ib"}));
   std::vector<std::string> settings;
   app.add_option("--set", settings,
                  "Set any run-file key, TOML syntax: --set optimizer.nesterov=true --set "
                  "data.mean=[0.5] --set optimizer.kind='\"adam\"' (applied to the file, before "
                  "the options above)");
-  std::string evaluate_checkpoint, predict_csv;
-  app.add_option("--evaluate", evaluate_checkpoint,
+  app.add_option("--evaluate", command.evaluate_checkpoint,
                  "Do not train: load the weights of this checkpoint (read by the master rank) and "
                  "evaluate them on the test split");
-  app.add_option("--predict", predict_csv,
+  app.add_option("--predict", command.predict_csv,
                  "After training (or --evaluate), write the test split's predicted classes and "
                  "probabilities to this CSV file (master rank)");
-
-  RunConfig config;
   try {
     app.parse(argc, argv);
-    if (!file.empty() || !settings.empty()) config = tnt::trainer::load_run_config(file, settings);
-    o.apply(config);
-    tnt::trainer::validate(config);
+    if (!file.empty() || !settings.empty()) command.config = tnt::trainer::load_run_config(file, settings);
+    o.apply(command.config);
+    tnt::trainer::validate(command.config);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
     fmt::print(stderr, "tnt-train: error: {}\n", e.what());
     return 2;
   }
-  if (!config.transport.empty()) setenv("TNT_TRANSPORT", config.transport.c_str(), 1);
+  return std::nullopt;
+}
 
+// Trains (or evaluates a checkpoint), tests and predicts, as the command line asks.
+void run(const CommandLine& command) {
+  const RunConfig& config = command.config;
+  const bool evaluate_only = !command.evaluate_checkpoint.empty();
+  // Ranks must agree on whether they train: it decides which collectives they issue.
+  tnt::trainer::Session session(
+      {tnt::trainer::canonical_text(config) + ";evaluate_only=" + (evaluate_only ? "1" : "0"), config.threads});
+  auto sources = tnt::trainer::make_sources(config);
+  const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
+  tnt::trainer::Trainer trainer(session, spec);
+  trainer.initialize(config.seed);
+  trainer.compile(tnt::trainer::compile_options(config));
+  spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each; {}", spec.name,
+               trainer.model().total_parameter_size(), session.size(), config.threads,
+               tnt::compute::runtime_description());
+  spdlog::info("train: {}", sources.train->describe());
+  if (!evaluate_only) {
+    const auto history = trainer.fit(sources.train, tnt::trainer::fit_options(config, sources));
+    if (session.is_master_rank()) {
+      fmt::print("trained {} steps in {:.2f} s: {:.1f} samples/s\n", history.steps, history.seconds,
+                 history.samples_per_second);
+    }
+  } else {
+    trainer.load_weights(command.evaluate_checkpoint);
+    spdlog::info("evaluating the weights of {}", command.evaluate_checkpoint);
+  }
+  if (sources.test) {
+    const auto test = trainer.evaluate(sources.test, config.eval_batch, tnt::trainer::eval_transform(config));
+    if (session.is_master_rank()) {
+      fmt::print("test loss: {:.4f}\ntest accuracy: {:.4f}\n", test.at("loss"), test.at("accuracy"));
+    }
+  }
+  if (!command.predict_csv.empty()) {
+    if (!sources.test) throw tnt::ConfigError("--predict needs a test split (test_size > 0)");
+    if (session.is_master_rank()) write_predictions(command.predict_csv, trainer, sources.test, config);
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CommandLine command;
+  if (const auto status = parse(argc, argv, command)) return *status;
+  if (!command.config.transport.empty()) setenv("TNT_TRANSPORT", command.config.transport.c_str(), 1);
   try {
-    // Ranks must agree on whether they train: it decides which collectives they issue.
-    tnt::trainer::Session session(
-        {tnt::trainer::canonical_text(config) + ";evaluate_only=" + (evaluate_checkpoint.empty() ? "0" : "1"),
-         config.threads});
-    auto sources = tnt::trainer::make_sources(config);
-    const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
-    tnt::trainer::Trainer trainer(session, spec);
-    trainer.initialize(config.seed);
-    trainer.compile({config.optimizer,
-                     config.schedule,
-                     config.scale_rate_with_ranks,
-                     "sparse_categorical_crossentropy",
-                     {"accuracy"}});
-    spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each; {}", spec.name,
-                 trainer.model().total_parameter_size(), session.size(), config.threads,
-                 tnt::compute::runtime_description());
-    spdlog::info("train: {}", sources.train->describe());
-
-    if (evaluate_checkpoint.empty()) {
-      tnt::trainer::FitOptions fit;
-      fit.global_batch = config.global_batch;
-      fit.micro_batch = config.micro_batch;
-      fit.epochs = config.epochs;
-      fit.max_steps = config.max_steps;
-      fit.seed = config.seed;
-      fit.drop_remainder = config.drop_remainder;
-      fit.transform = tnt::trainer::train_transform(config);
-      fit.prefetch = config.prefetch;
-      fit.validation = config.validation_frequency > 0 ? sources.test : nullptr;
-      fit.validation_frequency = config.validation_frequency;
-      fit.validation_batch = config.eval_batch;
-      fit.validation_transform = tnt::trainer::eval_transform(config);
-      fit.fusion_threshold_bytes = config.fusion_threshold_kb * 1024;
-      fit.overlap = config.overlap;
-      fit.checkpoint_path = config.checkpoint_path;
-      fit.checkpoint_every_epochs = config.checkpoint_every_epochs;
-      fit.checkpoint_every_steps = config.checkpoint_every_steps;
-      fit.resume_path = config.resume;
-      fit.csv_path = config.csv;
-      fit.timeline_path = config.timeline;
-      fit.progress_bar = config.progress;
-      fit.print_steps = config.print_steps;
-      const auto history = trainer.fit(sources.train, fit);
-      if (session.is_master_rank()) {
-        fmt::print("trained {} steps in {:.2f} s: {:.1f} samples/s\n", history.steps, history.seconds,
-                   history.samples_per_second);
-      }
-    } else {
-      trainer.load_weights(evaluate_checkpoint);
-      spdlog::info("evaluating the weights of {}", evaluate_checkpoint);
-    }
-    if (sources.test) {
-      const auto test = trainer.evaluate(sources.test, config.eval_batch, tnt::trainer::eval_transform(config));
-      if (session.is_master_rank()) {
-        fmt::print("test loss: {:.4f}\ntest accuracy: {:.4f}\n", test.at("loss"), test.at("accuracy"));
-      }
-    }
-    if (!predict_csv.empty()) {
-      if (!sources.test) throw tnt::ConfigError("--predict needs a test split (test_size > 0)");
-      if (session.is_master_rank()) write_predictions(predict_csv, trainer, sources.test, config);
-    }
-    std::fflush(stdout);
+    run(command);
   } catch (const std::exception& e) {
     spdlog::error("tnt-train failed: {}", e.what());
     die(1);

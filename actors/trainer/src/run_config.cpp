@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -67,6 +68,14 @@ struct Reader {
     out = static_cast<Int>(*v);
   }
   template <class T>
+  void read(const toml::table* t, const std::string& section, const char* key, T& out) const {
+    get(t, section, key, out);
+  }
+  template <class T>
+  void read(const toml::table* t, const std::string& section, const char* key, std::vector<T>& out) const {
+    get_list(t, section, key, out);
+  }
+  template <class T>
   void get_list(const toml::table* t, const std::string& section, const char* key, std::vector<T>& out) const {
     if (!t || !t->get(key)) return;
     const toml::array* a = t->get(key)->as_array();
@@ -92,11 +101,8 @@ std::string resolve_path(const std::string& origin, const std::string& path) {
   return beside.string();
 }
 
-}  // namespace
-
-// The run file's table (empty: settings only) with `settings` applied, as a RunConfig.
-static RunConfig config_from_table(toml::table root, const std::string& path,
-                                   const std::vector<std::string>& settings) {
+// `--set section.key=value` settings, written into the file's table before it is read.
+void apply_settings(toml::table& root, const std::vector<std::string>& settings) {
   for (const auto& setting : settings) {
     const auto eq = setting.find('=');
     const auto dot = setting.find('.');
@@ -116,103 +122,141 @@ static RunConfig config_from_table(toml::table root, const std::string& path,
     if (!t) throw ConfigError(fmt::format("--set '{}': '{}' is not a section", setting, section));
     t->insert_or_assign(key, *parsed.get("value"));
   }
-  RunConfig c;
-  c.origin = path.empty() ? "--set" : path;
-  Reader r{c.origin};
+}
+
+}  // namespace
+
+const std::vector<RunKey>& run_keys() {
+  // clang-format off
+  static const std::vector<RunKey> keys{
+      {"model", "name", +[](RunConfig& c) -> auto& { return c.model; }, "--model",
+       "Zoo model (lenet5, mlp, resnet20, resnet50) or a model TOML file"},
+      {"model", "file", +[](RunConfig& c) -> auto& { return c.model; }, nullptr, nullptr, {}, true},
+      {"model", "classes", +[](RunConfig& c) -> auto& { return c.classes; }, "--classes",
+       "Classes of a zoo model (default: the data set's)"},
+      {"data", "dataset", +[](RunConfig& c) -> auto& { return c.dataset; }, "--dataset",
+       "fashion-mnist, mnist, cifar10 or synthetic"},
+      {"data", "path", +[](RunConfig& c) -> auto& { return c.data_path; }, "--data-path",
+       "Data set directory (default: search $TNT_DATA_DIR, /usr/share/datasets, ...)", {}, true},
+      {"data", "train_size", +[](RunConfig& c) -> auto& { return c.train_size; }, "--train-size",
+       "Training samples (first N; synthetic: required)"},
+      {"data", "test_size", +[](RunConfig& c) -> auto& { return c.test_size; }, "--test-size",
+       "Test samples (first N; synthetic: 0 = no test split)"},
+      {"data", "shape", +[](RunConfig& c) -> auto& { return c.shape; }, "--shape", "Synthetic sample shape C H W"},
+      {"data", "classes", +[](RunConfig& c) -> auto& { return c.num_classes; }, "--num-classes", "Synthetic classes"},
+      {"data", "seed", +[](RunConfig& c) -> auto& { return c.data_seed; }},
+      {"data", "mean", +[](RunConfig& c) -> auto& { return c.mean; }},
+      {"data", "std", +[](RunConfig& c) -> auto& { return c.std; }},
+      {"data", "crop_padding", +[](RunConfig& c) -> auto& { return c.crop_padding; }},
+      {"data", "horizontal_flip", +[](RunConfig& c) -> auto& { return c.horizontal_flip; }},
+      {"data", "prefetch", +[](RunConfig& c) -> auto& { return c.prefetch; }},
+      {"train", "global_batch", +[](RunConfig& c) -> auto& { return c.global_batch; }, "--global-batch",
+       "Global batch size, split across ranks at sample level"},
+      {"train", "micro_batch", +[](RunConfig& c) -> auto& { return c.micro_batch; }, "--micro-batch",
+       "Per-rank batch size instead (global = micro x ranks)"},
+      {"train", "epochs", +[](RunConfig& c) -> auto& { return c.epochs; }, "--epochs", "Epochs"},
+      {"train", "max_steps", +[](RunConfig& c) -> auto& { return c.max_steps; }, "--max-steps",
+       "Stop after this many optimizer steps in all (0 = no limit)"},
+      {"train", "validation_frequency", +[](RunConfig& c) -> auto& { return c.validation_frequency; },
+       "--validation-frequency", "Validate on the test split every N epochs (0 = never)"},
+      {"train", "eval_batch", +[](RunConfig& c) -> auto& { return c.eval_batch; }, "--eval-batch",
+       "Batch size for evaluation"},
+      {"train", "seed", +[](RunConfig& c) -> auto& { return c.seed; }, "--seed",
+       "Seed of the weights and the data order"},
+      {"train", "threads", +[](RunConfig& c) -> auto& { return c.threads; }, "--threads",
+       "Compute threads per rank (oneDNN/OpenMP), default 1"},
+      {"train", "drop_remainder", +[](RunConfig& c) -> auto& { return c.drop_remainder; }},
+      {"optimizer", "kind", +[](RunConfig& c) -> auto& { return c.optimizer.kind; }, "--optimizer",
+       "sgd, adam, adamw, rmsprop or adagrad"},
+      {"optimizer", "momentum", +[](RunConfig& c) -> auto& { return c.optimizer.momentum; }, "--momentum",
+       "SGD/RMSprop momentum"},
+      {"optimizer", "nesterov", +[](RunConfig& c) -> auto& { return c.optimizer.nesterov; }},
+      {"optimizer", "weight_decay", +[](RunConfig& c) -> auto& { return c.optimizer.weight_decay; }, "--weight-decay",
+       "Weight decay"},
+      {"optimizer", "beta1", +[](RunConfig& c) -> auto& { return c.optimizer.beta1; }},
+      {"optimizer", "beta2", +[](RunConfig& c) -> auto& { return c.optimizer.beta2; }},
+      {"optimizer", "epsilon", +[](RunConfig& c) -> auto& { return c.optimizer.epsilon; }},
+      {"optimizer", "rho", +[](RunConfig& c) -> auto& { return c.optimizer.rho; }},
+      {"optimizer", "initial_accumulator", +[](RunConfig& c) -> auto& { return c.optimizer.initial_accumulator; }},
+      {"schedule", "kind", +[](RunConfig& c) -> auto& { return c.schedule.kind; }, "--schedule",
+       "constant, piecewise or exponential"},
+      {"schedule", "learning_rate", +[](RunConfig& c) -> auto& { return c.schedule.base_rate; }, "--learning-rate",
+       "Base learning rate"},
+      {"schedule", "warmup_steps", +[](RunConfig& c) -> auto& { return c.schedule.warmup_steps; }, "--warmup-steps",
+       "Linear learning-rate warm-up steps"},
+      {"schedule", "boundaries", +[](RunConfig& c) -> auto& { return c.schedule.boundaries; }},
+      {"schedule", "values", +[](RunConfig& c) -> auto& { return c.schedule.values; }},
+      {"schedule", "decay_rate", +[](RunConfig& c) -> auto& { return c.schedule.decay_rate; }},
+      {"schedule", "decay_steps", +[](RunConfig& c) -> auto& { return c.schedule.decay_steps; }},
+      {"schedule", "staircase", +[](RunConfig& c) -> auto& { return c.schedule.staircase; }},
+      {"schedule", "scale_with_ranks", +[](RunConfig& c) -> auto& { return c.scale_rate_with_ranks; }},
+      {"distribution", "fusion_threshold_kb", +[](RunConfig& c) -> auto& { return c.fusion_threshold_kb; },
+       "--fusion-threshold", "Gradient bucket size in KiB (default: TNT_FUSION_THRESHOLD_KB, else 32)"},
+      {"distribution", "overlap", +[](RunConfig& c) -> auto& { return c.overlap; }, "--no-overlap",
+       "Start the allreduces only after backward has finished (for measurements)", false},
+      {"distribution", "transport", +[](RunConfig& c) -> auto& { return c.transport; }, "--transport",
+       "tcp or ib (sets TNT_TRANSPORT; tnt-launch sets it too)"},
+      {"checkpoint", "path", +[](RunConfig& c) -> auto& { return c.checkpoint_path; }, "--checkpoint",
+       "Checkpoint file (written by the master rank, atomically)"},
+      {"checkpoint", "every_epochs", +[](RunConfig& c) -> auto& { return c.checkpoint_every_epochs; },
+       "--checkpoint-every-epochs", "Write the checkpoint every N epochs"},
+      {"checkpoint", "every_steps", +[](RunConfig& c) -> auto& { return c.checkpoint_every_steps; },
+       "--checkpoint-every-steps", "Write the checkpoint every N optimizer steps"},
+      {"checkpoint", "resume", +[](RunConfig& c) -> auto& { return c.resume; }, "--resume",
+       "Continue from this checkpoint (weights, optimizer state, data position)"},
+      {"output", "csv", +[](RunConfig& c) -> auto& { return c.csv; }, "--csv", "Per-epoch metrics as CSV"},
+      {"output", "timeline", +[](RunConfig& c) -> auto& { return c.timeline; }, "--timeline",
+       "Chrome-trace JSON (Perfetto) of every rank's compute, bucket and allreduce spans"},
+      {"output", "progress", +[](RunConfig& c) -> auto& { return c.progress; }, "--no-progress", "No progress bar",
+       false},
+      {"output", "print_steps", +[](RunConfig& c) -> auto& { return c.print_steps; }, "--print-steps",
+       "Print every step's loss and accuracy (summed over all ranks)", true},
+  };
+// clang-format on
+return keys;
+}
+
+namespace {
+
+// Reads every key of the table that the file (after --set) has; unknown sections and keys,
+// and values of the wrong type, are errors naming the file and key.
+void read_keys(const toml::table& root, RunConfig& c, const std::string& path) {
+  const Reader r{c.origin};
+  std::map<std::string, std::set<std::string>> known;
+  for (const auto& k : run_keys()) known[k.section].insert(k.key);
   for (const auto& [key, value] : root) {
-    static const std::set<std::string> sections{"model",    "data",         "train",      "optimizer",
-                                                "schedule", "distribution", "checkpoint", "output"};
-    if (!sections.count(std::string(key.str()))) {
-      throw ConfigError(
-          fmt::format("{}: unknown section or key '{}' (sections: model, data, train, optimizer, schedule, "
-                      "distribution, checkpoint, output)",
-                      path, key.str()));
+    if (!known.count(std::string(key.str()))) {
+      std::string sections;
+      for (const auto& [name, keys] : known) sections += (sections.empty() ? "" : ", ") + name;
+      throw ConfigError(fmt::format("{}: unknown section or key '{}' (sections: {})", path, key.str(), sections));
     }
   }
-  if (auto* t = r.table(root, "model", {"name", "file", "classes"})) {
-    r.get(t, "model", "name", c.model);
-    std::string file;
-    r.get(t, "model", "file", file);
-    if (!file.empty()) c.model = resolve_path(path, file);
-    r.get(t, "model", "classes", c.classes);
+  for (const auto& [section, keys] : known) {
+    const toml::table* t = r.table(root, section, keys);
+    if (!t) continue;
+    for (const auto& k : run_keys()) {
+      if (section != k.section || !t->get(k.key)) continue;
+      if (k.path) {
+        std::string value;
+        r.get(t, section, k.key, value);
+        std::get<Field<std::string>>(k.field)(c) = resolve_path(path, value);
+      } else {
+        std::visit([&](auto field) { r.read(t, section, k.key, field(c)); }, k.field);
+      }
+    }
   }
-  if (auto* t = r.table(root, "data",
-                        {"dataset", "path", "train_size", "test_size", "shape", "classes", "seed", "mean", "std",
-                         "crop_padding", "horizontal_flip", "prefetch"})) {
-    r.get(t, "data", "dataset", c.dataset);
-    r.get(t, "data", "path", c.data_path);
-    c.data_path = resolve_path(path, c.data_path);
-    r.get(t, "data", "train_size", c.train_size);
-    r.get(t, "data", "test_size", c.test_size);
-    r.get_list(t, "data", "shape", c.shape);
-    r.get(t, "data", "classes", c.num_classes);
-    r.get(t, "data", "seed", c.data_seed);
-    r.get_list(t, "data", "mean", c.mean);
-    r.get_list(t, "data", "std", c.std);
-    r.get(t, "data", "crop_padding", c.crop_padding);
-    r.get(t, "data", "horizontal_flip", c.horizontal_flip);
-    r.get(t, "data", "prefetch", c.prefetch);
-  }
-  if (auto* t = r.table(root, "train",
-                        {"global_batch", "micro_batch", "epochs", "max_steps", "validation_frequency", "eval_batch",
-                         "seed", "threads", "drop_remainder"})) {
-    r.get(t, "train", "global_batch", c.global_batch);
-    r.get(t, "train", "micro_batch", c.micro_batch);
-    r.get(t, "train", "epochs", c.epochs);
-    r.get(t, "train", "max_steps", c.max_steps);
-    r.get(t, "train", "validation_frequency", c.validation_frequency);
-    r.get(t, "train", "eval_batch", c.eval_batch);
-    r.get(t, "train", "seed", c.seed);
-    r.get(t, "train", "threads", c.threads);
-    r.get(t, "train", "drop_remainder", c.drop_remainder);
-  }
-  if (auto* t = r.table(root, "optimizer",
-                        {"kind", "momentum", "nesterov", "weight_decay", "beta1", "beta2", "epsilon", "rho",
-                         "initial_accumulator"})) {
-    auto& o = c.optimizer;
-    r.get(t, "optimizer", "kind", o.kind);
-    r.get(t, "optimizer", "momentum", o.momentum);
-    r.get(t, "optimizer", "nesterov", o.nesterov);
-    r.get(t, "optimizer", "weight_decay", o.weight_decay);
-    r.get(t, "optimizer", "beta1", o.beta1);
-    r.get(t, "optimizer", "beta2", o.beta2);
-    r.get(t, "optimizer", "epsilon", o.epsilon);
-    r.get(t, "optimizer", "rho", o.rho);
-    r.get(t, "optimizer", "initial_accumulator", o.initial_accumulator);
-  }
-  if (auto* t = r.table(root, "schedule",
-                        {"kind", "learning_rate", "warmup_steps", "boundaries", "values", "decay_rate", "decay_steps",
-                         "staircase", "scale_with_ranks"})) {
-    auto& s = c.schedule;
-    r.get(t, "schedule", "kind", s.kind);
-    r.get(t, "schedule", "learning_rate", s.base_rate);
-    r.get(t, "schedule", "warmup_steps", s.warmup_steps);
-    r.get_list(t, "schedule", "boundaries", s.boundaries);
-    r.get_list(t, "schedule", "values", s.values);
-    r.get(t, "schedule", "decay_rate", s.decay_rate);
-    r.get(t, "schedule", "decay_steps", s.decay_steps);
-    r.get(t, "schedule", "staircase", s.staircase);
-    r.get(t, "schedule", "scale_with_ranks", c.scale_rate_with_ranks);
-  }
-  if (auto* t = r.table(root, "distribution", {"fusion_threshold_kb", "overlap", "transport"})) {
-    r.get(t, "distribution", "fusion_threshold_kb", c.fusion_threshold_kb);
-    r.get(t, "distribution", "overlap", c.overlap);
-    r.get(t, "distribution", "transport", c.transport);
-  }
-  if (auto* t = r.table(root, "checkpoint", {"path", "every_epochs", "every_steps", "resume"})) {
-    r.get(t, "checkpoint", "path", c.checkpoint_path);
-    r.get(t, "checkpoint", "every_epochs", c.checkpoint_every_epochs);
-    r.get(t, "checkpoint", "every_steps", c.checkpoint_every_steps);
-    r.get(t, "checkpoint", "resume", c.resume);
-  }
-  if (auto* t = r.table(root, "output", {"csv", "timeline", "progress", "print_steps"})) {
-    r.get(t, "output", "csv", c.csv);
-    r.get(t, "output", "timeline", c.timeline);
-    r.get(t, "output", "progress", c.progress);
-    r.get(t, "output", "print_steps", c.print_steps);
-  }
+}
+
+// The run file's table (empty: settings only) with `settings` applied, as a RunConfig.
+RunConfig config_from_table(toml::table root, const std::string& path, const std::vector<std::string>& settings) {
+  apply_settings(root, settings);
+  RunConfig c;
+  c.origin = path.empty() ? "--set" : path;
+  read_keys(root, c, path);
   return c;
 }
+
+}  // namespace
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings) {
   toml::table root;
@@ -356,6 +400,41 @@ data::TransformOptions eval_transform(const RunConfig& c) {
   t.mean = floats(c.mean);
   t.std = floats(c.std);
   return t;
+}
+
+CompileOptions compile_options(const RunConfig& c) {
+  CompileOptions o;
+  o.optimizer = c.optimizer;
+  o.schedule = c.schedule;
+  o.scale_rate_with_ranks = c.scale_rate_with_ranks;
+  return o;
+}
+
+FitOptions fit_options(const RunConfig& c, const Sources& sources) {
+  FitOptions fit;
+  fit.global_batch = c.global_batch;
+  fit.micro_batch = c.micro_batch;
+  fit.epochs = c.epochs;
+  fit.max_steps = c.max_steps;
+  fit.seed = c.seed;
+  fit.drop_remainder = c.drop_remainder;
+  fit.transform = train_transform(c);
+  fit.prefetch = c.prefetch;
+  fit.validation = c.validation_frequency > 0 ? sources.test : nullptr;
+  fit.validation_frequency = c.validation_frequency;
+  fit.validation_batch = c.eval_batch;
+  fit.validation_transform = eval_transform(c);
+  fit.fusion_threshold_bytes = c.fusion_threshold_kb * 1024;
+  fit.overlap = c.overlap;
+  fit.checkpoint_path = c.checkpoint_path;
+  fit.checkpoint_every_epochs = c.checkpoint_every_epochs;
+  fit.checkpoint_every_steps = c.checkpoint_every_steps;
+  fit.resume_path = c.resume;
+  fit.csv_path = c.csv;
+  fit.timeline_path = c.timeline;
+  fit.progress_bar = c.progress;
+  fit.print_steps = c.print_steps;
+  return fit;
 }
 
 }  // namespace tnt::trainer

@@ -3,8 +3,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "tnt/compute/optimizer.h"
@@ -12,6 +15,7 @@
 #include "tnt/compute/spec.h"
 #include "tnt/dataset/source.h"
 #include "tnt/dataset/transform.h"
+#include "tnt/trainer/trainer.h"
 
 namespace tnt::trainer {
 
@@ -64,7 +68,34 @@ struct RunConfig {
   bool progress = true, print_steps = false;
 };
 
-// Throws std::invalid_argument naming the file and key for unknown keys and wrong types.
+// Note [Run keys]: every run-file key is one entry of run_keys(): its section and name, the
+// RunConfig field it sets, and the command-line option that sets it too (if any, with its
+// help). The file reader, the list of known keys, `--set` and tnt-train's options all come
+// from that table, so a key is written once. run_keys() is longer than the 80 lines a function
+// may have: it is a table, one entry per key, and splitting it would scatter what it gathers.
+template <class T>
+using Field = T& (*)(RunConfig&);
+static_assert(std::is_same_v<std::size_t, uint64_t>, "size_t and uint64_t fields share one reader");
+using AnyField = std::variant<Field<std::string>, Field<bool>, Field<double>, Field<int>, Field<int64_t>,
+                              Field<std::size_t>, Field<std::vector<int64_t>>, Field<std::vector<double>>>;
+
+struct RunKey {
+  RunKey(const char* section_, const char* key_, AnyField field_, const char* option_ = nullptr,
+         const char* help_ = nullptr, std::optional<bool> flag_ = std::nullopt, bool path_ = false)
+      : section(section_), key(key_), field(field_), option(option_), help(help_), flag(flag_), path(path_) {}
+  const char* section;
+  const char* key;
+  AnyField field;
+  const char* option;  // e.g. "--epochs"; null: run file and --set only
+  const char* help;
+  // A flag option (no value) that sets a bool field to this value, e.g. --no-overlap.
+  std::optional<bool> flag;
+  // A path: a relative one is looked for beside the run file if not in the working directory.
+  bool path;
+};
+const std::vector<RunKey>& run_keys();
+
+// Throws ConfigError naming the file and key for unknown keys and wrong types.
 // `settings` ("section.key=value", value in TOML syntax: 0.9, true, "adam", [1, 2]) replace or
 // add keys of the file before it is read (path may be empty: settings only).
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings = {});
@@ -72,7 +103,7 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 // are resolved against its folder). Throws tnt::ConfigError on bad input.
 RunConfig parse_run_config(std::string_view text, const std::string& origin,
                            const std::vector<std::string>& settings = {});
-// Throws std::invalid_argument for inconsistent settings.
+// Throws ConfigError for inconsistent settings.
 void validate(const RunConfig& config);
 // Canonical text of everything that must agree across ranks (compared at start-up).
 std::string canonical_text(const RunConfig& config);
@@ -84,5 +115,8 @@ struct Sources {
 Sources make_sources(const RunConfig& config);
 data::TransformOptions train_transform(const RunConfig& config);
 data::TransformOptions eval_transform(const RunConfig& config);
+// What Trainer::compile and Trainer::fit take from a run.
+CompileOptions compile_options(const RunConfig& config);
+FitOptions fit_options(const RunConfig& config, const Sources& sources);
 
 }  // namespace tnt::trainer

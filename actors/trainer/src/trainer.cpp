@@ -18,6 +18,7 @@
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
 #include "tnt/core/log.h"
+#include "tnt/core/machine.h"
 #include "tnt/core/settings.h"
 #include "tnt/dataset/batch_plan.h"
 #include "tnt/dataset/loader.h"
@@ -38,6 +39,13 @@ Session::Session(SessionOptions options) : threads_(options.threads) {
   co.environment = env;
   communicator_ = std::make_unique<Communicator>(std::move(co));
   compute::set_num_threads(threads_);
+  const int cores = available_cores();
+  if (env.rank == 0 && env.local_size * threads_ > cores) {
+    spdlog::warn(
+        "{} rank(s) x {} compute thread(s) on this host share {} core(s): the threads take turns, so a "
+        "step is slower than with fewer ranks or threads (--threads)",
+        env.local_size, threads_, cores);
+  }
 }
 
 Session::~Session() = default;

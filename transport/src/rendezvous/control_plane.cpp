@@ -23,10 +23,40 @@ std::vector<std::uint8_t> control_frame(const std::function<void(wire::Control::
 
 bool is_outcome(Phase phase) { return phase == Phase::finished || phase == Phase::failed; }
 
+void write_call(wire::Call::Builder out, const CollectiveCall& call) {
+  out.setSequence(call.sequence);
+  out.setSignature(call.signature);
+  out.setDescription(call.description);
+}
+
+CollectiveCall read_call(wire::Call::Reader in) {
+  return {in.getSequence(), in.getSignature(), in.getDescription().cStr()};
+}
+
+std::vector<std::uint8_t> progress_frame(const CollectiveProgress& progress) {
+  return control_frame([&](wire::Control::Builder c) {
+    auto out = c.initProgress();
+    out.setIssued(progress.issued);
+    write_call(out.initOldestPending(), progress.oldest_pending);
+    write_call(out.initLastIssued(), progress.last_issued);
+    write_call(out.initLastCompleted(), progress.last_completed);
+  });
+}
+
+CollectiveProgress read_progress(wire::Progress::Reader in) {
+  return {in.getIssued(), read_call(in.getOldestPending()), read_call(in.getLastIssued()),
+          read_call(in.getLastCompleted())};
+}
+
 }  // namespace
 
 ControlPlane::ControlPlane(EventLoop& loop, const JobEnvironment& env, TaskCount& tasks)
-    : loop_(loop), env_(env), tasks_(tasks), heartbeat_timer_(loop.strand()) {}
+    : loop_(loop),
+      env_(env),
+      tasks_(tasks),
+      heartbeat_timer_(loop.strand()),
+      reports_(env.rank == 0 ? env.size : 0),
+      stall_watch_(env.stall_warn, env.stall_timeout) {}
 
 bool ControlPlane::advance(Phase next) {
   const Phase now = phase_.load();
@@ -91,12 +121,16 @@ void ControlPlane::stop() {
   for (auto& link : links_) link->socket.close(ignored);
 }
 
-std::chrono::milliseconds heartbeat_interval(std::chrono::milliseconds peer_timeout) {
-  return std::clamp(peer_timeout / 4, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
+// Often enough that a silent peer is found well within TNT_PEER_TIMEOUT_S, and a stall
+// reported close to TNT_STALL_WARN_S.
+std::chrono::milliseconds heartbeat_interval(const JobEnvironment& env) {
+  auto shortest = std::min(env.peer_timeout, env.stall_warn);
+  if (env.stall_timeout.count() > 0) shortest = std::min(shortest, env.stall_timeout);
+  return std::clamp(shortest / 4, std::chrono::milliseconds(20), std::chrono::milliseconds(1000));
 }
 
 void ControlPlane::schedule_heartbeat() {
-  heartbeat_timer_.expires_after(heartbeat_interval(env_.peer_timeout));
+  heartbeat_timer_.expires_after(heartbeat_interval(env_));
   heartbeat_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec || phase_ == Phase::stopped) return;
     beat();
@@ -106,7 +140,9 @@ void ControlPlane::schedule_heartbeat() {
 
 void ControlPlane::beat() {
   const auto now = Clock::now();
-  const auto heartbeat = control_frame([](wire::Control::Builder c) { c.setHeartbeat(); });
+  const auto heartbeat = env_.rank != 0 && progress_source_
+                             ? progress_frame(progress_source_())
+                             : control_frame([](wire::Control::Builder c) { c.setHeartbeat(); });
   for (auto& link : links_) {
     if (link->closed) continue;
     if (now - link->last_heard > env_.peer_timeout) {
@@ -116,6 +152,23 @@ void ControlPlane::beat() {
       continue;
     }
     send(*link, heartbeat);
+  }
+  if (env_.rank == 0 && phase_ == Phase::running) watch_progress(now);
+}
+
+void ControlPlane::watch_progress(Clock::time_point now) {
+  if (progress_source_) reports_[0] = progress_source_();
+  auto verdict = stall_watch_.check(
+      reports_, [this](int rank) { return peer_name(rank); }, now);
+  switch (verdict.kind) {
+    case StallWatch::Verdict::Kind::none: break;
+    case StallWatch::Verdict::Kind::warning: {
+      spdlog::warn("{}", verdict.message);
+      const auto notice = control_frame([&](wire::Control::Builder c) { c.setStallWarning(verdict.message); });
+      for (auto& link : links_) send(*link, notice);
+      break;
+    }
+    case StallWatch::Verdict::Kind::failure: fail_job(verdict.rank, verdict.message); break;
   }
 }
 
@@ -129,6 +182,12 @@ asio::awaitable<void> ControlPlane::read_control(ControlLink& link) {
       auto control = reader.getRoot<wire::Control>();
       switch (control.which()) {
         case wire::Control::HEARTBEAT: break;
+        case wire::Control::PROGRESS:
+          if (env_.rank == 0 && link.rank > 0 && link.rank < env_.size) {
+            reports_[link.rank] = read_progress(control.getProgress());
+          }
+          break;
+        case wire::Control::STALL_WARNING: spdlog::warn("{}", control.getStallWarning().cStr()); break;
         case wire::Control::PEER_LOST:
           if (env_.rank == 0) {
             const int lost_rank = control.getPeerLost().getRank();

@@ -2,11 +2,15 @@
 // The job's control plane once every rank has joined: a star of TCP connections between the
 // master and every other rank. Heartbeats both ways find a rank that is gone or silent; a rank
 // reports a lost peer (PeerLost) and the master judges whom to blame and tells everyone (Abort);
-// Goodbye both ways ends the job in order.
+// Goodbye both ways ends the job in order. Ranks' heartbeats carry their collectives' progress,
+// which the master watches (Note [Stall watch]).
 #include <atomic>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "rendezvous_parts.h"
+#include "stall_watch.h"
 #include "tnt/transport/environment.h"
 #include "tnt/transport/rendezvous.h"
 
@@ -31,6 +35,8 @@ class ControlPlane {
   void start(Joined joined);
   // On the strand unless said otherwise.
   void set_failure_handler(Rendezvous::FailureHandler handler);
+  // Before start().
+  void set_progress_source(Rendezvous::ProgressSource source) { progress_source_ = std::move(source); }
   void report_peer_lost(int rank, const std::string& reason);
   // User thread: Goodbye both ways; returns once every rank said it, or the job failed.
   void finish();
@@ -43,6 +49,7 @@ class ControlPlane {
   bool advance(Phase next);
   void schedule_heartbeat();
   void beat();
+  void watch_progress(Clock::time_point now);
   boost::asio::awaitable<void> read_control(ControlLink& link);
   void on_control_error(ControlLink& link, const std::exception& error);
   void lost(ControlLink& link, const std::string& what);
@@ -62,6 +69,10 @@ class ControlPlane {
   std::vector<PeerAddress> book_;
   boost::asio::steady_timer heartbeat_timer_;
   Rendezvous::FailureHandler failure_handler_;
+  Rendezvous::ProgressSource progress_source_;
+  // The master's: every rank's latest progress report, by rank (Note [Stall watch]).
+  std::vector<std::optional<CollectiveProgress>> reports_;
+  StallWatch stall_watch_;
   int lost_rank_ = -1;
   std::string failure_reason_;
   std::atomic<Phase> phase_{Phase::joining};

@@ -59,8 +59,9 @@ struct CommunicatorOptions {
   // fewer steps than the ring (env TNT_SMALL_ALLREDUCE_KB, default 16 KiB).
   std::size_t small_allreduce_bytes = std::size_t(-1);
   // A thread blocked in a collective polls the network this long before it sleeps (env
-  // TNT_WAIT_POLL_US, default 50; 0 sleeps at once). Only blocked callers poll, never the
-  // progress thread that runs asynchronous collectives beside computation.
+  // TNT_WAIT_POLL_US; unset: 500 us, or 0 where this host's ranks outnumber its cores; 0 sleeps
+  // at once). Only blocked callers poll, never the progress thread that runs asynchronous
+  // collectives beside computation.
   std::chrono::microseconds poll_before_sleep{-1};
 };
 

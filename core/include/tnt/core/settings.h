@@ -128,6 +128,11 @@ inline constexpr Seconds kConnectTimeoutS{"TNT_CONNECT_TIMEOUT_S", 60, 86400,
 inline constexpr Seconds kPeerTimeoutS{"TNT_PEER_TIMEOUT_S", 30, 86400,
                                        "silence (no heartbeat) after which a rank counts as lost"};
 inline constexpr Seconds kHandshakeTimeoutS{"TNT_HANDSHAKE_TIMEOUT_S", 5, 86400, "bound on one authentication"};
+inline constexpr Seconds kStallWarnS{"TNT_STALL_WARN_S", 30, 86400,
+                                     "a collective that some ranks wait in and others have not joined for this long "
+                                     "is reported, naming the missing ranks (Note [Stall watch])"};
+inline constexpr Seconds kStallTimeoutS{"TNT_STALL_TIMEOUT_S", 0, 86400,
+                                        "such a stall fails the job after this long (unset: never)"};
 
 inline constexpr Flag kShm{"TNT_SHM", true, "ranks on the same host exchange data through shared memory"};
 
@@ -136,8 +141,9 @@ inline constexpr Kib kSegmentKb{"TNT_SEGMENT_KB", 512, 1, 1 << 20, "largest ring
 inline constexpr Integer kPipelineDepth{"TNT_PIPELINE_DEPTH", 4, 1, 255, "receives in flight per operation"};
 inline constexpr Kib kSmallAllreduceKb{"TNT_SMALL_ALLREDUCE_KB", 16, 0, 1 << 20,
                                        "largest allreduce that gathers and reduces locally"};
-inline constexpr Microseconds kWaitPollUs{"TNT_WAIT_POLL_US", 50, 0, 1'000'000,
-                                          "how long a thread blocked in a collective polls before it sleeps"};
+inline constexpr Microseconds kWaitPollUs{"TNT_WAIT_POLL_US", 500, 0, 1'000'000,
+                                          "how long a thread blocked in a collective polls before it sleeps "
+                                          "(unset: 500, or 0 where this host's ranks outnumber its cores)"};
 
 // --- InfiniBand ----------------------------------------------------------------------------------
 inline constexpr Text kIbDevice{"TNT_IB_DEVICE", "", "verbs device to use (default: the first one)"};

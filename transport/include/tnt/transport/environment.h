@@ -34,6 +34,8 @@ struct JobEnvironment {
   std::chrono::milliseconds connect_timeout{60'000};   // TNT_CONNECT_TIMEOUT_S: joining the job
   std::chrono::milliseconds peer_timeout{30'000};      // TNT_PEER_TIMEOUT_S: silence before a peer counts as lost
   std::chrono::milliseconds handshake_timeout{5'000};  // TNT_HANDSHAKE_TIMEOUT_S: one authentication
+  std::chrono::milliseconds stall_warn{30'000};        // TNT_STALL_WARN_S: a collective others have not joined
+  std::chrono::milliseconds stall_timeout{0};          // TNT_STALL_TIMEOUT_S: ... fails the job (0: never)
 
   // Reads TNT_RANK, TNT_SIZE, ... Throws ConfigError naming the variable that is wrong.
   static JobEnvironment from_env();

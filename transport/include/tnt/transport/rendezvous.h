@@ -28,9 +28,28 @@ struct RendezvousOptions {
 //
 // Threading: construct, join() and finish() from one user thread; failure handlers run on
 // the event loop's strand.
+// One collective call as the stall watch sees it (Note [Stall watch]). `signature` identifies
+// what was called (kind, type, operation, root, size): ranks that called the same collective
+// report the same value. `description` says it for people, e.g. "allreduce(sum, float32, 4 KiB)".
+struct CollectiveCall {
+  std::uint64_t sequence = 0;  // its place in the issue order, the same on every rank
+  std::uint64_t signature = 0;
+  std::string description;  // empty: no such call
+  bool known() const { return !description.empty(); }
+};
+
+// How far a rank has got with its collectives.
+struct CollectiveProgress {
+  std::uint64_t issued = 0;       // calls issued so far: call #n is issued once issued > n
+  CollectiveCall oldest_pending;  // the oldest issued call that has not completed
+  CollectiveCall last_issued;
+  CollectiveCall last_completed;  // the completed call with the highest sequence number
+};
+
 class Rendezvous {
  public:
   using FailureHandler = std::function<void(int lost_rank, const std::string& reason)>;
+  using ProgressSource = std::function<CollectiveProgress()>;
 
   Rendezvous(EventLoop& loop, const JobEnvironment& env, RendezvousOptions options);
   ~Rendezvous();
@@ -48,6 +67,10 @@ class Rendezvous {
   // The master then fails the job on every rank, naming the rank it holds responsible; the
   // failure handler reports that verdict here too.
   void report_peer_lost(int rank, const std::string& reason);
+  // Set before join(): read on the loop's strand at every heartbeat (so it must be thread-safe)
+  // and reported to the master, which watches for stalls and mismatched calls. Without one, this
+  // rank reports nothing and is never named in a stall.
+  void set_progress_source(ProgressSource source);
   // Orderly end: returns once every rank has called finish() or the job has failed.
   void finish();
 
