@@ -164,7 +164,20 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
       EXPECT_TRUE(options.insert(k.option).second) << k.option << " twice";
     }
   }
-  EXPECT_EQ(options.size(), 33u) << "every option tnt-train had";
+  EXPECT_EQ(options.size(), 34u) << "every option tnt-train had, and --allow-nan";
+}
+
+// A dotted section is a table inside a table; its outer table holds only the known ones.
+TEST(RunConfig, NestedCallbackSectionsAreReadAndUnknownOnesNamed) {
+  auto c = trainer::parse_run_config("[callbacks.terminate_on_nan]\nenabled = false\n", "run.toml");
+  EXPECT_FALSE(c.terminate_on_nan);
+  EXPECT_TRUE(trainer::parse_run_config("[train]\nepochs = 2\n", "run.toml").terminate_on_nan);
+  try {
+    trainer::parse_run_config("[callbacks.early_stoping]\npatience = 2\n", "run.toml");
+    FAIL() << "an unknown callback section was accepted";
+  } catch (const tnt::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown key 'early_stoping'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RunConfig, BadFilesNameTheFileAndKey) {
