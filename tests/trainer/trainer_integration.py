@@ -302,7 +302,9 @@ def nan_guard(args):
         code, out = outcome(cmd, args)
         elapsed = time.time() - start
         steps = step_losses(out)
-        errors = re.findall(r"\[tnt [^\]]*\] ERROR tnt-train failed: (.*)$", out, re.M)
+        # rank -> its error (tnt-launch may repeat a failed rank's last lines)
+        found = dict(re.findall(r"\[tnt [^\]]*?(?: rank (\d+))?\] ERROR tnt-train failed: (.*)$", out, re.M))
+        errors = list(found.values())
         print(f"{ranks} rank(s): exit status {code} after {elapsed:.1f} s and {len(steps)} step(s); errors: {errors}")
         if code == 0:
             print(out)
