@@ -135,7 +135,12 @@ class AgentRanks {
 
   void on_command(std::string_view line) {
     if (line.rfind("signal ", 0) == 0) {
-      stop(std::atoi(std::string(line.substr(7)).c_str()));
+      const int sig = std::atoi(std::string(line.substr(7)).c_str());
+      if (sig == SIGUSR1) {
+        ranks_.signal_running(sig);  // forwarded as a notice: no stop follows (launch.cpp)
+      } else {
+        stop(sig);
+      }
     } else if (line == "kill") {
       ranks_.signal_running(SIGKILL);
     }
@@ -160,6 +165,10 @@ class AgentRanks {
 
   void on_signal() {
     for (int sig = read_signal(signal_fd_); sig != 0; sig = read_signal(signal_fd_)) {
+      if (sig == SIGUSR1) {
+        ranks_.signal_running(sig);
+        continue;
+      }
       if (sig != SIGCHLD) {
         stop(SIGTERM);
         continue;

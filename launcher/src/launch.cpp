@@ -386,6 +386,13 @@ class Job : public RemoteListener {
         hosts_.reap_children();
         continue;
       }
+      if (sig == SIGUSR1) {
+        // A notice, not a stop (Slurm's --signal=USR1@T, a scheduler's preemption warning): every
+        // rank gets it and decides what to do; tnt-train checkpoints and stops.
+        spdlog::info("SIGUSR1: forwarded to the job's {} rank(s)", plan_.size);
+        hosts_.signal_ranks(SIGUSR1);
+        continue;
+      }
       if (stop_signal_ != 0 || failure_) {
         spdlog::warn("{} while stopping: killing the ranks now", signal_name(sig));
         hosts_.kill_ranks();

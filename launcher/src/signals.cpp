@@ -15,7 +15,7 @@ int open_signal_fd() {
   signal(SIGPIPE, SIG_IGN);
   sigset_t set;
   sigemptyset(&set);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) sigaddset(&set, s);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGCHLD}) sigaddset(&set, s);
   if (sigprocmask(SIG_BLOCK, &set, nullptr) != 0) {
     throw Error(std::string("sigprocmask: ") + std::strerror(errno));
   }

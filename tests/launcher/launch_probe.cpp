@@ -1,5 +1,5 @@
 // A tiny rank program for the launcher tests: prints what tnt-launch gave it, then does what the
-// test asks (wait for a signal, exit with a status, ignore SIGTERM).
+// test asks (wait for a signal, exit with a status, ignore SIGTERM, exit 0 on SIGUSR1).
 #include <signal.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -12,6 +12,14 @@
 #include <vector>
 
 namespace {
+
+// --usr1: a SIGUSR1 prints "usr1 rank=R" and ends the rank with status 0.
+char g_usr1_line[64];
+std::size_t g_usr1_length = 0;
+extern "C" void on_usr1(int) {
+  (void)!write(STDOUT_FILENO, g_usr1_line, g_usr1_length);
+  _exit(0);
+}
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -56,6 +64,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   bool wait = false;
   bool ignore_term = false;
+  bool usr1 = false;
   bool show_token = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -71,12 +80,19 @@ int main(int argc, char** argv) {
       show_token = true;
     } else if (a == "--ignore-term") {
       ignore_term = true;
+    } else if (a == "--usr1") {
+      usr1 = true;
     } else {
       std::fprintf(stderr, "launch_probe: unknown argument %s\n", a.c_str());
       return 64;
     }
   }
   if (ignore_term) signal(SIGTERM, SIG_IGN);
+  if (usr1) {
+    const int n = std::snprintf(g_usr1_line, sizeof g_usr1_line, "usr1 rank=%s\n", env("TNT_RANK").c_str());
+    g_usr1_length = n > 0 ? static_cast<std::size_t>(n) : 0;
+    signal(SIGUSR1, on_usr1);
+  }
   void* heap = std::malloc(1 << 16);  // makes sure a [heap] mapping exists
   std::memset(heap, 1, 1 << 16);
 

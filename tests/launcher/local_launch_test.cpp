@@ -177,6 +177,23 @@ TEST_P(LocalSignal, StopsEveryRankAndExitsWith128PlusSignal) {
 
 INSTANTIATE_TEST_SUITE_P(CtrlCAndTerm, LocalSignal, ::testing::Values(SIGINT, SIGTERM));
 
+// SIGUSR1 is a notice (a scheduler's warning before preemption): every rank gets it, and the
+// job is not stopped for it: here the ranks end on it by themselves, with status 0.
+TEST(LocalLaunch, Sigusr1IsForwardedToEveryRankWithoutStoppingTheJob) {
+  const std::string m = unique_marker();
+  Launched l(
+      {kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--", kProbe, "--wait", "--usr1"});
+  ASSERT_TRUE(l.wait_for("ready rank=", 2, 10)) << l.err();
+  l.send(SIGUSR1);
+  auto r = l.finish(10);
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_EQ(lines_with(r.out, "usr1 rank=0").size(), 1u) << r.out;
+  EXPECT_EQ(lines_with(r.out, "usr1 rank=1").size(), 1u) << r.out;
+  EXPECT_EQ(r.err.find("interrupted"), std::string::npos) << r.err;
+  expect_no_leftovers(m);
+}
+
 TEST(LocalLaunch, RanksIgnoringSigtermAreKilledWithinFiveSeconds) {
   const std::string m = unique_marker();
   Launched l({kLaunch, "-n", "2", "--output-on-all-devices", "-x", "TNT_TEST_MARKER=" + m, "--", kProbe, "--wait",

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <future>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -34,7 +35,14 @@ class Probe : public actors::Actor {
     });
     on<StepEnd>([events](StepEnd& m) { events->push_back("end of step " + std::to_string(m.figures.step)); });
     on<SegmentEnd>([events](SegmentEnd&) { events->push_back("end of segment"); });
-    on<Reduced>([events](Reduced& m) { events->push_back("reduced " + std::to_string(m.bucket)); });
+    on<Reduced>([events](Reduced& m) {
+      events->push_back("reduced " + std::to_string(m.bucket) + (m.non_finite.nan ? " NaN" : "") +
+                        (m.non_finite.inf ? " inf" : ""));
+    });
+    on<Decided>([events](Decided& m) {
+      events->push_back("decided step " + std::to_string(m.step) + ": stop " + std::to_string(m.decision.stop) +
+                        ", factor " + std::to_string(m.decision.factor));
+    });
     on<ReducedFigures>([events](ReducedFigures& m) {
       events->push_back("figures of step " + std::to_string(m.figures.step) + ": " +
                         std::to_string(static_cast<int>(m.figures.sums.at(0))) + " " +
@@ -221,6 +229,55 @@ TEST_P(CollectiveOrderTest, CollectivesFollowTheBucketOrderThenTheFiguresWhateve
 
 INSTANTIATE_TEST_SUITE_P(Overlap, CollectiveOrderTest, ::testing::Bool(),
                          [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "on" : "off"; });
+
+// Note [Run control] in run_control.h: each rank's requests ride in its step's figures, and the
+// decision taken from the reduced figures goes to the backprop actor.
+TEST_F(StepActorsTest, RequestsRideInTheFiguresAndTheDecisionGoesToBackprop) {
+  FakeCollectives collectives(layout);
+  context.local_requests = [] { return Requests{1.0, 0.0, 0.5}; };
+  std::vector<StepFigures> seen;
+  context.on_step_figures = [&seen](const StepFigures& f) {
+    seen.push_back(f);
+    return StepDecision{f.requests.stop > 0, 0.25};
+  };
+  refs.backprop = system.spawn<Probe>("backprop", &backprop_got);
+  refs.metrics = system.spawn<MetricsActor>("metrics", context, &refs);
+  refs.bucketer = system.spawn<Bucketer>("bucketer", context, &refs);
+  refs.comm = system.spawn<CommActor>("comm", context, &refs, collectives, nullptr);
+  system.start();
+  backward(refs.bucketer);
+  refs.bucketer.send(StepEnd{figures(0, 3, 4)});
+  run_until_idle();
+  ASSERT_EQ(collectives.pending.size(), 3u);
+  collectives.complete(2);  // the figures may complete before the buckets
+  run_until_idle();
+  ASSERT_EQ(seen.size(), 1u);
+  // The fake's "other ranks" double every value: two ranks asked to stop, and the factor is
+  // the sum of what the ranks sent.
+  EXPECT_EQ(seen[0].sums.at(0), 6.0);  // the loss sum (Note [Exact figures over ranks])
+  EXPECT_EQ(seen[0].requests.stop, 2.0);
+  EXPECT_EQ(seen[0].requests.signal, 0.0);
+  EXPECT_EQ(seen[0].requests.factor, 1.0);
+  EXPECT_EQ(backprop_got, (Events{"decided step 0: stop 1, factor 0.250000"}));
+}
+
+// TerminateOnNaN: every reduced bucket is looked at before the backprop actor is told.
+TEST_F(StepActorsTest, ANonFiniteReducedBucketIsReportedWithIt) {
+  FakeCollectives collectives(layout);
+  context.check_finite = true;
+  refs.backprop = system.spawn<Probe>("backprop", &backprop_got);
+  refs.comm = system.spawn<CommActor>("comm", context, &refs, collectives, nullptr);
+  system.start();
+  refs.comm.send(BucketFull{0, 1, 2, 0});
+  refs.comm.send(BucketFull{1, 1, 2, 0});
+  run_until_idle();
+  layout.memory[layout.buckets[1].offset + 1] = std::numeric_limits<float>::quiet_NaN();
+  layout.memory[layout.buckets[1].offset + 2] = -std::numeric_limits<float>::infinity();
+  collectives.complete(0);
+  collectives.complete(1);
+  run_until_idle();
+  EXPECT_EQ(backprop_got, (Events{"reduced 0", "reduced 1 NaN inf"}));
+}
 
 TEST_F(StepActorsTest, TheSegmentEndsOnlyOnceEveryCollectiveItIssuedHasCompleted) {
   FakeCollectives collectives(layout);

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Multi-process tests of tnt-train, run through tnt-launch (see tests/trainer/CMakeLists.txt).
 
-  trainer_integration.py reproducibility|dropout_reproducibility|resume|failure|skip_gradient_allreduce --launch L --train T --ckpt C \
-      --compare W --workdir D
+  trainer_integration.py reproducibility|dropout_reproducibility|resume|failure|skip_gradient_allreduce|nan_guard|
+      input_shape|preemption --launch L --train T --ckpt C --compare W --workdir D [--conf CONF_DIR]
 """
 import argparse
 import os
@@ -313,10 +313,163 @@ def skip_gradient_allreduce(args):
         fail("on two ranks the switch did not change the run: the gradients were still summed")
 
 
+def outcome(cmd, args, timeout=180):
+    """Runs a command that may fail; returns (exit status, output)."""
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout,
+                       cwd=args.workdir)
+    return p.returncode, p.stdout
+
+
+# The issue's run: LeNet-5 on Fashion-MNIST at a learning rate of 1e6 diverges within a few steps.
+def nan_guard(args):
+    conf = os.path.join(args.conf, "lenet5_fashion_mnist.toml")
+    common = [conf, "--learning-rate", "1e6", "--optimizer", "sgd", "--schedule", "constant", "--no-progress",
+              "--print-steps", "--checkpoint", os.path.join(args.workdir, "nan.ckpt"),
+              "--csv", os.path.join(args.workdir, "nan.csv")]
+    for ranks in (1, 2):
+        cmd = [args.train] + common if ranks == 1 else [args.launch, "-n", "2", "--log-on-all-devices", "--",
+                                                        args.train] + common
+        start = time.time()
+        code, out = outcome(cmd, args)
+        elapsed = time.time() - start
+        steps = step_losses(out)
+        # rank -> its error (tnt-launch may repeat a failed rank's last lines)
+        found = dict(re.findall(r"\[tnt [^\]]*?(?: rank (\d+))?\] ERROR tnt-train failed: (.*)$", out, re.M))
+        errors = list(found.values())
+        print(f"{ranks} rank(s): exit status {code} after {elapsed:.1f} s and {len(steps)} step(s); errors: {errors}")
+        if code == 0:
+            print(out)
+            fail(f"a run whose loss is NaN exited 0 on {ranks} rank(s)")
+        if len(errors) != ranks:
+            print(out)
+            fail(f"expected an error from each of the {ranks} rank(s), got {len(errors)}")
+        named = {re.search(r" at step (\d+) ", e).group(1) if re.search(r" at step (\d+) ", e) else None
+                 for e in errors}
+        if None in named or len(named) != 1:
+            fail(f"the errors do not all name one step: {errors}")
+        step = int(named.pop())
+        if step > 20 or len(steps) > 20:
+            fail(f"stopped at step {step} after {len(steps)} printed steps: expected within 20")
+        if not all("NaN" in e for e in errors):
+            fail("the error does not say NaN: " + errors[0])
+    code, out = outcome([args.train] + common + ["--allow-nan", "--max-steps", "25"], args)
+    if code != 0 or len(step_losses(out)) != 25:
+        print(out)
+        fail("with --allow-nan the run did not train on to --max-steps")
+    print("with --allow-nan: 25 steps, exit status 0")
+
+
+def write_idx(path, magic, dims, payload):
+    with open(path, "wb") as f:
+        f.write(magic.to_bytes(4, "big"))
+        for d in dims:
+            f.write(d.to_bytes(4, "big"))
+        f.write(payload)
+
+
+# The issue's case: train images of 32x32, a test split of 28x28. Refused before the first step.
+def input_shape(args):
+    folder = os.path.join(args.workdir, "mixed_shapes")
+    os.makedirs(folder, exist_ok=True)
+    for prefix, n, side in (("train", 64, 32), ("t10k", 16, 28)):
+        write_idx(os.path.join(folder, f"{prefix}-images-idx3-ubyte"), 0x803, [n, side, side],
+                  bytes((i * 7) % 256 for i in range(n * side * side)))
+        write_idx(os.path.join(folder, f"{prefix}-labels-idx1-ubyte"), 0x801, [n], bytes(i % 10 for i in range(n)))
+    code, out = outcome([args.train, "--dataset", "mnist", "--data-path", folder, "--global-batch", "16",
+                         "--epochs", "1", "--no-progress", "--print-steps"], args)
+    print(out)
+    if code == 0:
+        fail("a test split of another shape was accepted")
+    if step_losses(out):
+        fail("training began before the test split was found wrong")
+    for needed in ("the test split has samples of 1x28x28", "takes 1x32x32", "built for the train split",
+                   "1x32x32"):
+        if needed not in out:
+            fail(f"the error does not say '{needed}'")
+
+
+def run_until_preempted(args, cmd, tag, stop):
+    """Starts a 2-rank run, calls stop(process) once step 20 is printed; returns (status, output)."""
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=args.workdir)
+    lines = []
+    try:
+        for line in p.stdout:
+            lines.append(line)
+            if line.startswith("epoch 1 step 20 "):
+                stop(p)
+                break
+        else:
+            fail("the run ended before step 20: " + "".join(lines))
+        rest, _ = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    out = "".join(lines) + rest
+    for r in (0, 1):
+        if rank_pid(tag, r) is not None:
+            fail(f"rank {r} still running after tnt-launch exited")
+    return p.returncode, out
+
+
+# Preemption (Note [Preemption]): a signal to one rank, or to tnt-launch, mid-epoch stops both
+# ranks at one step; the checkpoint resumes (resume auto) to the weights of an uninterrupted run.
+def preemption(args):
+    run_args = COMMON + MOMENTUM + ["--train-size", "4000", "--epochs", "2", "--resume", "auto"]  # 63 steps/epoch
+    reference = os.path.join(args.workdir, "preempt_reference.ckpt")
+    if os.path.exists(reference):
+        os.remove(reference)
+    out = run(args, 2, run_args + ["--checkpoint", reference])
+    if "no checkpoint at" not in out:
+        fail("resume auto without a checkpoint did not say it starts fresh")
+
+    def to_rank_1(tag):
+        return lambda p: os.kill(rank_pid(tag, 1), signal.SIGTERM)
+
+    def to_launcher(p):
+        p.send_signal(signal.SIGUSR1)
+
+    for name, stop in (("SIGTERM to rank 1", to_rank_1), ("SIGUSR1 to tnt-launch", lambda tag: to_launcher)):
+        ckpt = os.path.join(args.workdir, "preempted.ckpt")
+        if os.path.exists(ckpt):
+            os.remove(ckpt)
+        tag = f"preempt-{os.getpid()}-{name.split()[0]}"
+        cmd = [args.launch, "-n", "2", "--log-on-all-devices", "-x", f"TNT_TEST_TAG={tag}", "--", args.train] + run_args + [
+            "--checkpoint", ckpt, "--print-steps"]
+        code, out = run_until_preempted(args, cmd, tag, stop(tag))
+        stops = re.findall(r"rank ([01])\] ERROR tnt-train stopped: preempted: .*every rank stopped after step "
+                           r"(\d+) ", out)
+        print(f"{name}: tnt-launch exited with {code}; ranks stopped: {stops}")
+        if code != 3:
+            print(out)
+            fail(f"{name}: expected exit status 3 (preempted), got {code}")
+        if sorted({r for r, _ in stops}) != ["0", "1"] or len({s for _, s in stops}) != 1:
+            print(out)
+            fail(f"{name}: both ranks must say they stopped, after the same step")
+        info = subprocess.run([args.ckpt, "info", ckpt], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+        print("\n".join(info.stdout.splitlines()[0:4]))
+        if info.returncode != 0:
+            fail(f"{name}: the checkpoint does not load: " + info.stdout)
+        step = int(stops[0][1])
+        if not 20 <= step < 63:
+            fail(f"{name}: stopped after step {step}, expected in the first epoch after step 20")
+        out = run(args, 2, run_args + ["--checkpoint", ckpt])
+        if "resuming from" not in out:
+            fail(f"{name}: resume auto did not resume")
+        code, text = ckpt_diff(args, reference, ckpt, 0, 0)
+        print(f"{name}: uninterrupted vs preempted after step {step} and resumed (bitwise): {text.strip()}")
+        if code != 0:
+            fail(f"{name}: the resumed run does not end bitwise equal to the uninterrupted one")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("test", choices=["reproducibility", "dropout_reproducibility", "resume", "failure",
-                                            "skip_gradient_allreduce"])
+                                            "skip_gradient_allreduce", "nan_guard", "input_shape", "preemption"])
+    parser.add_argument("--conf", help="the conf/ folder (nan_guard)")
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)
     parser.add_argument("--ckpt", required=True)

@@ -167,8 +167,8 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
     }
   }
   // The 33 options tnt-train had, and --labels-path, --test-path, --test-labels-path,
-  // --image-fit, --decode-threads and --loss.
-  EXPECT_EQ(options.size(), 39u);
+  // --image-fit, --decode-threads, --loss and --allow-nan.
+  EXPECT_EQ(options.size(), 40u);
 }
 
 TEST(RunConfig, TheUsersOwnDataAndLosses) {
@@ -195,6 +195,19 @@ TEST(RunConfig, TheUsersOwnDataAndLosses) {
   refused({"data.dataset=\"image-folder\"", "data.path=\"p\"", "data.image_fit=\"stretch\""});
   refused({"data.dataset=\"tiff\""});
   refused({"data.decode_threads=0"});
+}
+
+// A dotted section is a table inside a table; its outer table holds only the known ones.
+TEST(RunConfig, NestedCallbackSectionsAreReadAndUnknownOnesNamed) {
+  auto c = trainer::parse_run_config("[callbacks.terminate_on_nan]\nenabled = false\n", "run.toml");
+  EXPECT_FALSE(c.terminate_on_nan);
+  EXPECT_TRUE(trainer::parse_run_config("[train]\nepochs = 2\n", "run.toml").terminate_on_nan);
+  try {
+    trainer::parse_run_config("[callbacks.early_stoping]\npatience = 2\n", "run.toml");
+    FAIL() << "an unknown callback section was accepted";
+  } catch (const tnt::ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown key 'early_stoping'"), std::string::npos) << e.what();
+  }
 }
 
 TEST(RunConfig, BadFilesNameTheFileAndKey) {

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <future>
 #include <stdexcept>
@@ -48,6 +50,25 @@ void bind_gradients(compute::Model& model, BucketLayout& layout) {
   }
 }
 
+NonFinite find_non_finite(const float* data, std::size_t count) {
+  // The largest magnitude as bits: above the infinity's bits only NaNs, equal only infinity.
+  // Integer max vectorises where a float comparison chain would not.
+  constexpr std::uint32_t kInfinity = 0x7f800000u;
+  std::uint32_t largest = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::uint32_t bits;
+    std::memcpy(&bits, data + i, sizeof bits);
+    largest = std::max(largest, bits & 0x7fffffffu);
+  }
+  if (largest > kInfinity) {
+    // A NaN; whether an infinity is there too takes a second look, only on this rare path.
+    NonFinite found{true, false};
+    for (std::size_t i = 0; i < count && !found.inf; ++i) found.inf = std::isinf(data[i]);
+    return found;
+  }
+  return {false, largest == kInfinity};
+}
+
 namespace {
 
 // The Communicator as the CommActor sees it (step_actors.h).
@@ -67,8 +88,9 @@ class CommunicatorCollectives final : public Collectives {
 
 }  // namespace
 
-void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_begin, std::size_t step_end) {
-  if (step_begin >= step_end) return;
+SegmentResult run_segment(EngineContext& context, std::size_t epoch, std::size_t step_begin, std::size_t step_end) {
+  SegmentResult result{step_begin};
+  if (step_begin >= step_end) return result;
   actors::SystemConfig config;
   config.name = "trainer";
   // Backprop has a thread to itself (the Trainer's compute thread) so that compute never waits
@@ -87,10 +109,10 @@ void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_beg
   actors::ActorSystem system(config);
   system.add_executor("compute", context.compute_executor);
   refs.data = system.spawn<DataActor>("data", context);
-  refs.backprop = system.spawn<BackpropActor>("backprop", context, &refs, epoch, step_begin, step_end);
+  refs.backprop = system.spawn<BackpropActor>("backprop", context, &refs, epoch, step_begin, step_end, &result);
   refs.bucketer = system.spawn<Bucketer>("bucketer", context, &refs);
   refs.comm = system.spawn<CommActor>("comm", context, &refs, collectives, &done);
-  refs.metrics = system.spawn<MetricsActor>("metrics", context);
+  refs.metrics = system.spawn<MetricsActor>("metrics", context, &refs);
   system.start();
   refs.backprop.send(Go{});
   while (finished.wait_for(std::chrono::milliseconds(0)) != std::future_status::ready) {
@@ -102,6 +124,7 @@ void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_beg
   }
   system.stop(actors::StopMode::drain);
   system.wait();
+  return result;
 }
 
 }  // namespace tnt::trainer

@@ -44,13 +44,43 @@ BucketLayout make_bucket_layout(const compute::Model& model, std::size_t thresho
 // Points every parameter's gradient into its bucket.
 void bind_gradients(compute::Model& model, BucketLayout& layout);
 
+// What a rank asks of the run, summed over ranks with every step's figures and at every
+// boundary between segments (Note [Run control] in run_control.h).
+struct Requests {
+  double stop = 0.0;    // ranks that ask to stop training (RunControl::stop_training)
+  double signal = 0.0;  // ranks that received a stop signal (Note [Preemption])
+  double factor = 0.0;  // the master's learning-rate factor; 0 on every other rank
+};
+
 // Summed over ranks by an allreduce after every step (Note [Exact figures over ranks] in
-// objective.h): loss sum, samples, then each metric's sum and count.
+// objective.h): loss sum, samples, then each metric's sum and count; the Requests ride along.
 struct StepFigures {
   std::size_t epoch = 0, step = 0;
   std::vector<double> sums;
   std::shared_ptr<const std::vector<std::string>> metric_names;  // as Objective::metric_names
+  std::uint64_t global_step = 0;                                 // optimizer steps taken before this one
+  Requests requests{};  // this rank's when sent, the sum over ranks once reduced
 };
+
+// What the run decides from a step's reduced figures, the same on every rank: whether to stop
+// after it, and the learning-rate factor of the steps that follow.
+struct StepDecision {
+  bool stop = false;
+  double factor = 1.0;
+};
+
+// How a segment ended: the step after the last one taken, and whether the last reduced
+// gradient was NaN or infinite (then that step was not applied, and `end` is that step).
+struct SegmentResult {
+  std::size_t end = 0;
+  bool gradient_nan = false, gradient_inf = false;
+};
+
+// Whether any of `count` floats is NaN or infinite (a pass over memory, vectorised).
+struct NonFinite {
+  bool nan = false, inf = false;
+};
+NonFinite find_non_finite(const float* data, std::size_t count);
 
 // Phase times of one step on this rank, in microseconds.
 struct StepTimes {
@@ -74,11 +104,20 @@ struct EngineContext {
   int threads = 1;
   // Where the backprop actor runs: the Trainer's compute thread (see compute_thread.h).
   boost::asio::any_io_executor compute_executor;
-  // Runs on the metrics actor for each step's summed figures, in step order.
-  std::function<void(const StepFigures&)> on_step_figures;
+  // Runs on the metrics actor for each step's summed figures, in step order; the backprop
+  // actor starts the next step only once it has decided (none: go on, factor unchanged).
+  std::function<StepDecision(const StepFigures&)> on_step_figures;
+  // This rank's requests, sampled when a step's figures are sent (none: zeros).
+  std::function<Requests()> local_requests;
+  // The learning-rate factor of the segment's first step (then each StepDecision's).
+  double rate_factor = 1.0;
+  // Checks every reduced gradient bucket for NaN and infinity (TerminateOnNaN).
+  bool check_finite = false;
   std::vector<StepTimes>* step_times = nullptr;  // appended per step when not null
 };
 
-void run_segment(EngineContext& context, std::size_t epoch, std::size_t step_begin, std::size_t step_end);
+// Runs steps [step_begin, step_end) of `epoch`, or fewer when a StepDecision stops it or a
+// reduced gradient is not finite (with check_finite).
+SegmentResult run_segment(EngineContext& context, std::size_t epoch, std::size_t step_begin, std::size_t step_end);
 
 }  // namespace tnt::trainer

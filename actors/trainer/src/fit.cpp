@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 
 #include "tnt/core/error.h"
@@ -44,6 +45,11 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, std::shared_ptr<const da
       checkpoints_(options),
       bar_(stdout, environment.output && options.progress_bar) {
   if (steps_per_epoch_ == 0) throw ConfigError("the training data gives no step per epoch");
+  trainer_.check_data(*train_, "the training data");
+  if (options.validation) trainer_.check_data(*options.validation, "the validation data");
+  if (options.resume_path == "auto" && options.checkpoint_path.empty()) {
+    throw ConfigError("resume \"auto\" continues from the checkpoint path, and none is set");
+  }
   s_.fingerprint = plan_.fingerprint();
   s_.has_fingerprint = true;
   if (has_batch_norm(s_.model.spec()) && plan_.max_local_batch() < 16) {
@@ -59,7 +65,19 @@ FitRun::~FitRun() {
 }
 
 History FitRun::run() {
+  if (options_.stop_on_signals) signals_.emplace(s_.session.rank());
   prepare();
+  // Callbacks reach the run from on_train_begin to on_train_end, and not after fit. (A local
+  // class: it has FitRun's access to Callback.)
+  struct Attached {
+    const std::vector<Callback*>& callbacks;
+    Attached(const std::vector<Callback*>& c, RunControl* run) : callbacks(c) {
+      for (auto* cb : callbacks) cb->run_ = run;
+    }
+    ~Attached() {
+      for (auto* cb : callbacks) cb->run_ = nullptr;
+    }
+  } attached(options_.callbacks, &*control_);
   if (s_.position.epoch >= options_.epochs) {
     spdlog::info("nothing to do: the checkpoint is at epoch {} of {}", s_.position.epoch, options_.epochs);
     return history_;
@@ -72,7 +90,7 @@ History FitRun::run() {
   loader_options.prefetch = options_.prefetch;
   loader_options.workers = options_.data_workers;
   loader_.emplace(train_, loader_options);
-  if (s_.master() && !options_.csv_path.empty()) csv_.emplace(options_.csv_path, !options_.resume_path.empty());
+  if (s_.master() && !options_.csv_path.empty()) csv_.emplace(options_.csv_path, resumed_);
   EngineContext context = engine_context();
 
   for (auto* cb : options_.callbacks) cb->on_train_begin();
@@ -81,7 +99,10 @@ History FitRun::run() {
     const std::size_t epoch = s_.position.epoch;
     // A resumed run starts in the middle of an epoch: its figures start there.
     if (s_.position.step == 0 || steps_done_ == 0) begin_epoch();
+    agree();  // what callbacks asked for so far, and signals, before the segment's first step
+    if (finished()) break;
     const bool epoch_done = run_steps(context, segment_end());
+    stop_if_fatal();
     after_steps(epoch, epoch_done);
     if (epoch_done) end_epoch(epoch);
   }
@@ -89,15 +110,25 @@ History FitRun::run() {
   return history_;
 }
 
-// Collectives, in the order every rank issues them: the checkpoint's bytes, the model, the
-// start time.
+// Collectives, in the order every rank issues them: whether a checkpoint is there (resume
+// "auto"), the checkpoint's bytes, the model, the start time.
 void FitRun::prepare() {
   s_.position = {0, 0};
-  if (!options_.resume_path.empty()) {
-    const auto checkpoint = load_checkpoint_everywhere(options_.resume_path, s_.comm());
-    s_.position =
-        resume_from(checkpoint, options_.resume_path, s_.model, *s_.optimizer, s_.fingerprint, steps_per_epoch_);
+  const std::string resume = resume_path();
+  resumed_ = !resume.empty();
+  if (resumed_) {
+    const auto checkpoint = load_checkpoint_everywhere(resume, s_.comm());
+    s_.position = resume_from(checkpoint, resume, s_.model, *s_.optimizer, s_.fingerprint, steps_per_epoch_);
+    s_.rate_factor = saved_rate_factor(checkpoint, resume);
   }
+  RunController::Setup setup;
+  setup.schedule = s_.schedule.get();
+  setup.rank = s_.session.rank();
+  setup.size = s_.session.size();
+  setup.terminate_on_nan = options_.terminate_on_nan;
+  setup.steps_per_epoch = steps_per_epoch_;
+  control_.emplace(setup, s_.rate_factor);
+  control_->at(s_.position.epoch, s_.optimizer->steps());
   broadcast_model(s_.model, s_.comm());
   layout_ = make_bucket_layout(s_.model, environment_.fusion_threshold_bytes);
   bind_gradients(s_.model, layout_);
@@ -106,6 +137,17 @@ void FitRun::prepare() {
                 s_.model.parameter_count(), layout_.memory.size());
   base_us_ = now_us();
   s_.comm().broadcast(&base_us_, sizeof base_us_, 0);
+}
+
+std::string FitRun::resume_path() {
+  if (options_.resume_path != "auto") return options_.resume_path;
+  const std::string& path = options_.checkpoint_path;
+  std::error_code error;
+  int64_t found = s_.master() && std::filesystem::exists(path, error) ? 1 : 0;
+  s_.comm().broadcast(&found, sizeof found, 0);
+  if (found != 0) return path;
+  spdlog::info("resume \"auto\": no checkpoint at {}: starting fresh", path);
+  return {};
 }
 
 EngineContext FitRun::engine_context() {
@@ -122,16 +164,59 @@ EngineContext FitRun::engine_context() {
   context.skip_gradient_allreduce = environment_.skip_gradient_allreduce;
   context.threads = s_.session.threads();
   context.compute_executor = s_.compute.executor();
-  context.on_step_figures = [this](const StepFigures& f) { on_step(f); };
+  context.on_step_figures = [this](const StepFigures& f) { return on_step(f); };
+  context.local_requests = [this] { return control_->local_requests(); };
+  context.check_finite = options_.terminate_on_nan;
   return context;
 }
 
 bool FitRun::finished() const {
   return s_.position.epoch >= options_.epochs ||
-         (options_.max_steps > 0 && s_.optimizer->steps() >= options_.max_steps);
+         (options_.max_steps > 0 && s_.optimizer->steps() >= options_.max_steps) ||
+         control_->stopped().kind != StopKind::none;
+}
+
+void FitRun::agree() {
+  control_->at(s_.position.epoch, s_.optimizer->steps());
+  control_->agree(s_.comm());
+  stop_if_fatal();
+}
+
+void FitRun::stop_if_fatal() {
+  const StopState& stop = control_->stopped();
+  switch (stop.kind) {
+    case StopKind::none: return;
+    case StopKind::non_finite:
+      throw NonFiniteError(stop.what +
+                           " (TerminateOnNaN; to train on, FitOptions::terminate_on_nan = false, tnt-train "
+                           "--allow-nan)");
+    case StopKind::signal: preempt();
+    case StopKind::requested:
+      if (!stop_announced_) spdlog::info("{}", stop.what);
+      stop_announced_ = true;
+      return;
+  }
+}
+
+// Note [Preemption] in run_control.h.
+void FitRun::preempt() {
+  signals_->consume();
+  if (s_.position.step > 0 && steps_done_ > 0) bar_.finish(ordered(epoch_sums_.logs()));
+  std::string saved = "no checkpoint path is set: nothing was saved";
+  if (checkpoints_.enabled()) {
+    save();
+    saved = fmt::format(
+        "the master rank wrote checkpoint {}; run again with resume \"auto\" (tnt-train --resume auto) "
+        "to continue",
+        checkpoints_.path());
+  }
+  // Every rank leaves only once the checkpoint is on disk.
+  s_.comm().barrier();
+  throw Preempted("preempted: " + control_->stopped().what + "; " + saved);
 }
 
 void FitRun::begin_epoch() {
+  control_->at(s_.position.epoch, s_.optimizer->steps());
   if (s_.position.step == 0) {
     for (auto* cb : options_.callbacks) cb->on_epoch_begin(s_.position.epoch);
   }
@@ -149,11 +234,15 @@ std::size_t FitRun::segment_end() const {
 
 bool FitRun::run_steps(EngineContext& context, std::size_t end) {
   const std::size_t epoch = s_.position.epoch, begin = s_.position.step;
-  for (std::size_t k = begin; k < end; ++k) samples_ += plan_.global_count(k);
-  run_segment(context, epoch, begin, end);
-  history_.steps += end - begin;
-  s_.position.step = end;
-  if (end < steps_per_epoch_) return false;
+  context.rate_factor = control_->factor();
+  const SegmentResult result = run_segment(context, epoch, begin, end);
+  for (std::size_t k = begin; k < result.end; ++k) samples_ += plan_.global_count(k);
+  history_.steps += result.end - begin;
+  s_.position.step = result.end;
+  if (result.gradient_nan || result.gradient_inf) {
+    control_->gradient_not_finite(epoch, result.end, s_.optimizer->steps(), result.gradient_nan);
+  }
+  if (result.end < steps_per_epoch_) return false;
   s_.position = {epoch + 1, 0};
   return true;
 }
@@ -174,10 +263,14 @@ void FitRun::end_epoch(std::size_t epoch) {
     }
   }
   bar_.finish(ordered(logs));
-  if (csv_) csv_->write(epoch, logs, s_.schedule->rate(s_.optimizer->steps()), seconds, epoch_sums_.count);
+  if (csv_) {
+    csv_->write(epoch, logs, s_.schedule->rate(s_.optimizer->steps()) * control_->factor(), seconds, epoch_sums_.count);
+  }
   history_.epochs.push_back(logs);
   last_logs_ = logs;
+  control_->set_logs(logs);
   for (auto* cb : options_.callbacks) cb->on_epoch_end(epoch, logs);
+  agree();  // a stop asked for in on_epoch_end ends training before the next epoch begins
   if (checkpoints_.due_after_epoch(epoch)) save();
 }
 
@@ -193,7 +286,8 @@ void FitRun::finish() {
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
 }
 
-void FitRun::on_step(const StepFigures& f) {
+StepDecision FitRun::on_step(const StepFigures& f) {
+  const StepDecision decision = control_->on_step(f);
   epoch_sums_.add(f);
   ++steps_done_;
   FigureSums step;
@@ -206,7 +300,9 @@ void FitRun::on_step(const StepFigures& f) {
     std::fflush(stdout);
   }
   bar_.update(f.step + 1, ordered(epoch_sums_.logs()));
+  control_->set_logs(step_logs);
   for (auto* cb : options_.callbacks) cb->on_batch_end(f.epoch, f.step, step_logs);
+  return decision;
 }
 
 void FitRun::save() {

@@ -6,10 +6,9 @@
 // collective of the actors is in flight, so everything decided there (checkpoints,
 // validation, the end of training) is decided by every rank at the same point from the same
 // figures: the step figures are summed over ranks before anyone sees them. A segment ends at
-// the end of an epoch, at a step checkpoint, or at max_steps (segment_end). Whatever may end
-// or change the run at a boundary (a callback that stops training after this step or epoch,
-// or sets the learning rate) belongs in finished() and segment_end() and in the boundary
-// steps, never inside the actors, so that ranks cannot disagree.
+// the end of an epoch, at a step checkpoint, or at max_steps (segment_end), or earlier when
+// the run decides to stop (Note [Run control] in run_control.h: a callback's request, a stop
+// signal, a non-finite loss or gradient, each agreed on by every rank).
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +18,7 @@
 #include "engine.h"
 #include "fit_parts.h"
 #include "progress.h"
+#include "run_control.h"
 #include "timeline.h"
 #include "tnt/dataset/batch_plan.h"
 #include "tnt/dataset/loader.h"
@@ -47,15 +47,19 @@ class FitRun {
  private:
   using Clock = std::chrono::steady_clock;
 
-  void prepare();                                           // resume, broadcast the model, lay out the buckets
-  bool finished() const;                                    // epochs done or max_steps reached
+  void prepare();             // resume, broadcast the model, lay out the buckets
+  std::string resume_path();  // FitOptions::resume_path, "auto" resolved
+  bool finished() const;      // epochs done, max_steps reached, or stopped
+  void agree();               // between segments (Note [Run control])
+  void stop_if_fatal();       // a non-finite value or a stop signal: throw
+  [[noreturn]] void preempt();
   void begin_epoch();                                       // callbacks, figures and progress bar of a new epoch
   std::size_t segment_end() const;                          // the step the next segment stops before
   bool run_steps(EngineContext& context, std::size_t end);  // one segment; true when it ends the epoch
   void after_steps(std::size_t epoch, bool epoch_done);
-  void end_epoch(std::size_t epoch);   // figures, validation, CSV, callbacks, checkpoint
-  void finish();                       // closing figures, last checkpoint, timeline
-  void on_step(const StepFigures& f);  // on the metrics actor, in step order
+  void end_epoch(std::size_t epoch);           // figures, validation, CSV, callbacks, checkpoint
+  void finish();                               // closing figures, last checkpoint, timeline
+  StepDecision on_step(const StepFigures& f);  // on the metrics actor, in step order
   void save();
   EngineContext engine_context();
 
@@ -76,6 +80,10 @@ class FitRun {
   CheckpointPolicy checkpoints_;
   std::optional<CsvLog> csv_;
   ProgressBar bar_;
+  std::optional<RunController> control_;  // from prepare() on
+  std::optional<SignalWatch> signals_;    // FitOptions::stop_on_signals
+  bool resumed_ = false;
+  bool stop_announced_ = false;
 
   // Written by the metrics actor during a segment, read here between segments.
   FigureSums epoch_sums_;

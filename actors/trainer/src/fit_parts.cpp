@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,17 @@ data::LoaderPosition resume_from(const compute::Checkpoint& checkpoint, const st
   spdlog::info("resuming from {} at epoch {}, step {} (optimizer step {})", path, position.epoch + 1, position.step,
                optimizer.steps());
   return position;
+}
+
+double saved_rate_factor(const compute::Checkpoint& checkpoint, const std::string& path) {
+  const auto* entry = checkpoint.find(kRateFactorKey);
+  if (!entry) return 1.0;
+  const auto* bits = std::get_if<int64_t>(&entry->value);
+  const double factor = bits ? std::bit_cast<double>(*bits) : 0.0;
+  if (!std::isfinite(factor) || factor <= 0) {
+    throw DataError(fmt::format("checkpoint '{}': entry {} is not a learning-rate factor > 0", path, kRateFactorKey));
+  }
+  return factor;
 }
 
 // --- timeline ------------------------------------------------------------------------------------

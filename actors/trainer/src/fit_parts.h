@@ -87,6 +87,9 @@ compute::Checkpoint load_checkpoint_everywhere(const std::string& path, Communic
 data::LoaderPosition resume_from(const compute::Checkpoint& checkpoint, const std::string& path, compute::Model& model,
                                  compute::Optimizer& optimizer, uint64_t fingerprint, std::size_t steps_per_epoch);
 
+// The learning-rate factor a checkpoint holds (1 when it holds none: older checkpoints).
+double saved_rate_factor(const compute::Checkpoint& checkpoint, const std::string& path);
+
 // Every rank's spans reach the master, which writes one Chrome-trace file (one process per
 // rank). Every rank must call it.
 void write_timeline(const Timeline& timeline, Communicator& comm, const std::string& path, int64_t base_us);

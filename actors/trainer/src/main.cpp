@@ -1,6 +1,8 @@
 // tnt-train: runs a training configuration (conf/*.toml) on every rank of a job.
 //   tnt-launch -n 2 -- tnt-train conf/lenet5_fashion_mnist.toml [--epochs 3 ...]
-// Exit status: 0 done, 1 the run failed (a lost rank, bad data, ...), 2 bad configuration.
+// Exit status: 0 done, 1 the run failed (a lost rank, bad data, a NaN loss, ...), 2 bad
+// configuration, 3 preempted by SIGTERM or SIGUSR1 after writing the checkpoint (rerun with
+// --resume auto).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -84,6 +86,18 @@ void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
   std::_Exit(code);
 }
 
+// The test split is checked before the first step, not found wrong after the last one. The
+// model's input comes from the train split: the message names both.
+void check_test_split(const tnt::trainer::Trainer& trainer, const tnt::trainer::Sources& sources) {
+  if (!sources.test) return;
+  try {
+    trainer.check_data(*sources.test, "the test split");
+  } catch (const tnt::ConfigError& e) {
+    throw tnt::ConfigError(
+        fmt::format("{} (the model was built for the train split: {})", e.what(), sources.train->describe()));
+  }
+}
+
 // What the command line asks for.
 struct CommandLine {
   RunConfig config;
@@ -150,6 +164,7 @@ void run(const CommandLine& command) {
                trainer.model().total_parameter_size(), session.size(), config.threads,
                tnt::compute::runtime_description());
   spdlog::info("train: {}", sources.train->describe());
+  check_test_split(trainer, sources);
   if (!evaluate_only) {
     const auto history = trainer.fit(sources.train, tnt::trainer::fit_options(config, sources));
     if (session.is_master_rank()) {
@@ -191,6 +206,9 @@ int main(int argc, char** argv) {
   if (!command.config.transport.empty()) setenv("TNT_TRANSPORT", command.config.transport.c_str(), 1);
   try {
     run(command);
+  } catch (const tnt::trainer::Preempted& e) {
+    spdlog::error("tnt-train stopped: {}", e.what());
+    die(tnt::trainer::kPreemptedExitStatus);
   } catch (const std::exception& e) {
     spdlog::error("tnt-train failed: {}", e.what());
     die(1);

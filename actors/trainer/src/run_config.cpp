@@ -23,9 +23,10 @@ struct Reader {
     throw ConfigError(fmt::format("{}: [{}]: {}", origin, key, what));
   }
 
+  // `name` may be dotted: "callbacks.terminate_on_nan" is a table inside [callbacks].
   const toml::table* table(const toml::table& root, const std::string& name,
                            const std::set<std::string>& allowed) const {
-    const toml::node* node = root.get(name);
+    const toml::node* node = root.at_path(name).node();
     if (!node) return nullptr;
     const toml::table* t = node->as_table();
     if (!t) fail(name, "must be a table");
@@ -107,7 +108,7 @@ std::string resolve_path(const std::string& origin, const std::string& path) {
 void apply_settings(toml::table& root, const std::vector<std::string>& settings) {
   for (const auto& setting : settings) {
     const auto eq = setting.find('=');
-    const auto dot = setting.find('.');
+    const auto dot = eq == std::string::npos ? std::string::npos : setting.rfind('.', eq);
     if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
       throw ConfigError(fmt::format("--set '{}': expected section.key=value", setting));
     }
@@ -119,9 +120,16 @@ void apply_settings(toml::table& root, const std::vector<std::string>& settings)
       throw ConfigError(
           fmt::format("--set '{}': the value is not TOML ({}); strings need quotes", setting, e.description()));
     }
-    if (!root.contains(section)) root.insert(section, toml::table{});
-    toml::table* t = root[section].as_table();
-    if (!t) throw ConfigError(fmt::format("--set '{}': '{}' is not a section", setting, section));
+    // A dotted section is a path of tables: callbacks.terminate_on_nan.enabled=false.
+    toml::table* t = &root;
+    for (std::size_t begin = 0; begin <= section.size();) {
+      const auto end = std::min(section.find('.', begin), section.size());
+      const std::string name = section.substr(begin, end - begin);
+      if (!t->contains(name)) t->insert(name, toml::table{});
+      t = (*t)[name].as_table();
+      if (!t) throw ConfigError(fmt::format("--set '{}': '{}' is not a section", setting, section.substr(0, end)));
+      begin = end + 1;
+    }
     t->insert_or_assign(key, *parsed.get("value"));
   }
 }
@@ -219,7 +227,11 @@ const std::vector<RunKey>& run_keys() {
       {"checkpoint", "every_steps", +[](RunConfig& c) -> auto& { return c.checkpoint_every_steps; },
        "--checkpoint-every-steps", "Write the checkpoint every N optimizer steps"},
       {"checkpoint", "resume", +[](RunConfig& c) -> auto& { return c.resume; }, "--resume",
-       "Continue from this checkpoint (weights, optimizer state, data position)"},
+       "Continue from this checkpoint (weights, optimizer state, data position, learning-rate factor); auto: "
+       "from the checkpoint path when a checkpoint is there, else start fresh"},
+      {"callbacks.terminate_on_nan", "enabled", +[](RunConfig& c) -> auto& { return c.terminate_on_nan; },
+       "--allow-nan", "Train on when the loss or the reduced gradient is NaN or infinite (by default every rank "
+       "stops at that step, naming it, and tnt-train exits 1)", false},
       {"output", "csv", +[](RunConfig& c) -> auto& { return c.csv; }, "--csv", "Per-epoch metrics as CSV"},
       {"output", "timeline", +[](RunConfig& c) -> auto& { return c.timeline; }, "--timeline",
        "Chrome-trace JSON (Perfetto) of every rank's compute, bucket and allreduce spans"},
@@ -240,18 +252,29 @@ void read_keys(const toml::table& root, RunConfig& c, const std::string& path) {
   const Reader r{c.origin};
   std::map<std::string, std::set<std::string>> known;
   for (const auto& k : run_keys()) known[k.section].insert(k.key);
+  // Every table the file may have, with what it may hold: a dotted section's outer tables hold
+  // only their known inner tables.
+  auto tables = known;
+  for (const auto& [section, keys] : known) {
+    for (std::string inner = section; inner.find('.') != std::string::npos;) {
+      const auto dot = inner.rfind('.');
+      tables[inner.substr(0, dot)].insert(inner.substr(dot + 1));
+      inner = inner.substr(0, dot);
+    }
+  }
   for (const auto& [key, value] : root) {
-    if (!known.count(std::string(key.str()))) {
+    if (!tables.count(std::string(key.str()))) {
       std::string sections;
       for (const auto& [name, keys] : known) sections += (sections.empty() ? "" : ", ") + name;
       throw ConfigError(fmt::format("{}: unknown section or key '{}' (sections: {})", path, key.str(), sections));
     }
   }
+  for (const auto& [name, allowed] : tables) r.table(root, name, allowed);
   for (const auto& entry : known) {
     // Not a structured binding: the lambda below uses `section`, which clang 14 (the fuzz and
     // sanitizer builds) cannot capture from a binding.
     const std::string& section = entry.first;
-    const toml::table* t = r.table(root, section, entry.second);
+    const toml::table* t = r.table(root, section, tables.at(section));
     if (!t) continue;
     for (const auto& k : run_keys()) {
       if (section != k.section || !t->get(k.key)) continue;
@@ -343,6 +366,9 @@ void validate(const RunConfig& c) {
   if ((c.checkpoint_every_epochs || c.checkpoint_every_steps) && c.checkpoint_path.empty()) {
     bad("checkpoints are asked for but no checkpoint path is given (--checkpoint FILE)");
   }
+  if (c.resume == "auto" && c.checkpoint_path.empty()) {
+    bad("--resume auto continues from the checkpoint path, and none is given (--checkpoint FILE)");
+  }
 }
 
 std::string canonical_text(const RunConfig& c) {
@@ -362,7 +388,7 @@ std::string canonical_text(const RunConfig& c) {
     << c.schedule.base_rate << ',' << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
     << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
     << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
-    << ";resume=" << !c.resume.empty();
+    << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan;
   return s.str();
 }
 
@@ -506,6 +532,8 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.timeline_path = c.timeline;
   fit.progress_bar = c.progress;
   fit.print_steps = c.print_steps;
+  fit.terminate_on_nan = c.terminate_on_nan;
+  fit.stop_on_signals = true;  // tnt-train is preempted as a cluster job is (Note [Preemption])
   return fit;
 }
 

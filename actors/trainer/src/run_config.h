@@ -73,6 +73,9 @@ struct RunConfig {
   // [output]
   std::string csv, timeline;
   bool progress = true, print_steps = false;
+
+  // [callbacks.terminate_on_nan]
+  bool terminate_on_nan = true;
 };
 
 // Note [Run keys]: every run-file key is one entry of run_keys(): its section and name, the

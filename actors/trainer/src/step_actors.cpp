@@ -39,19 +39,29 @@ DataActor::DataActor(EngineContext& context) {
 // --- BackpropActor -------------------------------------------------------------------------------
 
 BackpropActor::BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch, std::size_t step_begin,
-                             std::size_t step_end)
-    : c_(context), refs_(refs), epoch_(epoch), step_(step_begin), end_(step_end), objective_(*context.objective) {
+                             std::size_t step_end, SegmentResult* result)
+    : c_(context),
+      refs_(refs),
+      epoch_(epoch),
+      step_(step_begin),
+      end_(step_end),
+      result_(result),
+      factor_(context.rate_factor),
+      objective_(*context.objective) {
   on<Go>([this](Go&) { next(); });
-  on<Reduced>([this](Reduced&) {
+  on<Reduced>([this](Reduced& m) {
+    non_finite_.nan = non_finite_.nan || m.non_finite.nan;
+    non_finite_.inf = non_finite_.inf || m.non_finite.inf;
     if (++reduced_ == c_.layout->buckets.size()) finish_step();
   });
+  on<Decided>([this](Decided& m) { decided(m); });
 }
 
 void BackpropActor::on_start() { compute::set_num_threads(c_.threads); }
 
 void BackpropActor::next() {
   if (step_ == end_) {
-    refs_->bucketer.send(SegmentEnd{});
+    end_segment();
     return;
   }
   request(refs_->data, NextBatch{}, [this](data::MicroBatch& batch) { run(std::move(batch)); });
@@ -65,7 +75,9 @@ void BackpropActor::run(data::MicroBatch batch) {
   }
   batch_ = std::move(batch);
   reduced_ = 0;
+  non_finite_ = {};
   StepFigures figures{epoch_, step_, std::vector<double>(objective_.figure_count(), 0.0), objective_.metric_names()};
+  figures.global_step = c_.optimizer->steps();
   step_begin_us_ = now_us();
   auto& model = *c_.model;
   const auto n = model.parameter_count();
@@ -99,9 +111,20 @@ void BackpropActor::run(data::MicroBatch batch) {
 }
 
 void BackpropActor::finish_step() {
+  if (non_finite_.nan || non_finite_.inf) {
+    // Every rank holds the same reduced gradient, so every rank ends here, before the update.
+    if (result_) {
+      result_->gradient_nan = non_finite_.nan;
+      result_->gradient_inf = non_finite_.inf;
+    }
+    refs_->data.send(Recycle{std::move(batch_)});
+    batch_ = {};
+    end_segment();
+    return;
+  }
   const int64_t reduced_us = now_us();
   auto& optimizer = *c_.optimizer;
-  const auto rate = static_cast<float>(c_.schedule->rate(optimizer.steps()));
+  const auto rate = static_cast<float>(c_.schedule->rate(optimizer.steps()) * factor_);
   optimizer.step(*c_.model, rate);
   const int64_t end_us = now_us();
   if (c_.timeline->enabled()) {
@@ -117,8 +140,27 @@ void BackpropActor::finish_step() {
   }
   refs_->data.send(Recycle{std::move(batch_)});
   batch_ = {};
+  stepped_ = true;
+  advance();
+}
+
+void BackpropActor::decided(const Decided& m) {
+  decision_ = m;
+  advance();
+}
+
+void BackpropActor::advance() {
+  if (!stepped_ || !decision_ || decision_->step != step_) return;
+  stepped_ = false;
+  factor_ = decision_->decision.factor;
+  if (decision_->decision.stop) end_ = step_ + 1;
   ++step_;
   next();
+}
+
+void BackpropActor::end_segment() {
+  if (result_) result_->end = step_;
+  refs_->bucketer.send(SegmentEnd{});
 }
 
 // --- Bucketer ------------------------------------------------------------------------------------
@@ -178,13 +220,22 @@ CommActor::CommActor(EngineContext& context, Refs* refs, Collectives& collective
       c_.timeline->add("allreduce " + std::to_string(m.bucket), "allreduce", Timeline::comm, m.begin_us, m.end_us,
                        static_cast<int64_t>(m.step));
     }
-    refs_->backprop.send(Reduced{m.bucket});
+    NonFinite found;
+    if (c_.check_finite) {
+      const auto& bucket = c_.layout->buckets.at(m.bucket);
+      found = find_non_finite(c_.layout->memory.data() + bucket.offset, bucket.count);
+    }
+    refs_->backprop.send(Reduced{m.bucket, found});
     completed();
   });
   on<StepEnd>([this](StepEnd& m) { step_end(m); });
   on<FiguresDone>([this](FiguresDone& m) {
     if (!m.error.empty()) throw JobError(m.error);
     StepFigures f = m.figures;
+    // The Requests rode at the end (CommActor::step_end).
+    const std::size_t n = m.sums->size() - 3;
+    f.requests = {(*m.sums)[n], (*m.sums)[n + 1], (*m.sums)[n + 2]};
+    m.sums->resize(n);
     f.sums = std::move(*m.sums);
     refs_->metrics.send(ReducedFigures{std::move(f)});
     completed();
@@ -214,7 +265,10 @@ void CommActor::bucket_full(const BucketFull& m) {
 }
 
 void CommActor::step_end(const StepEnd& m) {
+  // Sampled now: whatever this rank asked for since its last step's figures rides along, after them.
+  const Requests asked = c_.local_requests ? c_.local_requests() : Requests{};
   auto sums = std::make_shared<std::vector<double>>(m.figures.sums);
+  sums->insert(sums->end(), {asked.stop, asked.signal, asked.factor});
   ++in_flight_;
   collectives_.allreduce_sum(sums->data(), sums->size(),
                              [me = self(), sums, figures = m.figures](const std::string& error) {
@@ -230,9 +284,13 @@ void CommActor::completed(std::size_t n) {
   }
 }
 
-MetricsActor::MetricsActor(EngineContext& context) {
-  on<ReducedFigures>([&context](ReducedFigures& m) {
-    if (context.on_step_figures) context.on_step_figures(m.figures);
+MetricsActor::MetricsActor(EngineContext& context, Refs* refs) {
+  on<ReducedFigures>([&context, refs](ReducedFigures& m) {
+    StepDecision decision{false, context.rate_factor};
+    if (context.on_step_figures) decision = context.on_step_figures(m.figures);
+    // After a segment that ended on a non-finite gradient the system may be draining: nobody
+    // waits for this decision then.
+    hand_over(refs->backprop, Decided{m.figures.step, decision});
   });
 }
 

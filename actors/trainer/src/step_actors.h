@@ -6,6 +6,7 @@
 //   Bucketer --BucketFull(k)--> CommActor --allreduce(k)--> peers
 //   CommActor --Reduced(k)--> BackpropActor: all buckets reduced -> optimizer step
 //   Bucketer --StepEnd(metrics)--> CommActor --allreduce--> MetricsActor (sums; master prints)
+//   MetricsActor --Decided(stop, factor)--> BackpropActor: the next step, or the segment's end
 //
 // Note [Collective order]: every collective of a step is issued by the CommActor alone, in an
 // order every rank shares: buckets 0..K-1 (they fill in that order because gradients become
@@ -20,6 +21,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,7 @@ struct AllreduceDone {
 };
 struct Reduced {
   std::size_t bucket;
+  NonFinite non_finite{};  // found in the reduced bucket (only looked for with check_finite)
 };
 struct FiguresDone {
   std::shared_ptr<std::vector<double>> sums;
@@ -69,6 +72,11 @@ struct FiguresDone {
 };
 struct ReducedFigures {
   StepFigures figures;
+};
+// The run's decision after step `step` (Note [Run control] in run_control.h).
+struct Decided {
+  std::size_t step;
+  StepDecision decision;
 };
 
 // The actors of a segment, filled before the system starts; owned by whoever runs the
@@ -97,10 +105,14 @@ class DataActor : public actors::Actor {
 };
 
 // Forward, backward (announcing each gradient the moment it is final) and, once every bucket
-// is reduced, the optimizer step; steps [step_begin, step_end) of `epoch`.
+// is reduced, the optimizer step; steps [step_begin, step_end) of `epoch`. The next step starts
+// once the step's Decided has come (it may come before the step's last bucket is reduced); a
+// decision to stop, or a non-finite reduced gradient (not applied), ends the segment early.
+// How it ended goes to `result`.
 class BackpropActor : public actors::Actor {
  public:
-  BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch, std::size_t step_begin, std::size_t step_end);
+  BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch, std::size_t step_begin, std::size_t step_end,
+                SegmentResult* result);
 
  protected:
   void on_start() override;
@@ -109,11 +121,19 @@ class BackpropActor : public actors::Actor {
   void next();
   void run(data::MicroBatch batch);
   void finish_step();
+  void decided(const Decided& m);
+  void advance();  // after the optimizer step and the step's decision
+  void end_segment();
 
   EngineContext& c_;
   Refs* refs_;
   std::size_t epoch_, step_, end_;
+  SegmentResult* result_;
   std::size_t reduced_ = 0;
+  NonFinite non_finite_;
+  bool stepped_ = false;             // the optimizer step of step_ is done
+  std::optional<Decided> decision_;  // the latest decision (for step_ once it has come)
+  double factor_ = 1.0;              // the learning-rate factor of step_
   data::MicroBatch batch_;
   compute::Tensor input_;
   Objective objective_;
@@ -160,10 +180,11 @@ class CommActor : public actors::Actor {
   bool ending_ = false;
 };
 
-// Hands each step's summed figures to EngineContext::on_step_figures, in step order.
+// Hands each step's summed figures to EngineContext::on_step_figures, in step order, and its
+// decision to the BackpropActor.
 class MetricsActor : public actors::Actor {
  public:
-  explicit MetricsActor(EngineContext& context);
+  MetricsActor(EngineContext& context, Refs* refs);
 };
 
 }  // namespace tnt::trainer

@@ -1,6 +1,7 @@
 #include "tnt/trainer/trainer.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -82,6 +83,11 @@ Objective objective_of(const Trainer::State& s) {
 
 }  // namespace
 
+RunControl& Callback::run() const {
+  if (!run_) throw LogicError("Callback::run(): a callback reaches its run only while fit runs it");
+  return *run_;
+}
+
 // --- Trainer -------------------------------------------------------------------------------------
 
 Trainer::Trainer(Session& session, compute::ModelSpec spec)
@@ -115,9 +121,28 @@ void Trainer::save_checkpoint(const std::string& path) {
   if (s.has_fingerprint) {
     checkpoint.extra.push_back({kFingerprintKey, std::bit_cast<int64_t>(s.fingerprint)});
   }
+  checkpoint.extra.push_back({kRateFactorKey, std::bit_cast<int64_t>(s.rate_factor)});
   compute::save_checkpoint(path, checkpoint);
   spdlog::info("checkpoint written to {} (epoch {}, step {}, optimizer step {})", path, s.position.epoch,
                s.position.step, s.optimizer->steps());
+}
+
+void Trainer::check_data(const data::Source& source, const std::string& role) const {
+  const auto& model = state_->model;
+  const auto& spec = model.spec();
+  const auto shape = source.shape();
+  const compute::Shape sample{static_cast<int64_t>(shape.channels), static_cast<int64_t>(shape.height),
+                              static_cast<int64_t>(shape.width)};
+  const auto dims = [](const compute::Shape& s) { return fmt::format("{}", fmt::join(s, "x")); };
+  if (spec.input != sample) {
+    throw ConfigError(fmt::format("{} has samples of {} (C x H x W), but model '{}' takes {}: {}", role, dims(sample),
+                                  spec.name, dims(spec.input), source.describe()));
+  }
+  const auto outputs = compute::element_count(model.output_shape());
+  if (source.num_classes() > outputs) {
+    throw ConfigError(fmt::format("{} has {} classes, but model '{}' has {} outputs: {}", role, source.num_classes(),
+                                  spec.name, outputs, source.describe()));
+  }
 }
 
 void Trainer::load_weights(const std::string& path) {
@@ -153,6 +178,7 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
   auto& s = *state_;
   auto& comm = s.comm();
   if (!source) throw ConfigError("evaluate: no data");
+  check_data(*source, "the data to evaluate");
   data::LoaderOptions lo;
   lo.plan.num_samples = source->size();
   lo.plan.global_batch = std::max<std::size_t>(global_batch, static_cast<std::size_t>(comm.size()));
@@ -188,6 +214,7 @@ compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std
   auto& s = *state_;
   if (!source) throw ConfigError("predict: no data");
   if (batch == 0) throw ConfigError("predict: batch must be at least 1");
+  check_data(*source, "the data to predict");
   data::LoaderOptions lo;
   lo.plan.num_samples = source->size();
   lo.plan.global_batch = batch;

@@ -26,6 +26,8 @@ struct Trainer::State {
   data::LoaderPosition position;
   uint64_t fingerprint = 0;
   bool has_fingerprint = false;
+  // The learning-rate factor on top of the schedule (RunControl), agreed by every rank.
+  double rate_factor = 1.0;
 
   ComputeThread compute;  // Note in compute_thread.h: every forward/backward runs here
 
@@ -38,5 +40,7 @@ struct Trainer::State {
 
 // The checkpoint entry that holds the data order's fingerprint (data::BatchPlan::fingerprint).
 inline constexpr const char* kFingerprintKey = "trainer.data_fingerprint";
+// The learning-rate factor, as the bits of a double.
+inline constexpr const char* kRateFactorKey = "trainer.learning_rate_factor";
 
 }  // namespace tnt::trainer

@@ -31,6 +31,7 @@
 #include "tnt/compute/schedule.h"
 #include "tnt/compute/spec.h"
 #include "tnt/compute/tensor.h"
+#include "tnt/core/error.h"
 #include "tnt/dataset/source.h"
 #include "tnt/dataset/transform.h"
 
@@ -103,6 +104,40 @@ struct CompileOptions {
 // Figures of one epoch or one evaluation, summed over all ranks (equal to a serial run's).
 using Logs = std::map<std::string, double>;
 
+// The run being fitted, as a callback sees it (Callback::run()). Its figures are global, the
+// same on every rank; what a callback asks of it (stop, a learning rate) is agreed on by every
+// rank before it takes effect, so all ranks stop at the same step and train with the same rate
+// (Note [Run control] in actors/trainer/src/run_control.h says when each request takes effect).
+class RunControl {
+ public:
+  virtual ~RunControl() = default;
+
+  // The epoch (0-based) being trained, and the optimizer steps taken so far in all.
+  virtual std::size_t epoch() const = 0;
+  virtual std::uint64_t optimizer_steps() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The figures last handed to a callback hook: a step's in on_batch_end, the epoch's (with
+  // val_loss and val_accuracy after validation) in on_epoch_end. Summed over all ranks.
+  virtual Logs logs() const = 0;
+
+  // Ends training at the next step boundary every rank agrees on (from on_batch_end of step k:
+  // after step k+1; from on_epoch_begin or on_epoch_end: before the next step). fit then returns
+  // normally, with the epochs finished so far. Any thread may call it.
+  virtual void stop_training(const std::string& reason = "") = 0;
+  virtual bool stop_requested() const = 0;
+
+  // The rate of the next optimizer step: the schedule's rate times the factor.
+  virtual double learning_rate() const = 0;
+  // A factor on top of the schedule (warm-up and decay go on under it), 1 to begin with, kept
+  // in checkpoints so that a resumed run goes on with it. The master rank's value is the one
+  // every rank takes; it must be finite and > 0 (else tnt::ConfigError).
+  virtual double learning_rate_factor() const = 0;
+  virtual void set_learning_rate_factor(double factor) = 0;
+  // Sets the factor so that the next optimizer step's rate is `rate`.
+  virtual void set_learning_rate(double rate) = 0;
+};
+
 class Callback {
  public:
   virtual ~Callback() = default;
@@ -112,6 +147,31 @@ class Callback {
   virtual void on_batch_end(std::size_t /*epoch*/, std::size_t /*step*/, const Logs& /*logs*/) {}
   virtual void on_epoch_end(std::size_t /*epoch*/, const Logs& /*logs*/) {}
   virtual void on_train_end(const Logs& /*logs*/) {}
+
+  // The run being fitted, from on_train_begin to on_train_end; tnt::LogicError outside fit.
+  RunControl& run() const;
+
+ private:
+  friend class FitRun;
+  RunControl* run_ = nullptr;
+};
+
+// fit stopped on every rank at the same step because the loss or the reduced gradient of that
+// step was not finite (FitOptions::terminate_on_nan). The message names the step.
+class NonFiniteError : public Error {
+ public:
+  using Error::Error;
+};
+
+// fit stopped on every rank at the same step because a rank received SIGTERM or SIGUSR1
+// (FitOptions::stop_on_signals), after the master rank wrote the checkpoint. tnt-train exits
+// with kPreemptedExitStatus, so that a job script can tell "rerun with --resume auto" from a
+// failure.
+inline constexpr int kPreemptedExitStatus = 3;
+class Preempted : public Error {
+ public:
+  using Error::Error;
+  ExitStatus exit_status() const noexcept override { return static_cast<ExitStatus>(kPreemptedExitStatus); }
 };
 
 struct FitOptions {
@@ -145,8 +205,20 @@ struct FitOptions {
   std::string checkpoint_path;
   std::size_t checkpoint_every_epochs = 0;
   std::size_t checkpoint_every_steps = 0;
-  // Continue from this checkpoint: weights, optimizer state, data position.
+  // Continue from this checkpoint: weights, optimizer state, data position, learning-rate
+  // factor. "auto": from checkpoint_path when the master rank finds a file there, else start
+  // fresh (a file there that is not a valid checkpoint is an error, never ignored).
   std::string resume_path;
+
+  // TerminateOnNaN, on by default (Keras's is opt-in): a loss or reduced gradient that is NaN
+  // or infinite stops training on every rank at that step, and fit throws NonFiniteError
+  // naming it. A non-finite gradient is never applied. false: train on whatever comes.
+  bool terminate_on_nan = true;
+  // Preemption: SIGTERM or SIGUSR1 to any rank stops every rank at one step boundary; the
+  // master writes checkpoint_path (if set) and every rank throws Preempted. fit installs its
+  // handlers for its own duration and restores the previous ones after (Note [Preemption] in
+  // actors/trainer/src/run_control.h). tnt-train sets it.
+  bool stop_on_signals = false;
 
   std::string csv_path;              // per-epoch metrics (master)
   std::string timeline_path;         // Chrome-trace JSON of every rank's spans (master writes)
@@ -185,6 +257,11 @@ class Trainer {
 
   // Writes a full checkpoint (every rank must call it; the master writes).
   void save_checkpoint(const std::string& path);
+  // Throws tnt::ConfigError when the samples of `source` do not have the model's input shape
+  // (C×H×W) or its classes exceed the model's outputs; `role` names it ("test split"). fit,
+  // evaluate and predict check their data with it before any step.
+  void check_data(const data::Source& source, const std::string& role) const;
+
   // Loads weights and BatchNorm statistics from any checkpoint with weights, as read by the
   // master rank, on every rank (every rank must call it). The optimizer state is left alone:
   // to continue training use FitOptions::resume_path.
