@@ -31,6 +31,9 @@ class Objective {
   const std::shared_ptr<const std::vector<std::string>>& metric_names() const { return names_; }
   // 2 + 2 × metrics: loss sum, samples, then each metric's sum and count.
   std::size_t figure_count() const { return 2 + 2 * names_->size(); }
+  // Whether a label is the index of an output (softmax cross-entropy), so that a data set's
+  // classes must not outnumber the outputs; a binary or regression loss reads it otherwise.
+  bool labels_index_outputs() const { return loss_ == Loss::softmax_cross_entropy; }
 
   // The figures of one micro-batch into `figures` (figure_count() values); keeps what
   // backward() needs.

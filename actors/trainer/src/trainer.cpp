@@ -139,7 +139,8 @@ void Trainer::check_data(const data::Source& source, const std::string& role) co
                                   spec.name, dims(spec.input), source.describe()));
   }
   const auto outputs = compute::element_count(model.output_shape());
-  if (source.num_classes() > outputs) {
+  const bool labels_index_outputs = !state_->objective || state_->objective->labels_index_outputs();
+  if (labels_index_outputs && source.num_classes() > outputs) {
     throw ConfigError(fmt::format("{} has {} classes, but model '{}' has {} outputs: {}", role, source.num_classes(),
                                   spec.name, outputs, source.describe()));
   }
