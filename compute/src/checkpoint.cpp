@@ -96,7 +96,8 @@ NamedArray get_array(schema::Array::Reader in, const std::string& path) {
                        " bytes, expected " + std::to_string(count * 4));
   }
   a.values.resize(static_cast<size_t>(count));
-  std::memcpy(a.values.data(), bytes.begin(), bytes.size());
+  // An empty array (a dimension of 0) has no storage: memcpy may not be given its null pointer.
+  if (bytes.size() > 0) std::memcpy(a.values.data(), bytes.begin(), bytes.size());
   return a;
 }
 
