@@ -248,6 +248,20 @@ TEST_F(CheckpointTest, BytesInMemoryParseLikeTheFile) {
   }
 }
 
+// Found by the checkpoint fuzz target (fuzz/regressions/checkpoint/empty-array-null-memcpy): an
+// array with a dimension of 0 holds no values, and reading it must not hand memcpy a null pointer
+// (UBSan reports that in the sanitizer build).
+TEST_F(CheckpointTest, AnEmptyArrayRoundTrips) {
+  Model model(small_net());
+  Checkpoint c = capture(model);
+  c.states.push_back({"empty", Shape{0, 3}, {}});
+  const Checkpoint back = parse_checkpoint(serialize_checkpoint(c), "bytes with an empty array");
+  ASSERT_EQ(back.states.size(), c.states.size());
+  EXPECT_EQ(back.states.back().name, "empty");
+  EXPECT_EQ(back.states.back().shape, (Shape{0, 3}));
+  EXPECT_TRUE(back.states.back().values.empty());
+}
+
 TEST_F(CheckpointTest, SaveIntoMissingFolderFailsClearly) {
   Model model(zoo::mlp({4}, {3}, 2));
   EXPECT_THROW(save_checkpoint(path("no/such/folder/x.ckpt"), capture(model)), tnt::DataError);
