@@ -3,7 +3,7 @@
 #
 #   slurm_checks.sh CHECK BUILD_DIR SOURCE_DIR
 #
-# CHECK is one of srun_collectives, srun_sigkill, salloc_launch, srun_train (the must-hold points
+# CHECK is one of srun_collectives, srun_sigkill, salloc_launch, srun_train, srun_scancel (the must-hold points
 # of docs/design.md, "Ranks and the environment"). Each bounds every wait and ends every process it
 # started; it prints what it measured and "PASS", or "FAILED: why" and exits 1.
 set -uo pipefail
@@ -121,8 +121,38 @@ srun_train() {
   "$build/compute/tnt-ckpt" diff srun.ckpt launch.ckpt --rtol 0 --atol 0 || fail "the weights differ"
 }
 
+# scancel of a running training step: Slurm sends SIGTERM to every task, the ranks agree on one
+# step boundary, the master writes the checkpoint, and every rank ends within 5 s (Note
+# [Preemption] in actors/trainer/src/run_control.h); nothing is left.
+srun_scancel() {
+  srun -n 2 --label "$build/bin/tnt-train" "$src/conf/lenet5_fashion_mnist.toml" --epochs 1 --print-steps \
+    --no-progress --validation-frequency 0 --checkpoint scancel.ckpt >scancel.out 2>&1 &
+  local srun_pid=$!
+  wait_lines scancel.out 120 1 '^0: epoch 1 step 5 ' || { kill -INT "$srun_pid"; fail "training did not start"; }
+  local step
+  step=$(squeue -h -s -o %i | grep -E '^[0-9]+\.[0-9]+$' | head -n 1)
+  [[ -n $step ]] || { kill -INT "$srun_pid"; fail "no step in squeue"; }
+  local t0
+  t0=$(now)
+  # The job srun made for the step: Slurm sends SIGTERM first (KillWait before SIGKILL), where
+  # scancel of the step alone would send SIGKILL.
+  scancel "${step%%.*}" || fail "scancel ${step%%.*}"
+  timeout 10 tail --pid="$srun_pid" -f /dev/null || { kill -KILL "$srun_pid"; fail "srun still runs 10 s after scancel"; }
+  local took
+  took=$(elapsed "$t0")
+  echo "scancel ${step%%.*} (step $step): every rank ended ${took} s later"
+  python3 -c "import sys; sys.exit(0 if $took <= 5 else 1)" || fail "the ranks took ${took} s (bound 5 s)"
+  for r in 0 1; do
+    grep -E "^$r: .*tnt-train stopped: preempted" scancel.out || fail "rank $r does not say it was preempted"
+  done
+  "$build/compute/tnt-ckpt" info scancel.ckpt | head -n 3 || fail "the preemption checkpoint does not load"
+  [[ -z "$(squeue -h -s 2>/dev/null)" ]] || fail "a step is left: $(squeue -s)"
+  pgrep -f "[s]cancel.ckpt" >/dev/null && fail "a rank is left"
+  echo "nothing left running: no step in squeue, no rank alive"
+}
+
 case $check in
-  srun_collectives | srun_sigkill | salloc_launch | srun_train) "$check" ;;
+  srun_collectives | srun_sigkill | salloc_launch | srun_train | srun_scancel) "$check" ;;
   *) echo "slurm_checks.sh: unknown check '$check'" >&2; exit 2 ;;
 esac
 echo PASS
