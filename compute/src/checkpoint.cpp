@@ -76,7 +76,8 @@ void put_array(schema::Array::Builder out, const NamedArray& a) {
     shape.set(static_cast<unsigned>(i), a.shape[i]);
   }
   auto bytes = out.initValues(static_cast<unsigned>(a.values.size() * sizeof(float)));
-  std::memcpy(bytes.begin(), a.values.data(), a.values.size() * sizeof(float));
+  // An empty vector's data() may be null, which memcpy may not be given even for 0 bytes.
+  if (!a.values.empty()) std::memcpy(bytes.begin(), a.values.data(), a.values.size() * sizeof(float));
 }
 
 NamedArray get_array(schema::Array::Reader in, const std::string& path) {
