@@ -199,8 +199,7 @@ class TcpTransport final : public PairTransport<TcpPair> {
   }
 
   void add_pair(int peer, tcp::socket socket) {
-    boost::system::error_code ignored;
-    socket.set_option(tcp::no_delay(true), ignored);
+    boost::system::error_code ignored;                                 // no_delay is set for every side channel
     if (!env_.tcp_congestion.empty()) set_congestion_control(socket);  // check_congestion_control() vouched for it
     if (env_.socket_buffer_bytes > 0) {
       socket.set_option(asio::socket_base::send_buffer_size(env_.socket_buffer_bytes), ignored);
