@@ -42,7 +42,8 @@ sanitizer_env() {
   local common="halt_on_error=1:log_path=$reports/report:log_exe_name=1"
   export ASAN_OPTIONS="$common:abort_on_error=0:exitcode=86:detect_leaks=1"
   export UBSAN_OPTIONS="$common:print_stacktrace=1:exitcode=86"
-  export LSAN_OPTIONS="exitcode=86:suppressions=$PWD/scripts/lsan-suppressions.txt"
+  # print_suppressions=0: a used suppression is no report, and would otherwise be written to the report files.
+  export LSAN_OPTIONS="exitcode=86:print_suppressions=0:suppressions=$PWD/scripts/lsan-suppressions.txt"
   export TSAN_OPTIONS="$common:exitcode=86:second_deadlock_stack=1"
 }
 

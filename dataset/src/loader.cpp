@@ -106,7 +106,6 @@ struct Loader::State {
     std::vector<std::exception_ptr> errors(threads);
     std::vector<char> done(threads, 1);
     {
-      std::vector<std::jthread> helpers;
       const std::size_t chunk = (batch.local_count + threads - 1) / threads;
       auto run = [&](std::size_t t, std::vector<float>& local_scratch) {
         try {
@@ -116,6 +115,8 @@ struct Loader::State {
           errors[t] = std::current_exception();
         }
       };
+      // Declared after what the helpers use, so that it is destroyed (and joins them) first.
+      std::vector<std::jthread> helpers;
       for (std::size_t t = 1; t < threads; ++t) {
         helpers.emplace_back([&run, t] {
           std::vector<float> local_scratch;
