@@ -114,6 +114,9 @@ inline constexpr Flag kOutputOnAllDevices{"TNT_OUTPUT_ON_ALL_DEVICES", false,
                                           "every rank prints the trainer's output (otherwise rank 0 only)"};
 inline constexpr Integer kPinSocket{"TNT_PIN_SOCKET", -1, -1, 1 << 16,
                                     "NUMA node tnt-launch pinned this rank to (-1: none); informative"};
+inline constexpr Integer kHostCores{"TNT_HOST_CORES", 0, 0, 1 << 20,
+                                    "cores this host's ranks share, as tnt-launch found them before any binding "
+                                    "(0: this process's affinity mask); more ranks than this is oversubscription"};
 inline constexpr Flag kPinMemory{"TNT_PIN_MEMORY", false, "tnt-launch bound this rank's memory to its NUMA node"};
 
 // --- Transport -----------------------------------------------------------------------------------
