@@ -138,6 +138,9 @@ inline constexpr Seconds kStallTimeoutS{"TNT_STALL_TIMEOUT_S", 0, 86400,
                                         "such a stall fails the job after this long (unset: never)"};
 
 inline constexpr Flag kShm{"TNT_SHM", true, "ranks on the same host exchange data through shared memory"};
+inline constexpr Kib kShmSingleCopyKb{"TNT_SHM_SINGLE_COPY_KB", 64, 0, 1 << 30,
+                                      "shared memory: messages from this size on are read straight from the sender's "
+                                      "buffer (process_vm_readv) instead of passing the ring; 0 never"};
 inline constexpr Integer kVirtualHosts{"TNT_VIRTUAL_HOSTS", 0, 0, 1 << 20,
                                        "tests: each host's ranks form this many hosts (contiguous rank blocks); 0 off"};
 
