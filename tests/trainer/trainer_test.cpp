@@ -19,6 +19,7 @@
 #include "tnt/core/error.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
+#include "tnt/trainer/translation.h"
 
 namespace {
 
@@ -164,7 +165,23 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
       EXPECT_TRUE(options.insert(k.option).second) << k.option << " twice";
     }
   }
-  EXPECT_EQ(options.size(), 33u) << "every option tnt-train had";
+  EXPECT_EQ(options.size(), 37u) << "every option tnt-train had, and the four of sentence pairs";
+}
+
+// Note [chrF] in translation.h, worked by hand for "Hund" against "Hunde": orders 1-4 have
+// precision 1 and recall 4/5, 3/4, 2/3, 1/2 (orders 5 and 6 do not occur in the hypothesis).
+TEST(Translation, ChrfAndExactMatch) {
+  const auto same = trainer::score_translations({"guten Morgen", "Hund"}, {"guten Morgen", "Hund"});
+  EXPECT_DOUBLE_EQ(same.chrf, 100.0);
+  EXPECT_DOUBLE_EQ(same.exact_match, 1.0);
+  EXPECT_DOUBLE_EQ(trainer::score_translations({"xyz"}, {"Hund"}).chrf, 0.0);
+  const auto f = [](double r) { return 5.0 * r / (4.0 + r); };
+  const auto part = trainer::score_translations({"Hund", "Haus"}, {"Hunde", "Katze"});
+  EXPECT_DOUBLE_EQ(part.exact_match, 0.0);
+  const auto alone = trainer::score_translations({"Hund"}, {"Hunde"});
+  EXPECT_NEAR(alone.chrf, 100.0 * (f(4.0 / 5) + f(3.0 / 4) + f(2.0 / 3) + f(1.0 / 2)) / 4, 1e-9);
+  EXPECT_LT(part.chrf, alone.chrf);  // a poor second pair lowers the corpus score
+  EXPECT_THROW(trainer::score_translations({"a"}, {}), tnt::LogicError);
 }
 
 TEST(RunConfig, BadFilesNameTheFileAndKey) {

@@ -48,6 +48,14 @@ void bind_gradients(compute::Model& model, BucketLayout& layout) {
   }
 }
 
+std::size_t epoch_of(const StepBatch& batch) {
+  return std::visit([](const auto& b) { return b.epoch; }, batch);
+}
+
+std::size_t step_of(const StepBatch& batch) {
+  return std::visit([](const auto& b) { return b.step; }, batch);
+}
+
 namespace {
 
 // The Communicator as the CommActor sees it (step_actors.h).

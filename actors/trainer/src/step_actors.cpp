@@ -29,18 +29,23 @@ void hand_over(const actors::ActorRef& to, Msg msg) {
 
 DataActor::DataActor(EngineContext& context) {
   on<NextBatch>([&context](NextBatch&) {
-    auto batch = context.loader->next();  // the loader's worker has loaded it ahead
+    auto batch = context.feed->next();  // the loader's worker has loaded it ahead
     if (!batch) throw LogicError("the data loader ended before the epoch did");
     return std::move(*batch);
   });
-  on<Recycle>([&context](Recycle& m) { context.loader->recycle(std::move(m.batch)); });
+  on<Recycle>([&context](Recycle& m) { context.feed->recycle(std::move(m.batch)); });
 }
 
 // --- BackpropActor -------------------------------------------------------------------------------
 
 BackpropActor::BackpropActor(EngineContext& context, Refs* refs, std::size_t epoch, std::size_t step_begin,
                              std::size_t step_end)
-    : c_(context), refs_(refs), epoch_(epoch), step_(step_begin), end_(step_end) {
+    : c_(context),
+      refs_(refs),
+      epoch_(epoch),
+      step_(step_begin),
+      end_(step_end),
+      sequence_loss_({.label_smoothing = context.label_smoothing}) {
   on<Go>([this](Go&) { next(); });
   on<Reduced>([this](Reduced&) {
     if (++reduced_ == c_.layout->buckets.size()) finish_step();
@@ -54,38 +59,28 @@ void BackpropActor::next() {
     refs_->bucketer.send(SegmentEnd{});
     return;
   }
-  request(refs_->data, NextBatch{}, [this](data::MicroBatch& batch) { run(std::move(batch)); });
+  request(refs_->data, NextBatch{}, [this](StepBatch& batch) { run(std::move(batch)); });
 }
 
-void BackpropActor::run(data::MicroBatch batch) {
-  if (batch.epoch != epoch_ || batch.step != step_) {
-    throw LogicError("data actor delivered epoch " + std::to_string(batch.epoch) + " step " +
-                     std::to_string(batch.step) + ", expected epoch " + std::to_string(epoch_) + " step " +
+void BackpropActor::run(StepBatch batch) {
+  if (epoch_of(batch) != epoch_ || step_of(batch) != step_) {
+    throw LogicError("data actor delivered epoch " + std::to_string(epoch_of(batch)) + " step " +
+                     std::to_string(step_of(batch)) + ", expected epoch " + std::to_string(epoch_) + " step " +
                      std::to_string(step_));
   }
   batch_ = std::move(batch);
   reduced_ = 0;
   StepFigures figures{epoch_, step_, 0.0, 0.0, 0.0};
   step_begin_us_ = now_us();
-  auto& model = *c_.model;
-  const auto n = model.parameter_count();
-  if (batch_.local_count > 0) {
-    const auto& s = batch_.shape;
-    input_.resize({static_cast<int64_t>(batch_.local_count), static_cast<int64_t>(s.channels),
-                   static_cast<int64_t>(s.height), static_cast<int64_t>(s.width)});
-    std::memcpy(input_.data(), batch_.data.data(), batch_.data.size() * sizeof(float));
-    // Dropout masks keyed by (step, global sample index): the same on any number of ranks.
-    const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch_.global_offset), {}};
-    const auto& output = model.forward(input_, compute::Mode::training, where);
-    const auto result = loss_.forward(output, batch_.labels);
-    figures.loss_sum = result.sum;
-    figures.correct = static_cast<double>(result.correct);
-    figures.count = static_cast<double>(result.count);
-    forward_end_us_ = now_us();
-    // Every rank scales by 1/global so that the allreduce-SUM is the global batch's mean
-    // gradient, whatever each rank's share (compute/loss.h).
-    const auto& d_out = loss_.backward(1.0f / static_cast<float>(batch_.global_count));
-    model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
+  const auto n = c_.model->parameter_count();
+  const std::size_t local_count = std::visit([](const auto& b) -> std::size_t { return b.local_count; }, batch_);
+  if (local_count > 0) {
+    const StepFigures f = std::holds_alternative<data::MicroBatch>(batch_)
+                              ? images(std::get<data::MicroBatch>(batch_))
+                              : sequences(std::get<data::SequenceBatch>(batch_));
+    figures.loss_sum = f.loss_sum;
+    figures.correct = f.correct;
+    figures.count = f.count;
   } else {
     // No samples in this step's share: contribute zeros to every allreduce.
     forward_end_us_ = now_us();
@@ -99,6 +94,49 @@ void BackpropActor::run(data::MicroBatch batch) {
     c_.timeline->add("forward", "compute", Timeline::compute, step_begin_us_, forward_end_us_, s);
     c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, backward_end_us_, s);
   }
+}
+
+StepFigures BackpropActor::images(const data::MicroBatch& batch) {
+  auto& model = *c_.model;
+  const auto& s = batch.shape;
+  input_.resize({static_cast<int64_t>(batch.local_count), static_cast<int64_t>(s.channels),
+                 static_cast<int64_t>(s.height), static_cast<int64_t>(s.width)});
+  std::memcpy(input_.data(), batch.data.data(), batch.data.size() * sizeof(float));
+  // Dropout masks keyed by (step, global sample index): the same on any number of ranks.
+  const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch.global_offset), {}};
+  const auto& output = model.forward(input_, compute::Mode::training, where);
+  const auto result = loss_.forward(output, batch.labels);
+  forward_end_us_ = now_us();
+  // Every rank scales by 1/global so that the allreduce-SUM is the global batch's mean
+  // gradient, whatever each rank's share (compute/loss.h).
+  const auto& d_out = loss_.backward(1.0f / static_cast<float>(batch.global_count));
+  model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
+  return {epoch_, step_, result.sum, static_cast<double>(result.correct), static_cast<double>(result.count)};
+}
+
+namespace {
+// Token ids travel to the model as floats (exact below 2^24).
+void to_tensor(const std::vector<std::int32_t>& ids, std::size_t rows, std::size_t length, compute::Tensor& out) {
+  out.resize({static_cast<int64_t>(rows), static_cast<int64_t>(length)});
+  for (std::size_t i = 0; i < ids.size(); ++i) out[static_cast<int64_t>(i)] = static_cast<float>(ids[i]);
+}
+}  // namespace
+
+StepFigures BackpropActor::sequences(const data::SequenceBatch& batch) {
+  auto& model = *c_.model;
+  to_tensor(batch.source, batch.local_count, batch.source_length, input_);
+  to_tensor(batch.target_input, batch.local_count, batch.target_length, target_);
+  const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch.global_offset), batch.source_lengths,
+                                 batch.target_lengths};
+  const auto& output = model.forward(input_, target_, compute::Mode::training, where);
+  const auto result = sequence_loss_.forward(output, batch.target_labels);
+  forward_end_us_ = now_us();
+  // The exact token mean of the global batch: every rank divides its token sum by the global
+  // batch's real target tokens, known from the plan (Note [Exact token mean] in
+  // dataset/src/sequence.cpp), and the allreduce sums.
+  const auto& d_out = sequence_loss_.backward(1.0f / static_cast<float>(batch.global_target_tokens));
+  model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
+  return {epoch_, step_, result.sum, static_cast<double>(result.correct), static_cast<double>(result.count)};
 }
 
 void BackpropActor::finish_step() {

@@ -34,10 +34,10 @@ namespace tnt::trainer {
 // --- messages ------------------------------------------------------------------------------------
 
 struct NextBatch {
-  using reply_type = data::MicroBatch;
+  using reply_type = StepBatch;
 };
 struct Recycle {
-  data::MicroBatch batch;
+  StepBatch batch;
 };
 struct Go {};
 struct GradReady {
@@ -107,16 +107,20 @@ class BackpropActor : public actors::Actor {
 
  private:
   void next();
-  void run(data::MicroBatch batch);
+  void run(StepBatch batch);
+  // Forward and backward of this rank's share (not empty); returns the step's loss figures.
+  StepFigures images(const data::MicroBatch& batch);
+  StepFigures sequences(const data::SequenceBatch& batch);
   void finish_step();
 
   EngineContext& c_;
   Refs* refs_;
   std::size_t epoch_, step_, end_;
   std::size_t reduced_ = 0;
-  data::MicroBatch batch_;
-  compute::Tensor input_;
+  StepBatch batch_;
+  compute::Tensor input_, target_;
   compute::SoftmaxCrossEntropy loss_;
+  compute::SequenceSoftmaxCrossEntropy sequence_loss_;
   int64_t step_begin_us_ = 0, forward_end_us_ = 0, backward_end_us_ = 0;
 };
 

@@ -25,10 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "tnt/compute/decode.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
 #include "tnt/compute/spec.h"
+#include "tnt/dataset/sequence.h"
 #include "tnt/dataset/source.h"
 #include "tnt/dataset/transform.h"
 
@@ -70,8 +72,12 @@ struct CompileOptions {
   compute::ScheduleOptions schedule;
   // Multiply the learning rate by the number of ranks (linear scaling rule).
   bool scale_rate_with_ranks = false;
-  std::string loss = "sparse_categorical_crossentropy";  // the only loss supported for now
-  std::vector<std::string> metrics = {"accuracy"};       // "accuracy" or none
+  // "sparse_categorical_crossentropy" for a label per sample; an encoder-decoder model trained on
+  // sentence pairs always uses the per-token "sequence_cross_entropy" (padding ignored, the
+  // exact mean over the global batch's real target tokens), whichever is named here.
+  std::string loss = "sparse_categorical_crossentropy";
+  double label_smoothing = 0.0;                     // sequence loss only, in [0, 1)
+  std::vector<std::string> metrics = {"accuracy"};  // "accuracy" or none
 };
 
 // Figures of one epoch or one evaluation, summed over all ranks (equal to a serial run's).
@@ -105,6 +111,10 @@ struct FitOptions {
   std::size_t validation_frequency = 1;
   std::size_t validation_batch = 1000;
   data::TransformOptions validation_transform;  // normalisation only
+  // Sentence pairs (fit on a SequenceSource): validation data, and length bucketing
+  // (data::SequenceLoaderOptions::bucket_batches; 0 = off).
+  std::shared_ptr<const data::SequenceSource> sequence_validation;
+  std::size_t bucket_batches = 0;
 
   // Fusion threshold in bytes (0: TNT_FUSION_THRESHOLD_KB, else 32 KiB). Buckets are laid out
   // once, in reverse parameter order, each at least this large (the last may be smaller).
@@ -133,6 +143,8 @@ struct History {
   double samples_per_second = 0.0;
 };
 
+struct FitData;  // fit.h
+
 class Trainer {
  public:
   Trainer(Session& session, compute::ModelSpec spec);
@@ -145,9 +157,19 @@ class Trainer {
   void compile(const CompileOptions& options);
 
   History fit(std::shared_ptr<const data::Source> train, const FitOptions& options);
+  // An encoder-decoder on sentence pairs: each global batch is split at sample level, and the
+  // loss is the exact mean over the batch's real target tokens on any number of ranks. Logs'
+  // "loss" and "accuracy" are per target token (teacher forcing).
+  History fit(std::shared_ptr<const data::SequenceSource> train, const FitOptions& options);
   // Loss and accuracy over all of `source`, each rank taking its share of every batch.
   Logs evaluate(std::shared_ptr<const data::Source> source, std::size_t global_batch,
                 const data::TransformOptions& transform = {});
+  // Token loss and accuracy (teacher forcing) over all of `source`, each rank taking its share.
+  Logs evaluate(std::shared_ptr<const data::SequenceSource> source, std::size_t global_batch);
+  // Translations of `texts` by an encoder-decoder model (greedy, or beam search with
+  // options.beam > 1), on this rank alone. Texts longer than the model's source are refused.
+  std::vector<std::string> translate(const std::vector<std::string>& texts, const data::Vocabulary& vocabulary,
+                                     compute::DecodeOptions options = {});
   // Class probabilities {N, K} for all of `source`, computed on this rank alone.
   compute::Tensor predict(std::shared_ptr<const data::Source> source, std::size_t batch,
                           const data::TransformOptions& transform = {});
@@ -165,6 +187,8 @@ class Trainer {
   struct State;
 
  private:
+  History fit_data(FitData train, const FitOptions& options);
+
   std::unique_ptr<State> state_;
 };
 
