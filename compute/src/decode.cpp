@@ -176,8 +176,8 @@ std::vector<std::vector<int32_t>> decode(Model& model, const std::vector<std::ve
   for (size_t i = 0; i < sources.size(); ++i) {
     const auto n = static_cast<int64_t>(sources[i].size());
     if (n < 1 || n > spec.input[0]) {
-      throw ConfigError("decode: source " + std::to_string(i) + " has " + std::to_string(n) +
-                        " tokens; model '" + spec.name + "' takes 1 to " + std::to_string(spec.input[0]));
+      throw ConfigError("decode: source " + std::to_string(i) + " has " + std::to_string(n) + " tokens; model '" +
+                        spec.name + "' takes 1 to " + std::to_string(spec.input[0]));
     }
   }
   std::vector<std::vector<int32_t>> out;

@@ -95,12 +95,12 @@ TEST(Seq2Seq, PaddingAndLaterTokensDoNotReachRealOutputs) {
   Model model = tiny_model();
   const std::vector<int32_t> source_lengths{3, 2}, target_lengths{3, 2};
   const std::vector<std::vector<int>> src{{4, 5, 2}, {6, 2}}, tgt{{1, 7, 8}, {1, 9}};
-  const Tensor a = model.forward(tokens(src, 3), tokens(tgt, 3), Mode::training,
-                                 BatchInfo{2, 0, source_lengths, target_lengths});
+  const Tensor a =
+      model.forward(tokens(src, 3), tokens(tgt, 3), Mode::training, BatchInfo{2, 0, source_lengths, target_lengths});
   // Longer padding filled with other tokens than pad.
-  const Tensor b = model.forward(tokens({{4, 5, 2, 9, 9, 9}, {6, 2, 3, 3, 3, 3}}, 6),
-                                 tokens({{1, 7, 8, 5, 5}, {1, 9, 4, 4, 4}}, 5), Mode::training,
-                                 BatchInfo{2, 0, source_lengths, target_lengths});
+  const Tensor b =
+      model.forward(tokens({{4, 5, 2, 9, 9, 9}, {6, 2, 3, 3, 3, 3}}, 6), tokens({{1, 7, 8, 5, 5}, {1, 9, 4, 4, 4}}, 5),
+                    Mode::training, BatchInfo{2, 0, source_lengths, target_lengths});
   const int64_t vocab = a.dim(2);
   for (int64_t s = 0; s < 2; ++s) {
     for (int64_t t = 0; t < target_lengths[static_cast<size_t>(s)]; ++t) {
@@ -122,6 +122,11 @@ TEST(Seq2Seq, TomlRoundTripAndModelFiles) {
   }
   EXPECT_EQ(to_toml(load_model_toml(dir + "transformer_tiny.toml")), to_toml(zoo::transformer_tiny()));
   EXPECT_EQ(to_toml(load_model_toml(dir + "transformer.toml")), to_toml(zoo::transformer()));
+  // The tutorial's model: the zoo's form at d_model 64 without dropout (conf/transformer_en_de.toml).
+  ModelSpec tutorial = zoo::transformer(
+      {.vocab = 122, .d_model = 64, .d_ff = 256, .dropout = 0.0, .max_source_length = 32, .max_target_length = 32});
+  tutorial.name = "transformer_en_de";
+  EXPECT_EQ(to_toml(load_model_toml(dir + "transformer_en_de.toml")), to_toml(tutorial));
 }
 
 TEST(Seq2Seq, RefusesBadSpecsAndInputs) {
@@ -131,8 +136,9 @@ TEST(Seq2Seq, RefusesBadSpecsAndInputs) {
   EXPECT_THROW(parse_model_toml("input = [4]\n" + layers + "[[decoder]]\ntype = \"embedding\"\nvocab = 8\ndim = 4\n"),
                tnt::ConfigError);
   // cross-attention outside a decoder
-  EXPECT_THROW(Model(parse_model_toml("input = [4]\n" + layers + "[[layers]]\ntype = \"cross_attention\"\nheads = 2\n")),
-               tnt::ConfigError);
+  EXPECT_THROW(
+      Model(parse_model_toml("input = [4]\n" + layers + "[[layers]]\ntype = \"cross_attention\"\nheads = 2\n")),
+      tnt::ConfigError);
   Model model = tiny_model();
   const std::vector<int32_t> one{2}, two{2, 2};
   // longer than the model's longest source (32), fewer targets than sources, one input only

@@ -45,11 +45,11 @@ int main(int argc, char** argv) {
   try {
     const std::size_t steps = argc == 3 ? std::strtoul(argv[2], nullptr, 10) : 30;
     auto texts = tnt::data::vocabulary_texts(pairs());
-    auto vocabulary =
-        std::make_shared<const tnt::data::Vocabulary>(tnt::data::Vocabulary::learn(texts, {}));
+    auto vocabulary = std::make_shared<const tnt::data::Vocabulary>(tnt::data::Vocabulary::learn(texts, {}));
     auto source = std::make_shared<const tnt::data::SequenceSource>(pairs(), vocabulary, "probe pairs");
     tnt::trainer::Session session;
-    tnt::trainer::Trainer trainer(session, tnt::compute::zoo::transformer_tiny(static_cast<int64_t>(vocabulary->size())));
+    tnt::trainer::Trainer trainer(session,
+                                  tnt::compute::zoo::transformer_tiny(static_cast<int64_t>(vocabulary->size())));
     trainer.initialize(11);
     tnt::trainer::CompileOptions compile;
     compile.optimizer.kind = "adam";
