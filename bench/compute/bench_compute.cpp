@@ -134,6 +134,17 @@ class StepInput {
   SequenceSoftmaxCrossEntropy sequence_loss_;
 };
 
+// Self- and cross-attention, forward and backward, summed over the profiled passes.
+double attention_seconds(const std::vector<LayerKindProfile>& kinds) {
+  double seconds = 0.0;
+  for (const LayerKindProfile& k : kinds) {
+    if (k.kind == "self_attention" || k.kind == "cross_attention") {
+      seconds += k.forward_seconds + k.backward_seconds;
+    }
+  }
+  return seconds;
+}
+
 Result measure(const Config& c, double seconds, int repeats) {
   set_num_threads(c.threads);
   ModelSpec spec = zoo::by_name(c.model);
@@ -209,13 +220,7 @@ Result measure(const Config& c, double seconds, int repeats) {
                 1000.0 * timed_seconds / profiled_steps};
   if (input.sequence()) {
     result.tokens_per_second = median * static_cast<double>(c.length);
-    double attention = 0.0;
-    for (const LayerKindProfile& k : kinds) {
-      if (k.kind == "self_attention" || k.kind == "cross_attention") {
-        attention += k.forward_seconds + k.backward_seconds;
-      }
-    }
-    result.attention_share = attention / timed_seconds;
+    result.attention_share = attention_seconds(kinds) / timed_seconds;
   }
   return result;
 }
