@@ -154,6 +154,7 @@ void Trainer::load_weights(const std::string& path) {
 }
 
 History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions& options) {
+  if (!state_->optimizer) throw LogicError("fit: compile() first");
   if (!train) throw ConfigError("fit: no training data");
   if (state_->model.spec().is_sequence_to_sequence()) {
     throw ConfigError("fit: model '" + state_->model.spec().name +
@@ -163,6 +164,7 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
 }
 
 History Trainer::fit(std::shared_ptr<const data::SequenceSource> train, const FitOptions& options) {
+  if (!state_->optimizer) throw LogicError("fit: compile() first");
   if (!train) throw ConfigError("fit: no training data");
   check_vocabulary(state_->model.spec(), train->vocabulary());
   check_lengths(state_->model.spec(), *train);
