@@ -3,6 +3,11 @@
 // the first step's time, and a roofline: per layer kind, achieved GFLOP/s
 // against an FMA peak and GB/s against a copy bandwidth, both measured at
 // start (peaks.h). Not a test: prints tables, or JSON with --json.
+//
+// Sequence cases, model:batch:length (transformer, transformer_tiny): random
+// token sentences of that length on both sides, the per-token sequence loss;
+// they also report target tokens per second and the share of the step spent
+// in attention (self- and cross-attention layers, forward and backward).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -19,6 +24,7 @@
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
 
 namespace {
 
@@ -29,6 +35,7 @@ struct Config {
   std::string model;
   int64_t batch;
   int threads;
+  int64_t length = 0;  // sequence cases: tokens per sentence on both sides
 };
 
 struct Result {
@@ -42,7 +49,9 @@ struct Result {
   // are kinds of their own.
   std::vector<LayerKindProfile> kinds;
   double profiled_steps;
-  double mean_step_ms;  // over the timed rounds, as the profile sums them
+  double mean_step_ms;             // over the timed rounds, as the profile sums them
+  double tokens_per_second = 0.0;  // sequence cases: target tokens, median
+  double attention_share = 0.0;    // sequence cases: of the profiled step time
 };
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
@@ -64,28 +73,97 @@ Tensor synthetic_batch(const ModelSpec& spec, int64_t batch, int64_t classes, st
   return x;
 }
 
+// Random token ids in [4, vocab) {batch, length}: every position real.
+Tensor random_tokens(int64_t batch, int64_t length, int64_t vocab, uint64_t seed) {
+  Tensor t({batch, length});
+  std::mt19937_64 rng(seed);
+  for (int64_t i = 0; i < t.size(); ++i) {
+    t[i] = static_cast<float>(4 + static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab - 4)));
+  }
+  return t;
+}
+
+// One training step's work for either kind of model: forward, loss, its gradient.
+class StepInput {
+ public:
+  StepInput(const Model& model, const Config& c) : sequence_(model.spec().is_sequence_to_sequence()), c_(c) {
+    const ModelSpec& spec = model.spec();
+    if (!sequence_) {
+      classes_ = model.output_shape()[0];
+      x_ = synthetic_batch(spec, c.batch, classes_, labels_);
+      return;
+    }
+    if (c.length < 1 || c.length > spec.input[0] || c.length > spec.decoder_input[0]) {
+      throw tnt::ConfigError("case " + c.model + ": length must be in [1, " + std::to_string(spec.input[0]) + "]");
+    }
+    classes_ = model.output_shape().back();
+    x_ = random_tokens(c.batch, c.length, classes_, 7);
+    target_ = random_tokens(c.batch, c.length, classes_, 8);
+    lengths_.assign(static_cast<size_t>(c.batch), static_cast<int32_t>(c.length));
+    labels_.resize(static_cast<size_t>(c.batch * c.length));
+    for (int64_t i = 0; i < target_.size(); ++i) {
+      labels_[static_cast<size_t>(i)] = static_cast<int32_t>(target_[(i + 1) % target_.size()]);
+    }
+  }
+  int64_t classes() const { return classes_; }
+  int64_t outputs() const { return sequence_ ? c_.batch * c_.length : c_.batch; }
+  bool sequence() const { return sequence_; }
+  const Tensor& forward(Model& model) {
+    if (!sequence_) {
+      return model.forward(x_, Mode::training);
+    }
+    return model.forward(x_, target_, Mode::training, BatchInfo{step_++, 0, lengths_, lengths_});
+  }
+  const Tensor& loss(const Tensor& logits) {
+    if (!sequence_) {
+      loss_.forward(logits, labels_);
+      return loss_.backward(1.0f / static_cast<float>(c_.batch));
+    }
+    sequence_loss_.forward(logits, labels_);
+    return sequence_loss_.backward(1.0f / static_cast<float>(outputs()));
+  }
+
+ private:
+  bool sequence_;
+  Config c_;
+  int64_t classes_ = 0;
+  Tensor x_, target_;
+  std::vector<int32_t> labels_, lengths_;
+  uint64_t step_ = 0;
+  SoftmaxCrossEntropy loss_;
+  SequenceSoftmaxCrossEntropy sequence_loss_;
+};
+
+// Self- and cross-attention, forward and backward, summed over the profiled passes.
+double attention_seconds(const std::vector<LayerKindProfile>& kinds) {
+  double seconds = 0.0;
+  for (const LayerKindProfile& k : kinds) {
+    if (k.kind == "self_attention" || k.kind == "cross_attention") {
+      seconds += k.forward_seconds + k.backward_seconds;
+    }
+  }
+  return seconds;
+}
+
 Result measure(const Config& c, double seconds, int repeats) {
   set_num_threads(c.threads);
   ModelSpec spec = zoo::by_name(c.model);
   Model model(spec);
   model.initialize(1);
   Optimizer sgd({.kind = "sgd", .momentum = 0.9}, model);
-  const int64_t classes = model.output_shape()[0];
-  std::vector<int32_t> labels;
-  const Tensor x = synthetic_batch(spec, c.batch, classes, labels);
-  SoftmaxCrossEntropy loss;
+  StepInput input(model, c);
+  const int64_t classes = input.classes();
   LayerKindProfile loss_kind{.kind = "loss"}, optimizer_kind{.kind = "optimizer"};
   // The loss and the update are timed here (the model profiles its layers);
   // their work is memory traffic: logits and their gradient; weights,
   // gradients and momentum read, weights and momentum written.
-  const double logits_bytes = sizeof(float) * static_cast<double>(c.batch * classes);
+  const double logits_bytes = sizeof(float) * static_cast<double>(input.outputs() * classes);
   const double update_bytes = sizeof(float) * 5.0 * static_cast<double>(model.total_parameter_size());
   bool profiling = false;
   auto step = [&] {
-    const Tensor& logits = model.forward(x, Mode::training);
+    const Tensor& logits = input.forward(model);
     auto t = Clock::now();
-    loss.forward(logits, labels);
-    const Tensor& d_logits = loss.backward(1.0f / static_cast<float>(c.batch));
+    const Tensor& d_logits = input.loss(logits);
     const double loss_s = seconds_since(t);
     model.backward(d_logits);
     t = Clock::now();
@@ -131,15 +209,20 @@ Result measure(const Config& c, double seconds, int repeats) {
   std::sort(rates.begin(), rates.end());
   const double median = rates[rates.size() / 2];
   const double profiled_steps = static_cast<double>(steps) * repeats;
-  return {c,
-          median,
-          rates.back(),
-          1000.0 * static_cast<double>(c.batch) / median,
-          steps,
-          first_step_s,
-          kinds,
-          profiled_steps,
-          1000.0 * timed_seconds / profiled_steps};
+  Result result{c,
+                median,
+                rates.back(),
+                1000.0 * static_cast<double>(c.batch) / median,
+                steps,
+                first_step_s,
+                kinds,
+                profiled_steps,
+                1000.0 * timed_seconds / profiled_steps};
+  if (input.sequence()) {
+    result.tokens_per_second = median * static_cast<double>(c.length);
+    result.attention_share = attention_seconds(kinds) / timed_seconds;
+  }
+  return result;
 }
 
 }  // namespace
@@ -201,6 +284,10 @@ void print_result(const Result& r, const tnt::bench::Peaks& peaks, bool header) 
   std::printf("%-10s %6lld %8d %12.1f %12.1f %10.3f %10.3f %9.1f %6.1f%%\n", r.config.model.c_str(),
               static_cast<long long>(r.config.batch), r.config.threads, r.samples_per_second, r.best_samples_per_second,
               r.step_ms, r.first_step_s, gflops, 100.0 * gflops / peaks.fp32_gflops);
+  if (r.config.length > 0) {
+    std::printf("  length %lld: %.0f target tokens/s, attention %.1f%% of the step\n",
+                static_cast<long long>(r.config.length), r.tokens_per_second, 100.0 * r.attention_share);
+  }
 }
 
 void print_roofline(const Result& r, const tnt::bench::Peaks& peaks) {
@@ -232,10 +319,11 @@ void print_json(const std::vector<Result>& results, const std::map<int, tnt::ben
     std::printf(
         "%s\n  {\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"samples_per_second\": %.2f, "
         "\"best_samples_per_second\": %.2f, \"step_ms\": %.4f, \"steps_per_round\": %d, \"rounds\": %d, "
-        "\"first_step_s\": %.4f, \"gflops\": %.2f, \"peak_fraction\": %.4f, \"kinds\": [",
+        "\"first_step_s\": %.4f, \"gflops\": %.2f, \"peak_fraction\": %.4f, \"length\": %lld, "
+        "\"tokens_per_second\": %.2f, \"attention_share\": %.4f, \"kinds\": [",
         i ? "," : "", r.config.model.c_str(), static_cast<long long>(r.config.batch), r.config.threads,
         r.samples_per_second, r.best_samples_per_second, r.step_ms, r.steps, repeats, r.first_step_s, gflops,
-        gflops / p.fp32_gflops);
+        gflops / p.fp32_gflops, static_cast<long long>(r.config.length), r.tokens_per_second, r.attention_share);
     const std::vector<KindRow> rows = roofline(r, p);
     for (size_t k = 0; k < rows.size(); ++k) {
       const KindRow& row = rows[k];
@@ -259,7 +347,9 @@ int main(int argc, char** argv) {
   int repeats = 5;
   bool json = false;
   bool no_roofline = false;
-  app.add_option("--case", cases, "model:batch, repeatable (default lenet5:64 lenet5:256 resnet20:64)");
+  app.add_option("--case", cases,
+                 "model:batch, or model:batch:length for transformer and transformer_tiny (e.g. transformer:32:16); "
+                 "repeatable (default lenet5:64 lenet5:256 resnet20:64)");
   app.add_option("--threads", threads, "thread counts (default 1 2)")->check(CLI::PositiveNumber);
   app.add_option("--seconds", seconds, "measuring time per configuration (default 3)")->check(CLI::PositiveNumber);
   app.add_option("--repeats", repeats, "timed rounds per configuration; the median is reported (default 5)")
@@ -273,18 +363,25 @@ int main(int argc, char** argv) {
   std::vector<Config> configs;
   for (const auto& c : cases) {
     const auto colon = c.find(':');
-    int64_t batch = 0;
+    const auto second = colon == std::string::npos ? std::string::npos : c.find(':', colon + 1);
+    int64_t batch = 0, length = 0;
     try {
-      batch = colon == std::string::npos ? 0 : std::stoll(c.substr(colon + 1));
+      batch = colon == std::string::npos ? 0 : std::stoll(c.substr(colon + 1, second - colon - 1));
+      length = second == std::string::npos ? 0 : std::stoll(c.substr(second + 1));
     } catch (const std::exception&) {
       batch = 0;
     }
-    if (batch < 1) {
-      std::fprintf(stderr, "tnt-bench-compute: --case '%s' is not model:batch with batch >= 1\n", c.c_str());
+    const std::string model = c.substr(0, colon);
+    const bool sequence = model.rfind("transformer", 0) == 0;
+    if (batch < 1 || (sequence ? length < 1 : second != std::string::npos)) {
+      std::fprintf(stderr,
+                   "tnt-bench-compute: --case '%s' is not model:batch (model:batch:length for transformers), "
+                   "batch and length >= 1\n",
+                   c.c_str());
       return 2;
     }
     for (int t : threads) {
-      configs.push_back({c.substr(0, colon), batch, t});
+      configs.push_back({model, batch, t, length});
     }
   }
   std::map<int, tnt::bench::Peaks> peaks;

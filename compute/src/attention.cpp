@@ -2,6 +2,7 @@
 // self-attention layer built on it.
 #include "attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -21,6 +22,7 @@ void MultiHeadAttention::configure(int64_t model_dim, int64_t heads, bool causal
   causal_ = causal;
   query_.bind(w.query_weight, w.query_bias, dim_, dim_);
   key_.bind(w.key_weight, w.key_bias, dim_, dim_);
+  key_bias_ = w.key_bias;
   value_.bind(w.value_weight, w.value_bias, dim_, dim_);
   output_.bind(w.output_weight, w.output_bias, dim_, dim_);
   batch_ = -1;
@@ -156,6 +158,13 @@ void MultiHeadAttention::backward(const float* dy, float* d_query, float* d_memo
     }
   }
   query_.backward(query_in_, dq_.data(), d_query);
+  // Note [Key bias]: the key bias adds q . b to every score of a query's row, which the softmax
+  // ignores, so its exact gradient is 0 (each row of dS sums to 0). Computed, it is rounding
+  // noise that depends on the batch's split, and Adam scales noise up to full-size steps, so
+  // the weights would differ between 1, 2 and 3 ranks; the exact value is written instead.
+  if (key_bias_ != nullptr) {
+    std::fill(key_bias_->grad, key_bias_->grad + dim_, 0.0f);
+  }
 }
 
 }  // namespace detail
@@ -232,11 +241,105 @@ class SelfAttention final : public Layer {
   Tensor y_, dx_, d_memory_;
 };
 
+// Encoder-decoder attention on the decoder's {N, Tq, D}: queries from the
+// input, keys and values from the encoder's output {N, Tk, D} that the Model
+// puts in the ForwardContext, padded source positions masked (Note
+// [Sequence-to-sequence form] in spec.h). Backward adds the memory's
+// gradient into the context's d_memory, so that several decoder layers'
+// contributions sum up for the encoder's backward.
+class CrossAttention final : public Layer {
+ public:
+  using Layer::Layer;
+
+  Shape setup(const Shape& sample) override {
+    OptionReader opt(spec_, name_);
+    opt.check_known({"heads", "bias", "init"});
+    if (sample.size() != 2) {
+      throw ConfigError("layer " + name_ + ": expects {T, features} per sample, got " + to_string(sample));
+    }
+    const int64_t heads = opt.required_integer("heads");
+    dim_ = sample[1];
+    if (heads < 1 || dim_ % heads != 0) {
+      throw ConfigError("layer " + name_ + ": heads (" + std::to_string(heads) +
+                        ") must be >= 1 and divide the feature count (" + std::to_string(dim_) + ")");
+    }
+    const bool bias = opt.boolean("bias", true);
+    const std::string init = opt.text("init", "glorot_uniform");
+    Parameter* p[8] = {};
+    const char* names[] = {"query", "key", "value", "output"};
+    for (int i = 0; i < 4; ++i) {
+      p[2 * i] = &add_parameter(std::string(names[i]) + ".weight", {dim_, dim_}, init, dim_, dim_);
+      if (bias) {
+        p[2 * i + 1] = &add_parameter(std::string(names[i]) + ".bias", {dim_}, "zeros", dim_, dim_);
+      }
+    }
+    attention_.configure(dim_, heads, false, {p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7]});
+    return sample;
+  }
+
+  // The memory's length is known only at forward (it changes with the source
+  // batch), so the attention's primitives are (re)made there.
+  memory::desc prepare(const memory::desc& input, bool) override {
+    const auto dims = input.dims();
+    return detail::plain_desc({dims[0], dims[1], dims[2]});
+  }
+
+  const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
+    const Tensor* memory = context.memory;
+    if (memory == nullptr) {
+      throw ConfigError("layer " + name_ + ": cross_attention belongs in the decoder of an encoder-decoder model " +
+                        "(it attends to the encoder's output)");
+    }
+    if (memory->shape().size() != 3 || memory->dim(0) != x.dim(0) || memory->dim(2) != dim_) {
+      throw ConfigError("layer " + name_ + ": the encoder's output " + to_string(memory->shape()) +
+                        " does not fit the decoder's " + to_string(x.shape()) + " (same samples and features)");
+    }
+    attention_.prepare(x.dim(0), x.dim(1), memory->dim(1));
+    x_ = &x;
+    memory_ = memory;
+    d_memory_out_ = context.d_memory;
+    y_.resize(x.shape());
+    attention_.forward(x.data(), memory->data(), context.memory_lengths, y_.data());
+    return y_;
+  }
+
+  const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
+    if (need_dx) {
+      dx_.resize(x_->shape());
+    }
+    float* d_memory = nullptr;
+    if (d_memory_out_ != nullptr) {
+      d_memory_.resize(memory_->shape());
+      d_memory = d_memory_.data();
+    }
+    attention_.backward(dy.data(), need_dx ? dx_.data() : nullptr, d_memory);
+    announce(ready);
+    if (d_memory != nullptr) {
+      float* out = d_memory_out_->data();
+      for (int64_t i = 0; i < d_memory_.size(); ++i) {
+        out[i] += d_memory[i];
+      }
+    }
+    return need_dx ? &dx_ : nullptr;
+  }
+
+ private:
+  detail::MultiHeadAttention attention_;
+  int64_t dim_ = 0;
+  const Tensor* x_ = nullptr;
+  const Tensor* memory_ = nullptr;
+  Tensor* d_memory_out_ = nullptr;
+  Tensor y_, dx_, d_memory_;
+};
+
 }  // namespace
 
 std::shared_ptr<Layer> make_attention_layer(const LayerSpec& spec, const std::string& name) {
   if (spec.type == "self_attention") {
     return std::make_shared<SelfAttention>(spec, name);
+  }
+  if (spec.type == "cross_attention") {
+    return std::make_shared<CrossAttention>(spec, name);
   }
   return nullptr;
 }

@@ -50,6 +50,7 @@ class MultiHeadAttention {
   bool causal_ = false;
   int64_t batch_ = 0, tq_ = 0, tk_ = 0;
   RowDense query_, key_, value_, output_;
+  Parameter* key_bias_ = nullptr;  // Note [Key bias] in attention.cpp
   MatMul scores_, weighted_, d_probs_, d_value_, d_query_, d_key_;
   dnnl::memory::desc probs_md_;
   dnnl::softmax_forward softmax_;

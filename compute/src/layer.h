@@ -39,6 +39,12 @@ struct ForwardContext {
   uint64_t step = 0;                 // Note [Dropout masks] in model.h
   int64_t first_sample = 0;          // global index of sample 0 of this micro-batch
   std::span<const int32_t> lengths;  // Note [Sequence padding] in model.h; empty: none padded
+  // A decoder's view of its encoder (Note [Sequence-to-sequence form] in spec.h):
+  // the memory {N, Ts, D}, its lengths, and where cross-attention adds its
+  // memory gradient in backward (zeroed by the Model before the decoder's backward).
+  const Tensor* memory = nullptr;
+  std::span<const int32_t> memory_lengths = {};
+  Tensor* d_memory = nullptr;
 };
 
 using ReadyFn = std::function<void(size_t)>;

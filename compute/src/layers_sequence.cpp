@@ -421,5 +421,9 @@ LayerSpec self_attention(int64_t heads, bool causal, bool bias) {
   return {"self_attention", {{"heads", heads}, {"causal", causal}, {"bias", bias}}, {}};
 }
 
+LayerSpec cross_attention(int64_t heads, bool bias) {
+  return {"cross_attention", {{"heads", heads}, {"bias", bias}}, {}};
+}
+
 }  // namespace layers
 }  // namespace tnt::compute

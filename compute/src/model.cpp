@@ -11,8 +11,54 @@
 
 namespace tnt::compute {
 
+namespace {
+
+void check_shape(const std::string& model, const std::string& what, const Shape& shape) {
+  if (shape.empty()) {
+    throw ConfigError("model '" + model + "': " + what + " shape is empty");
+  }
+  for (int64_t d : shape) {
+    if (d < 1) {
+      throw ConfigError("model '" + model + "': bad " + what + " shape " + to_string(shape));
+    }
+  }
+}
+
+void check_no_cross_attention(const std::string& model, const std::vector<LayerSpec>& layers, const char* where) {
+  for (const LayerSpec& layer : layers) {
+    if (layer.type == "cross_attention") {
+      throw ConfigError("model '" + model + "': cross_attention in the " + where +
+                        "; it belongs in the [[decoder]] of an encoder-decoder model");
+    }
+    for (const auto& branch : layer.branches) {
+      check_no_cross_attention(model, branch, where);
+    }
+  }
+}
+
+// Token ids {T} into an embedding: T is the longest sequence, batches may be
+// shorter (Note [Sequence-to-sequence form] in spec.h).
+bool is_token_input(const std::vector<LayerSpec>& layers, const Shape& input) {
+  return input.size() == 1 && !layers.empty() && layers.front().type == "embedding";
+}
+
+void check_input(const std::string& model, const char* what, const Shape& expected, bool tokens, const Shape& shape) {
+  const bool ok = tokens ? shape.size() == 2 && shape[0] >= 1 && shape[1] >= 1 && shape[1] <= expected[0]
+                         : shape.size() == expected.size() + 1 && shape[0] >= 1 &&
+                               std::equal(expected.begin(), expected.end(), shape.begin() + 1);
+  if (!ok) {
+    throw ConfigError("model '" + model + "': " + what + " " + to_string(shape) + " does not match {N} + " +
+                      (tokens ? "{T <= " + std::to_string(expected[0]) + "}" : to_string(expected)));
+  }
+}
+
+}  // namespace
+
 struct Model::Registry {
-  Chain chain;
+  Chain chain;  // the whole model, or an encoder-decoder's encoder
+  // Encoder-decoder models (Note [Sequence-to-sequence form] in spec.h).
+  Chain decoder;
+  Tensor d_memory;  // the cross-attention layers' summed gradient of the encoder's output
   // The last layer's output layout may be blocked (Note [Layouts] in
   // layers_dnnl.cpp); users get plain tensors.
   dnnl::memory::desc output_md;
@@ -26,22 +72,33 @@ struct Model::Registry {
 };
 
 Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
-  if (spec_.input.empty()) {
-    throw ConfigError("model '" + spec_.name + "': input shape is empty");
-  }
-  for (int64_t d : spec_.input) {
-    if (d < 1) {
-      throw ConfigError("model '" + spec_.name + "': bad input shape " + to_string(spec_.input));
-    }
-  }
+  check_shape(spec_.name, "input", spec_.input);
   if (spec_.layers.empty()) {
     throw ConfigError("model '" + spec_.name + "': no layers");
   }
+  const bool seq2seq = spec_.is_sequence_to_sequence();
+  check_no_cross_attention(spec_.name, spec_.layers, seq2seq ? "encoder" : "model");
   for (size_t i = 0; i < spec_.layers.size(); ++i) {
-    registry_->chain.add(make_layer(spec_.layers[i], "", i));
+    registry_->chain.add(make_layer(spec_.layers[i], seq2seq ? "encoder." : "", i));
   }
   registry_->sample_output = registry_->chain.setup(spec_.input);
   registry_->chain.collect(registry_->params, registry_->states);
+  if (seq2seq) {
+    check_shape(spec_.name, "decoder_input", spec_.decoder_input);
+    if (registry_->sample_output.size() != 2 || !is_token_input(spec_.layers, spec_.input) ||
+        !is_token_input(spec_.decoder, spec_.decoder_input)) {
+      throw ConfigError("model '" + spec_.name + "': an encoder-decoder takes token ids {T} on both sides (each " +
+                        "side starts with an embedding) and its encoder gives {T, features}; the encoder gives " +
+                        to_string(registry_->sample_output));
+    }
+    for (size_t i = 0; i < spec_.decoder.size(); ++i) {
+      registry_->decoder.add(make_layer(spec_.decoder[i], "decoder.", i));
+    }
+    registry_->sample_output = registry_->decoder.setup(spec_.decoder_input);
+    registry_->decoder.collect(registry_->params, registry_->states);
+  } else if (!spec_.decoder_input.empty()) {
+    throw ConfigError("model '" + spec_.name + "': decoder_input without decoder layers");
+  }
   for (size_t i = 0; i < registry_->params.size(); ++i) {
     registry_->params[i]->index = i;
     registry_->total += registry_->params[i]->info.size;
@@ -163,11 +220,10 @@ const Tensor& Model::forward(const Tensor& x, Mode mode) {
 
 const Tensor& Model::forward(const Tensor& x, Mode mode, const BatchInfo& batch) {
   const Shape& shape = x.shape();
-  if (shape.size() != spec_.input.size() + 1 ||
-      !std::equal(spec_.input.begin(), spec_.input.end(), shape.begin() + 1) || shape[0] < 1) {
-    throw ConfigError("model '" + spec_.name + "': input " + to_string(shape) + " does not match {N} + " +
-                      to_string(spec_.input));
+  if (spec_.is_sequence_to_sequence()) {
+    throw ConfigError("model '" + spec_.name + "' is an encoder-decoder: it takes a source and a target");
   }
+  check_input(spec_.name, "input", spec_.input, is_token_input(spec_.layers, spec_.input), shape);
   check_lengths(spec_.name, shape, batch.lengths);
   Registry& r = *registry_;
   if (shape != configured_input_) {
@@ -183,7 +239,52 @@ const Tensor& Model::forward(const Tensor& x, Mode mode, const BatchInfo& batch)
     ++training_passes_;
   }
   Profiler::Activate profiling(r.profiler.get());
-  const Tensor& y = r.chain.forward(x, context);
+  return finish_forward(r.chain.forward(x, context));
+}
+
+const Tensor& Model::forward(const Tensor& source, const Tensor& target, Mode mode, const BatchInfo& batch) {
+  if (!spec_.is_sequence_to_sequence()) {
+    throw ConfigError("model '" + spec_.name + "' is not an encoder-decoder: it takes one input");
+  }
+  check_input(spec_.name, "source", spec_.input, true, source.shape());
+  check_input(spec_.name, "target", spec_.decoder_input, true, target.shape());
+  if (source.dim(0) != target.dim(0)) {
+    throw ConfigError("model '" + spec_.name + "': source " + to_string(source.shape()) + " and target " +
+                      to_string(target.shape()) + " hold different numbers of samples");
+  }
+  check_lengths(spec_.name, source.shape(), batch.lengths);
+  check_lengths(spec_.name, target.shape(), batch.target_lengths);
+  Registry& r = *registry_;
+  if (source.shape() != configured_input_ || target.shape() != configured_target_) {
+    configured_input_.clear();  // stays unset if prepare throws
+    const auto memory_md = r.chain.prepare(detail::plain_desc(source.shape()), false);
+    if (!detail::is_plain(memory_md)) {
+      throw LogicError("model '" + spec_.name + "': the encoder's output is not in plain layout");
+    }
+    // The encoder's input gradient is never wanted, the decoder's input
+    // gradient neither (token ids); the encoder's output gradient is.
+    r.output_md = r.decoder.prepare(detail::plain_desc(target.shape()), false);
+    const auto plain = detail::plain_desc(r.output_md.dims());
+    r.output_to_plain.prepare(r.output_md, plain);
+    r.gradient_from_plain.prepare(plain, r.output_md);
+    configured_input_ = source.shape();
+    configured_target_ = target.shape();
+  }
+  if (mode == Mode::training) {
+    ++training_passes_;
+  }
+  Profiler::Activate profiling(r.profiler.get());
+  ForwardContext context{mode, batch.step, batch.first_sample, batch.lengths};
+  const Tensor& memory = r.chain.forward(source, context);
+  r.d_memory.resize(memory.shape());
+  ForwardContext decoder_context{mode,    batch.step,    batch.first_sample, batch.target_lengths,
+                                 &memory, batch.lengths, &r.d_memory};
+  const Tensor& y = r.decoder.forward(target, decoder_context);
+  return finish_forward(y);
+}
+
+const Tensor& Model::finish_forward(const Tensor& y) {
+  Registry& r = *registry_;
   if (r.output_to_plain.needed()) {
     r.plain_output.resize(y.shape());
     if (r.profiler) {
@@ -222,7 +323,19 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
     }
     dy = &r.d_output;
   }
-  return r.chain.backward(*dy, input_gradient, on_gradient_ready);
+  if (!spec_.is_sequence_to_sequence()) {
+    return r.chain.backward(*dy, input_gradient, on_gradient_ready);
+  }
+  if (input_gradient) {
+    throw ConfigError("model '" + spec_.name +
+                      "': an encoder-decoder has no input gradient (its inputs are token ids)");
+  }
+  // The decoder's parameters come after the encoder's (Note [Parameter
+  // order]), so they are final and announced first; the cross-attention
+  // layers sum the memory's gradient for the encoder's backward.
+  std::fill(r.d_memory.data(), r.d_memory.data() + r.d_memory.size(), 0.0f);
+  r.decoder.backward(*dy, false, on_gradient_ready);
+  return r.chain.backward(r.d_memory, false, on_gradient_ready);
 }
 
 void Model::set_profiling(bool on) {
@@ -239,17 +352,23 @@ std::vector<LayerKindProfile> Model::profile() const {
 
 std::string Model::summary() const {
   std::ostringstream out;
-  out << "model " << spec_.name << ", input " << to_string(spec_.input) << '\n';
-  for (size_t i = 0; i < registry_->chain.size(); ++i) {
-    Layer& layer = registry_->chain.layer(i);
-    std::vector<Parameter*> ps;
-    std::vector<StateBuffer*> ss;
-    layer.collect(ps, ss);
-    int64_t n = 0;
-    for (Parameter* p : ps) {
-      n += p->info.size;
+  out << "model " << spec_.name << ", input " << to_string(spec_.input);
+  if (spec_.is_sequence_to_sequence()) {
+    out << ", decoder input " << to_string(spec_.decoder_input);
+  }
+  out << '\n';
+  for (Chain* chain : {&registry_->chain, &registry_->decoder}) {
+    for (size_t i = 0; i < chain->size(); ++i) {
+      Layer& layer = chain->layer(i);
+      std::vector<Parameter*> ps;
+      std::vector<StateBuffer*> ss;
+      layer.collect(ps, ss);
+      int64_t n = 0;
+      for (Parameter* p : ps) {
+        n += p->info.size;
+      }
+      out << "  " << layer.name() << "  -> " << to_string(chain->sample_output(i)) << "  params " << n << '\n';
     }
-    out << "  " << layer.name() << "  -> " << to_string(registry_->chain.sample_output(i)) << "  params " << n << '\n';
   }
   out << "  total parameters " << registry_->total << " in " << registry_->params.size() << " tensors\n";
   return out.str();

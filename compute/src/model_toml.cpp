@@ -153,9 +153,24 @@ ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
     throw ConfigError(origin + ": missing [[layers]]");
   }
   spec.layers = parse_layers(origin, "layers", *layers);
+  // Note [Sequence-to-sequence form] in spec.h: both keys or neither.
+  const toml::node* decoder_input = root.get("decoder_input");
+  const toml::node* decoder = root.get("decoder");
+  if ((decoder_input == nullptr) != (decoder == nullptr)) {
+    throw ConfigError(origin + ": an encoder-decoder model needs both 'decoder_input' (the target's shape, e.g. " +
+                      "[64]) and [[decoder]] layers");
+  }
+  if (decoder != nullptr) {
+    spec.decoder_input = integer_list(origin, "decoder_input", *decoder_input);
+    spec.decoder = parse_layers(origin, "decoder", *decoder);
+    if (spec.decoder.empty()) {
+      throw ConfigError(where(origin, *decoder) + ": [[decoder]] has no layers");
+    }
+  }
   for (const auto& [k, value] : root) {
-    if (k.str() != "name" && k.str() != "input" && k.str() != "layers") {
-      throw ConfigError(where(origin, value) + ": unknown key '" + std::string(k.str()) + "'");
+    const std::string_view key = k.str();
+    if (key != "name" && key != "input" && key != "layers" && key != "decoder_input" && key != "decoder") {
+      throw ConfigError(where(origin, value) + ": unknown key '" + std::string(key) + "'");
     }
   }
   return spec;
@@ -180,6 +195,14 @@ std::string to_toml(const ModelSpec& spec) {
   }
   root.insert("input", std::move(input));
   root.insert("layers", layers_array(spec.layers));
+  if (spec.is_sequence_to_sequence()) {
+    toml::array decoder_input;
+    for (int64_t d : spec.decoder_input) {
+      decoder_input.push_back(d);
+    }
+    root.insert("decoder_input", std::move(decoder_input));
+    root.insert("decoder", layers_array(spec.decoder));
+  }
   std::ostringstream out;
   out << root << '\n';
   return out.str();

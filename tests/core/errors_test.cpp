@@ -56,7 +56,7 @@ TEST(Errors, DatasetFailsWithATntError) {
 TEST(Errors, TheTrainerFailsWithATntError) {
   trainer::Session session;
   trainer::Trainer model(session, compute::zoo::mlp({4}, {3}, 2));
-  const std::string message = caught([&] { model.fit(nullptr, {}); });
+  const std::string message = caught([&] { model.fit(std::shared_ptr<const data::Source>(), {}); });
   EXPECT_NE(message.find("compile() first"), std::string::npos) << message;
 }
 

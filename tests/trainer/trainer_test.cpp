@@ -19,6 +19,7 @@
 #include "tnt/core/error.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
+#include "tnt/trainer/translation.h"
 
 namespace {
 
@@ -167,8 +168,8 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
     }
   }
   // The 33 options tnt-train had, and --labels-path, --test-path, --test-labels-path,
-  // --image-fit, --decode-threads, --loss and --allow-nan.
-  EXPECT_EQ(options.size(), 40u);
+  // --image-fit, --decode-threads, --loss and --allow-nan, and the four of sentence pairs.
+  EXPECT_EQ(options.size(), 44u);
 }
 
 TEST(RunConfig, TheUsersOwnDataAndLosses) {
@@ -208,6 +209,34 @@ TEST(RunConfig, NestedCallbackSectionsAreReadAndUnknownOnesNamed) {
   } catch (const tnt::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown key 'early_stoping'"), std::string::npos) << e.what();
   }
+}
+
+// Note [chrF] in translation.h, worked by hand for "Hund" against "Hunde": orders 1-4 have
+// precision 1 and recall 4/5, 3/4, 2/3, 1/2 (orders 5 and 6 do not occur in the hypothesis).
+TEST(Translation, ChrfAndExactMatch) {
+  const auto same = trainer::score_translations({"guten Morgen", "Hund"}, {"guten Morgen", "Hund"});
+  EXPECT_DOUBLE_EQ(same.chrf, 100.0);
+  EXPECT_DOUBLE_EQ(same.exact_match, 1.0);
+  EXPECT_DOUBLE_EQ(trainer::score_translations({"xyz"}, {"Hund"}).chrf, 0.0);
+  const auto f = [](double r) { return 5.0 * r / (4.0 + r); };
+  const auto part = trainer::score_translations({"Hund", "Haus"}, {"Hunde", "Katze"});
+  EXPECT_DOUBLE_EQ(part.exact_match, 0.0);
+  const auto alone = trainer::score_translations({"Hund"}, {"Hunde"});
+  EXPECT_NEAR(alone.chrf, 100.0 * (f(4.0 / 5) + f(3.0 / 4) + f(2.0 / 3) + f(1.0 / 2)) / 4, 1e-9);
+  EXPECT_LT(part.chrf, alone.chrf);  // a poor second pair lowers the corpus score
+  EXPECT_THROW(trainer::score_translations({"a"}, {}), tnt::LogicError);
+}
+
+// The sentence-pair data set is no data::SourceKind: validate() must take it as its own.
+TEST(RunConfig, SentencePairsAreValidAndTheirKeysChecked) {
+  auto c = trainer::parse_run_config(
+      "[data]\ndataset = \"freedict\"\nmax_chars = 24\n[train]\nglobal_batch = 8\nlabel_smoothing = 0.1\n",
+      "pairs.toml");
+  EXPECT_NO_THROW(trainer::validate(c));
+  EXPECT_EQ(trainer::compile_options(c).loss, "sequence_cross_entropy");
+  EXPECT_DOUBLE_EQ(trainer::compile_options(c).label_smoothing, 0.1);
+  c.tokenizer = "words";
+  EXPECT_THROW(trainer::validate(c), tnt::ConfigError);
 }
 
 TEST(RunConfig, BadFilesNameTheFileAndKey) {

@@ -69,6 +69,14 @@ NonFinite find_non_finite(const float* data, std::size_t count) {
   return {false, largest == kInfinity};
 }
 
+std::size_t epoch_of(const StepBatch& batch) {
+  return std::visit([](const auto& b) { return b.epoch; }, batch);
+}
+
+std::size_t step_of(const StepBatch& batch) {
+  return std::visit([](const auto& b) { return b.step; }, batch);
+}
+
 namespace {
 
 // The Communicator as the CommActor sees it (step_actors.h).

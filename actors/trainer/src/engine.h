@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "objective.h"
@@ -20,6 +22,7 @@
 #include "tnt/compute/schedule.h"
 #include "tnt/core/asio.h"
 #include "tnt/dataset/loader.h"
+#include "tnt/dataset/sequence.h"
 
 namespace tnt {
 class Communicator;
@@ -88,13 +91,28 @@ struct StepTimes {
   int64_t exposed = 0;  // from the end of backward until every bucket is reduced
 };
 
+// One rank's share of one step: images with a label each, or token sequences with a label per
+// target token (an encoder-decoder model; Note [Exact token mean] in dataset/src/sequence.cpp).
+using StepBatch = std::variant<data::MicroBatch, data::SequenceBatch>;
+std::size_t epoch_of(const StepBatch& batch);
+std::size_t step_of(const StepBatch& batch);
+
+// Where the data actor takes the steps' batches from: the image Loader or the SequenceLoader.
+class BatchFeed {
+ public:
+  virtual ~BatchFeed() = default;
+  virtual std::optional<StepBatch> next() = 0;  // nullopt: the last epoch has ended
+  virtual void recycle(StepBatch batch) = 0;
+  virtual void stop() {}
+};
+
 struct EngineContext {
   compute::Model* model = nullptr;
   const Objective* objective = nullptr;  // the loss and metrics; the backprop actor copies it
   compute::Optimizer* optimizer = nullptr;
   const compute::LearningRateSchedule* schedule = nullptr;
   Communicator* communicator = nullptr;
-  data::Loader* loader = nullptr;
+  BatchFeed* feed = nullptr;
   BucketLayout* layout = nullptr;
   Timeline* timeline = nullptr;
   bool overlap = true;

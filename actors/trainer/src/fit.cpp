@@ -15,7 +15,7 @@ namespace tnt::trainer {
 
 namespace {
 
-data::BatchPlanOptions make_plan_options(const data::Source& train, const FitOptions& options, const Session& session) {
+data::BatchPlanOptions make_plan_options(const FitData& train, const FitOptions& options, const Session& session) {
   if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
   data::BatchPlanOptions plan;
   plan.num_samples = train.size();
@@ -29,28 +29,63 @@ data::BatchPlanOptions make_plan_options(const data::Source& train, const FitOpt
   return plan;
 }
 
+class ImageFeed final : public BatchFeed {
+ public:
+  ImageFeed(std::shared_ptr<const data::Source> source, const data::LoaderOptions& options)
+      : loader_(std::move(source), options) {}
+  std::optional<StepBatch> next() override {
+    auto batch = loader_.next();
+    if (!batch) return std::nullopt;
+    return StepBatch(std::move(*batch));
+  }
+  void recycle(StepBatch batch) override {
+    if (auto* b = std::get_if<data::MicroBatch>(&batch)) loader_.recycle(std::move(*b));
+  }
+  void stop() override { loader_.stop(); }
+
+ private:
+  data::Loader loader_;
+};
+
+// Sequence batches take microseconds to assemble from memory: no worker thread (dataset/README.md).
+class SequenceFeed final : public BatchFeed {
+ public:
+  SequenceFeed(std::shared_ptr<const data::SequenceSource> source, const data::SequenceLoaderOptions& options)
+      : loader_(std::move(source), options) {}
+  std::optional<StepBatch> next() override {
+    auto batch = loader_.next();
+    if (!batch) return std::nullopt;
+    return StepBatch(std::move(*batch));
+  }
+  void recycle(StepBatch) override {}
+
+ private:
+  data::SequenceLoader loader_;
+};
+
 }  // namespace
 
-FitRun::FitRun(Trainer& trainer, Trainer::State& state, std::shared_ptr<const data::Source> train,
-               const FitOptions& options, FitEnvironment environment)
+FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const FitOptions& options,
+               FitEnvironment environment)
     : trainer_(trainer),
       s_(state),
       train_(std::move(train)),
       options_(options),
       environment_(environment),
-      plan_options_(make_plan_options(*train_, options, state.session)),
+      plan_options_(make_plan_options(train_, options, state.session)),
       plan_(plan_options_),
       steps_per_epoch_(plan_.steps_per_epoch()),
       timeline_(!options.timeline_path.empty()),
       checkpoints_(options),
       bar_(stdout, environment.output && options.progress_bar) {
   if (steps_per_epoch_ == 0) throw ConfigError("the training data gives no step per epoch");
-  trainer_.check_data(*train_, "the training data");
+  if (train_.images) trainer_.check_data(*train_.images, "the training data");
   if (options.validation) trainer_.check_data(*options.validation, "the validation data");
   if (options.resume_path == "auto" && options.checkpoint_path.empty()) {
     throw ConfigError("resume \"auto\" continues from the checkpoint path, and none is set");
   }
-  s_.fingerprint = plan_.fingerprint();
+  // Bucketing reorders an epoch's samples: a checkpoint resumes only with the same setting.
+  s_.fingerprint = plan_.fingerprint() ^ (static_cast<uint64_t>(options.bucket_batches) * 0x9e3779b97f4a7c15ULL);
   s_.has_fingerprint = true;
   if (has_batch_norm(s_.model.spec()) && plan_.max_local_batch() < 16) {
     spdlog::warn(
@@ -82,14 +117,7 @@ History FitRun::run() {
     spdlog::info("nothing to do: the checkpoint is at epoch {} of {}", s_.position.epoch, options_.epochs);
     return history_;
   }
-  data::LoaderOptions loader_options;
-  loader_options.plan = plan_options_;
-  loader_options.transform = options_.transform;
-  loader_options.start = s_.position;
-  loader_options.end_epoch = options_.epochs;
-  loader_options.prefetch = options_.prefetch;
-  loader_options.workers = options_.data_workers;
-  loader_.emplace(train_, loader_options);
+  feed_ = make_feed();
   if (s_.master() && !options_.csv_path.empty()) csv_.emplace(options_.csv_path, resumed_);
   EngineContext context = engine_context();
 
@@ -150,6 +178,25 @@ std::string FitRun::resume_path() {
   return {};
 }
 
+std::unique_ptr<BatchFeed> FitRun::make_feed() const {
+  if (train_.sequences) {
+    data::SequenceLoaderOptions o;
+    o.plan = plan_options_;
+    o.bucket_batches = options_.bucket_batches;
+    o.start = s_.position;
+    o.end_epoch = options_.epochs;
+    return std::make_unique<SequenceFeed>(train_.sequences, o);
+  }
+  data::LoaderOptions o;
+  o.plan = plan_options_;
+  o.transform = options_.transform;
+  o.start = s_.position;
+  o.end_epoch = options_.epochs;
+  o.prefetch = options_.prefetch;
+  o.workers = options_.data_workers;
+  return std::make_unique<ImageFeed>(train_.images, o);
+}
+
 EngineContext FitRun::engine_context() {
   EngineContext context;
   context.model = &s_.model;
@@ -157,7 +204,7 @@ EngineContext FitRun::engine_context() {
   context.optimizer = s_.optimizer.get();
   context.schedule = s_.schedule.get();
   context.communicator = &s_.comm();
-  context.loader = &*loader_;
+  context.feed = feed_.get();
   context.layout = &layout_;
   context.timeline = &timeline_;
   context.overlap = options_.overlap;
@@ -256,7 +303,12 @@ void FitRun::end_epoch(std::size_t epoch) {
   // Training time only: validation below is not part of the epoch's throughput.
   const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
   bar_.end_training();
-  if (options_.validation && options_.validation_frequency > 0 && (epoch + 1) % options_.validation_frequency == 0) {
+  const bool validate = options_.validation_frequency > 0 && (epoch + 1) % options_.validation_frequency == 0;
+  if (validate && train_.sequences && options_.sequence_validation) {
+    const auto val = trainer_.evaluate(options_.sequence_validation, options_.validation_batch);
+    logs["val_loss"] = val.at("loss");
+    logs["val_accuracy"] = val.at("accuracy");
+  } else if (validate && train_.images && options_.validation) {
     const auto val = trainer_.evaluate(options_.validation, options_.validation_batch, options_.validation_transform);
     for (const auto& [key, value] : val) {
       if (key != "count") logs["val_" + key] = value;
@@ -277,7 +329,7 @@ void FitRun::end_epoch(std::size_t epoch) {
 void FitRun::finish() {
   // Stopped mid-epoch (max_steps, or a checkpoint boundary at the very end): close the bar.
   if (s_.position.step > 0 && steps_done_ > 0) bar_.finish(ordered(epoch_sums_.logs()));
-  loader_->stop();
+  feed_->stop();
   // The run's last state is on disk whenever checkpoints were asked for.
   if (checkpoints_.due_at_end(s_.optimizer->steps())) save();
   history_.seconds = std::chrono::duration<double>(Clock::now() - train_start_).count();

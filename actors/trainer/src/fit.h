@@ -26,6 +26,13 @@
 
 namespace tnt::trainer {
 
+// What fit trains on: images with a label each, or sentence pairs; exactly one is set.
+struct FitData {
+  std::shared_ptr<const data::Source> images;
+  std::shared_ptr<const data::SequenceSource> sequences;
+  std::size_t size() const { return images ? images->size() : sequences->size(); }
+};
+
 // What fit takes from the environment rather than from FitOptions (read in trainer.cpp).
 struct FitEnvironment {
   std::size_t fusion_threshold_bytes = 32 * 1024;
@@ -36,8 +43,7 @@ struct FitEnvironment {
 class FitRun {
  public:
   // Checks the options and lays out the data plan (no collective yet).
-  FitRun(Trainer& trainer, Trainer::State& state, std::shared_ptr<const data::Source> train, const FitOptions& options,
-         FitEnvironment environment);
+  FitRun(Trainer& trainer, Trainer::State& state, FitData train, const FitOptions& options, FitEnvironment environment);
   ~FitRun();
   FitRun(const FitRun&) = delete;
   FitRun& operator=(const FitRun&) = delete;
@@ -62,10 +68,11 @@ class FitRun {
   StepDecision on_step(const StepFigures& f);  // on the metrics actor, in step order
   void save();
   EngineContext engine_context();
+  std::unique_ptr<BatchFeed> make_feed() const;
 
   Trainer& trainer_;
   Trainer::State& s_;
-  const std::shared_ptr<const data::Source> train_;
+  const FitData train_;
   const FitOptions& options_;
   const FitEnvironment environment_;
   const data::BatchPlanOptions plan_options_;
@@ -76,7 +83,7 @@ class FitRun {
   bool bound_ = false;  // gradients bound into layout_ (undone by the destructor)
   Timeline timeline_;
   int64_t base_us_ = 0;  // the master's clock at the start: the timeline's zero
-  std::optional<data::Loader> loader_;
+  std::unique_ptr<BatchFeed> feed_;
   CheckpointPolicy checkpoints_;
   std::optional<CsvLog> csv_;
   ProgressBar bar_;

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -20,6 +21,7 @@
 #include "tnt/core/error.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
+#include "tnt/trainer/translation.h"
 
 namespace {
 
@@ -103,6 +105,7 @@ struct CommandLine {
   RunConfig config;
   std::string evaluate_checkpoint, predict_csv;
   bool print_job = false;
+  std::vector<std::string> translate;
 };
 
 // Parses the command line and the run file; an exit status when tnt-train must stop here.
@@ -133,12 +136,18 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
   app.add_flag("--print-job", command.print_job,
                "Print where this rank is in its job (rank, size, master, token) and from which source (tnt-launch's "
                "TNT_*, mpirun's OMPI_COMM_WORLD_*, srun's SLURM_*), then exit without joining it");
+  app.add_option("--translate", command.translate,
+                 "Sentence pairs: after training (or --evaluate), translate this English text and print it "
+                 "(repeatable; master rank)");
   try {
     app.parse(argc, argv);
     if (command.print_job) return std::nullopt;
     if (!file.empty() || !settings.empty()) command.config = tnt::trainer::load_run_config(file, settings);
     o.apply(command.config);
     tnt::trainer::validate(command.config);
+    if (!command.translate.empty() && !tnt::trainer::is_sentence_pairs(command.config)) {
+      throw tnt::ConfigError("--translate needs sentence pairs (data.dataset = \"freedict\")");
+    }
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const std::exception& e) {
@@ -161,8 +170,85 @@ int report_failure() {
   }
 }
 
+// Decodes test pairs spread evenly over the split (it is in dictionary order) and scores them
+// against the copy-the-source baseline (master).
+void score_test_pairs(tnt::trainer::Trainer& trainer, const tnt::trainer::Sources& sources, const RunConfig& config) {
+  const auto& test = *sources.test_pairs;
+  const std::size_t n = std::min(config.translate_sentences, test.size());
+  if (n == 0) return;
+  std::vector<std::string> english, german;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = k * test.size() / n;
+    english.push_back(test.text(i).source);
+    german.push_back(test.text(i).target);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const auto translated = trainer.translate(english, *sources.vocabulary, {.beam = static_cast<int64_t>(config.beam)});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto model = tnt::trainer::score_translations(translated, german);
+  const auto copy = tnt::trainer::score_translations(english, german);
+  fmt::print(
+      "translation of {} test pairs ({}, {:.1f} s): exact match {:.4f}, chrF {:.2f}; copying the English "
+      "source: exact match {:.4f}, chrF {:.2f}\n",
+      n, config.beam == 1 ? std::string("greedy") : fmt::format("beam {}", config.beam), seconds, model.exact_match,
+      model.chrf, copy.exact_match, copy.chrf);
+  for (std::size_t i = 0; i < std::min(n, config.translate_examples); ++i) {
+    fmt::print("  {} -> {}   (reference: {})\n", english[i], translated[i], german[i]);
+  }
+}
+
+// Sentence pairs: trains an encoder-decoder (or loads a checkpoint), tests it with teacher
+// forcing, then translates test pairs and the command line's texts.
+void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
+  const RunConfig& config = command.config;
+  const bool evaluate_only = !command.evaluate_checkpoint.empty();
+  // A checkpoint's token ids mean the tokens of the vocabulary saved beside it.
+  const auto sources = tnt::trainer::make_sources(
+      config, evaluate_only ? tnt::trainer::vocabulary_path(command.evaluate_checkpoint) : std::string());
+  const auto spec = tnt::trainer::resolve_sequence_model(config, sources);
+  tnt::trainer::Trainer trainer(session, spec);
+  trainer.initialize(config.seed);
+  trainer.compile(tnt::trainer::compile_options(config));
+  spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each; {}", spec.name,
+               trainer.model().total_parameter_size(), session.size(), config.threads,
+               tnt::compute::runtime_description());
+  spdlog::info("train: {}; validation: {}; test: {}", sources.train_pairs->describe(),
+               sources.validation_pairs->describe(), sources.test_pairs->describe());
+  if (!evaluate_only) {
+    if (session.is_master_rank() && !config.checkpoint_path.empty()) {
+      sources.vocabulary->save(tnt::trainer::vocabulary_path(config.checkpoint_path));
+    }
+    const auto history = trainer.fit(sources.train_pairs, tnt::trainer::fit_options(config, sources));
+    if (session.is_master_rank()) {
+      fmt::print("trained {} steps in {:.2f} s: {:.1f} sentence pairs/s\n", history.steps, history.seconds,
+                 history.samples_per_second);
+    }
+  } else {
+    trainer.load_weights(command.evaluate_checkpoint);
+    spdlog::info("evaluating the weights of {}", command.evaluate_checkpoint);
+  }
+  const auto test = trainer.evaluate(sources.test_pairs, config.eval_batch);
+  if (session.is_master_rank()) {
+    fmt::print("test (teacher forcing): token loss {:.4f}, token accuracy {:.4f} over {} tokens\n", test.at("loss"),
+               test.at("accuracy"), test.at("count"));
+    score_test_pairs(trainer, sources, config);
+    if (!command.translate.empty()) {
+      const auto out =
+          trainer.translate(command.translate, *sources.vocabulary, {.beam = static_cast<int64_t>(config.beam)});
+      for (std::size_t i = 0; i < out.size(); ++i) fmt::print("{} -> {}\n", command.translate[i], out[i]);
+    }
+  }
+  std::fflush(stdout);
+  // The other ranks wait for the master's decoding, so that the job ends together.
+  session.communicator().barrier();
+}
+
 // Trains (or evaluates a checkpoint), tests and predicts, as the command line asks.
 void run_in(const CommandLine& command, tnt::trainer::Session& session) {
+  if (tnt::trainer::is_sentence_pairs(command.config)) {
+    run_pairs(command, session);
+    return;
+  }
   const RunConfig& config = command.config;
   const bool evaluate_only = !command.evaluate_checkpoint.empty();
   auto sources = tnt::trainer::make_sources(config);

@@ -30,9 +30,14 @@ int64_t top_k_of(const std::string& name) {
 
 }  // namespace
 
-Objective::Objective(const CompileOptions& options, int64_t outputs) : outputs_(outputs) {
+Objective::Objective(const CompileOptions& options, int64_t outputs)
+    : outputs_(outputs), tokens_({.label_smoothing = options.label_smoothing}) {
+  if (!(options.label_smoothing >= 0.0 && options.label_smoothing < 1.0)) {
+    throw ConfigError(fmt::format("label smoothing must be in [0, 1), got {}", options.label_smoothing));
+  }
   const auto& l = options.loss;
-  if (l == "sparse_categorical_crossentropy" || l == "softmax_cross_entropy") {
+  // sequence_cross_entropy: sentence pairs take the token path (forward_tokens) whatever is named.
+  if (l == "sparse_categorical_crossentropy" || l == "softmax_cross_entropy" || l == "sequence_cross_entropy") {
     loss_ = Loss::softmax_cross_entropy;
   } else if (l == "binary_crossentropy") {
     loss_ = Loss::binary_cross_entropy;
@@ -40,8 +45,8 @@ Objective::Objective(const CompileOptions& options, int64_t outputs) : outputs_(
     loss_ = Loss::mean_squared_error;
   } else {
     throw ConfigError(
-        fmt::format("loss '{}' is not supported: use sparse_categorical_crossentropy, binary_crossentropy or "
-                    "mean_squared_error",
+        fmt::format("loss '{}' is not supported: use sparse_categorical_crossentropy, binary_crossentropy, "
+                    "mean_squared_error or sequence_cross_entropy",
                     l));
   }
   if (outputs < 1) throw ConfigError(fmt::format("the model has {} outputs per sample", outputs));
@@ -119,6 +124,7 @@ int64_t Objective::correct(const compute::Tensor& outputs, std::span<const std::
 void Objective::forward(const compute::Tensor& outputs, std::span<const std::int32_t> labels,
                         std::span<double> figures) {
   if (figures.size() != figure_count()) throw LogicError("Objective::forward: wrong number of figures");
+  last_tokens_ = false;
   compute::LossResult r;
   bool counted = false;
   switch (loss_) {
@@ -148,7 +154,25 @@ void Objective::forward(const compute::Tensor& outputs, std::span<const std::int
   }
 }
 
+void Objective::forward_tokens(const compute::Tensor& logits, std::span<const std::int32_t> labels,
+                               std::span<double> figures) {
+  if (figures.size() != figure_count()) throw LogicError("Objective::forward_tokens: wrong number of figures");
+  if (!custom_.empty() ||
+      std::ranges::any_of(metrics_, [](const Builtin& m) { return !std::holds_alternative<Accuracy>(m); })) {
+    throw ConfigError("sentence pairs support only the metric 'accuracy' (per target token)");
+  }
+  last_tokens_ = true;
+  const auto r = tokens_.forward(logits, labels);
+  figures[0] = r.sum;
+  figures[1] = static_cast<double>(r.count);
+  for (std::size_t m = 0; m < metrics_.size(); ++m) {
+    figures[2 + 2 * m] = static_cast<double>(r.correct);
+    figures[3 + 2 * m] = static_cast<double>(r.count);
+  }
+}
+
 const compute::Tensor& Objective::backward(float scale) {
+  if (last_tokens_) return tokens_.backward(scale);
   switch (loss_) {
     case Loss::softmax_cross_entropy: return softmax_.backward(scale);
     case Loss::binary_cross_entropy: return sigmoid_.backward(scale);

@@ -38,7 +38,11 @@ class Objective {
   // The figures of one micro-batch into `figures` (figure_count() values); keeps what
   // backward() needs.
   void forward(const compute::Tensor& outputs, std::span<const std::int32_t> labels, std::span<double> figures);
-  // d loss / d outputs of the last forward, times `scale`.
+  // An encoder-decoder's per-token figures: the sequence cross-entropy (padding ignored,
+  // CompileOptions::label_smoothing) over `labels`, one per target token; (loss sum, real
+  // tokens), and "accuracy" as (correct tokens, real tokens). backward() then differentiates it.
+  void forward_tokens(const compute::Tensor& logits, std::span<const std::int32_t> labels, std::span<double> figures);
+  // d loss / d outputs of the last forward (or forward_tokens), times `scale`.
   const compute::Tensor& backward(float scale);
   // What predict() returns for `outputs`: softmax probabilities (cross-entropy), sigmoid
   // probabilities (binary cross-entropy) or the outputs themselves (mean squared error).
@@ -64,6 +68,8 @@ class Objective {
   compute::SoftmaxCrossEntropy softmax_;
   compute::SigmoidBinaryCrossEntropy sigmoid_;
   compute::MeanSquaredError squared_;
+  compute::SequenceSoftmaxCrossEntropy tokens_;
+  bool last_tokens_ = false;  // the last forward was forward_tokens
   compute::Tensor targets_;
 };
 

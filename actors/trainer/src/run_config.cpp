@@ -140,12 +140,13 @@ const std::vector<RunKey>& run_keys() {
   // clang-format off
   static const std::vector<RunKey> keys{
       {"model", "name", +[](RunConfig& c) -> auto& { return c.model; }, "--model",
-       "Zoo model (lenet5, mlp, resnet20, resnet50) or a model TOML file"},
+       "Zoo model (lenet5, mlp, resnet20, resnet50, transformer, transformer_tiny) or a model TOML file"},
       {"model", "file", +[](RunConfig& c) -> auto& { return c.model; }, nullptr, nullptr, {}, true},
       {"model", "classes", +[](RunConfig& c) -> auto& { return c.classes; }, "--classes",
        "Classes of a zoo model (default: the data set's)"},
       {"data", "dataset", +[](RunConfig& c) -> auto& { return c.dataset; }, "--dataset",
-       "fashion-mnist, mnist, cifar10, synthetic, or your own: idx, npy, image-folder"},
+       "fashion-mnist, mnist, cifar10, synthetic, freedict (English-German sentence pairs), or your own: idx, npy, "
+       "image-folder"},
       {"data", "path", +[](RunConfig& c) -> auto& { return c.data_path; }, "--data-path",
        "Data set directory (default: search $TNT_DATA_DIR, /usr/share/datasets, ...)", {}, true},
       {"data", "labels_path", +[](RunConfig& c) -> auto& { return c.labels_path; }, "--labels-path",
@@ -174,6 +175,12 @@ const std::vector<RunKey>& run_keys() {
       {"train", "loss", +[](RunConfig& c) -> auto& { return c.loss; }, "--loss",
        "sparse_categorical_crossentropy (default), binary_crossentropy or mean_squared_error"},
       {"train", "metrics", +[](RunConfig& c) -> auto& { return c.metrics; }},
+      {"data", "max_chars", +[](RunConfig& c) -> auto& { return c.max_chars; }, "--max-chars",
+       "Sentence pairs: drop pairs with a side longer than this (code points)"},
+      {"data", "tokenizer", +[](RunConfig& c) -> auto& { return c.tokenizer; }, "--tokenizer",
+       "Sentence pairs: char or bpe (learned from the training split)"},
+      {"data", "merges", +[](RunConfig& c) -> auto& { return c.merges; }},
+      {"data", "bucket_batches", +[](RunConfig& c) -> auto& { return c.bucket_batches; }},
       {"train", "global_batch", +[](RunConfig& c) -> auto& { return c.global_batch; }, "--global-batch",
        "Global batch size, split across ranks at sample level"},
       {"train", "micro_batch", +[](RunConfig& c) -> auto& { return c.micro_batch; }, "--micro-batch",
@@ -190,6 +197,7 @@ const std::vector<RunKey>& run_keys() {
       {"train", "threads", +[](RunConfig& c) -> auto& { return c.threads; }, "--threads",
        "Compute threads per rank (oneDNN/OpenMP), default 1"},
       {"train", "drop_remainder", +[](RunConfig& c) -> auto& { return c.drop_remainder; }},
+      {"train", "label_smoothing", +[](RunConfig& c) -> auto& { return c.label_smoothing; }},
       {"optimizer", "kind", +[](RunConfig& c) -> auto& { return c.optimizer.kind; }, "--optimizer",
        "sgd, adam, adamw, rmsprop or adagrad"},
       {"optimizer", "momentum", +[](RunConfig& c) -> auto& { return c.optimizer.momentum; }, "--momentum",
@@ -239,6 +247,11 @@ const std::vector<RunKey>& run_keys() {
        false},
       {"output", "print_steps", +[](RunConfig& c) -> auto& { return c.print_steps; }, "--print-steps",
        "Print every step's loss and accuracy (summed over all ranks)", true},
+      {"translate", "beam", +[](RunConfig& c) -> auto& { return c.beam; }, "--beam",
+       "Sentence pairs: beam width of decoding (1 = greedy)"},
+      {"translate", "sentences", +[](RunConfig& c) -> auto& { return c.translate_sentences; }, "--translate-sentences",
+       "Sentence pairs: test pairs decoded and scored after training (0 = none)"},
+      {"translate", "examples", +[](RunConfig& c) -> auto& { return c.translate_examples; }},
   };
 // clang-format on
 return keys;
@@ -337,7 +350,7 @@ void validate(const RunConfig& c) {
   if (c.mean.size() != c.std.size()) bad("data.mean and data.std need the same number of values");
   data::SourceKind kind{};
   try {
-    kind = data::parse_source_kind(c.dataset);
+    if (!is_sentence_pairs(c)) kind = data::parse_source_kind(c.dataset);
     data::parse_image_fit(c.image_fit);
   } catch (const tnt::DataError& e) {
     bad(e.what());
@@ -362,6 +375,12 @@ void validate(const RunConfig& c) {
       if (d <= 0) bad("data.shape values must be positive");
     if (c.train_size == 0) bad("a synthetic data set needs data.train_size (--train-size)");
     if (c.num_classes < 2) bad("a synthetic data set needs at least 2 classes");
+  }
+  if (is_sentence_pairs(c)) {
+    if (c.tokenizer != "char" && c.tokenizer != "bpe")
+      bad(fmt::format("data.tokenizer '{}': expected char or bpe", c.tokenizer));
+    if (c.beam < 1) bad("translate.beam must be at least 1");
+    if (!(c.label_smoothing >= 0.0 && c.label_smoothing < 1.0)) bad("train.label_smoothing must be in [0, 1)");
   }
   if ((c.checkpoint_every_epochs || c.checkpoint_every_steps) && c.checkpoint_path.empty()) {
     bad("checkpoints are asked for but no checkpoint path is given (--checkpoint FILE)");
@@ -388,7 +407,9 @@ std::string canonical_text(const RunConfig& c) {
     << c.schedule.base_rate << ',' << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
     << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
     << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
-    << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan;
+    << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan << ";pairs=" << c.max_chars << ','
+    << c.tokenizer << ',' << c.merges << ',' << c.bucket_batches << ',' << c.label_smoothing << ";translate=" << c.beam
+    << ',' << c.translate_sentences;
   return s.str();
 }
 
@@ -424,6 +445,78 @@ compute::ModelSpec resolve_model(const RunConfig& c, int data_classes, const dat
   return spec;
 }
 
+bool is_sentence_pairs(const RunConfig& c) { return c.dataset == "freedict"; }
+
+std::string vocabulary_path(const std::string& checkpoint) { return checkpoint + ".vocab"; }
+
+namespace {
+
+// The first `count` pairs of `source` (0: all), tokenized with the same vocabulary.
+std::shared_ptr<const data::SequenceSource> first_pairs(std::shared_ptr<const data::SequenceSource> source,
+                                                        std::size_t count) {
+  if (count == 0 || count >= source->size()) return source;
+  std::vector<data::TextPair> pairs;
+  for (std::size_t i = 0; i < count; ++i) pairs.push_back(source->text(i));
+  return std::make_shared<const data::SequenceSource>(std::move(pairs), source->shared_vocabulary(),
+                                                      fmt::format("first {} of {}", count, source->describe()));
+}
+
+Sources make_pairs(const RunConfig& c, const std::string& vocabulary) {
+  data::TranslationDataOptions o;
+  o.freedict.path = c.data_path;
+  o.freedict.max_chars = c.max_chars;
+  o.split.seed = c.data_seed;
+  o.vocabulary.kind = data::parse_tokenizer_kind(c.tokenizer);
+  o.vocabulary.merges = c.merges;
+  o.vocabulary_path = vocabulary;
+  auto d = data::make_translation_data(o);
+  Sources out;
+  out.vocabulary = d.vocabulary;
+  out.train_pairs = first_pairs(d.train, c.train_size);
+  out.validation_pairs = d.validation;
+  out.test_pairs = first_pairs(d.test, c.test_size);
+  return out;
+}
+
+}  // namespace
+
+compute::ModelSpec resolve_sequence_model(const RunConfig& c, const Sources& sources) {
+  const auto vocab = static_cast<int64_t>(sources.vocabulary->size());
+  // Sources end in </s>, targets start with <s>: one token more than the longest text.
+  int64_t longest_source = 1, longest_target = 1;
+  for (const auto* s : {&sources.train_pairs, &sources.validation_pairs, &sources.test_pairs}) {
+    longest_source = std::max(longest_source, static_cast<int64_t>((*s)->max_source_tokens()) + 1);
+    longest_target = std::max(longest_target, static_cast<int64_t>((*s)->max_target_tokens()) + 1);
+  }
+  if (c.model == "transformer" || c.model == "transformer_tiny") {
+    compute::zoo::TransformerOptions o;
+    if (c.model == "transformer_tiny") {
+      o = {.d_model = 16, .heads = 2, .d_ff = 32, .encoder_layers = 1, .decoder_layers = 1};
+    }
+    o.vocab = vocab;
+    o.max_source_length = longest_source;
+    o.max_target_length = longest_target;
+    auto spec = compute::zoo::transformer(o);
+    spec.name = c.model;
+    return spec;
+  }
+  if (!std::filesystem::exists(c.model)) {
+    throw ConfigError(
+        fmt::format("model '{}' is neither transformer, transformer_tiny nor an existing model file", c.model));
+  }
+  auto spec = compute::load_model_toml(c.model);
+  if (!spec.is_sequence_to_sequence()) {
+    throw ConfigError(fmt::format("model '{}' is not an encoder-decoder; sentence pairs need one", c.model));
+  }
+  if (spec.input[0] < longest_source || spec.decoder_input[0] < longest_target) {
+    throw ConfigError(
+        fmt::format("model '{}' takes sources of up to {} and targets of up to {} tokens, the data has "
+                    "{} and {} (lower data.max_chars or raise the model's lengths)",
+                    c.model, spec.input[0], spec.decoder_input[0], longest_source, longest_target));
+  }
+  return spec;
+}
+
 // The user's own files: the training data at data.path, the test split at data.test_path.
 static Sources make_user_sources(const RunConfig& c, data::SourceConfig s) {
   s.labels_path = c.labels_path;
@@ -448,7 +541,8 @@ static Sources make_user_sources(const RunConfig& c, data::SourceConfig s) {
   return out;
 }
 
-Sources make_sources(const RunConfig& c) {
+Sources make_sources(const RunConfig& c, const std::string& vocabulary) {
+  if (is_sentence_pairs(c)) return make_pairs(c, vocabulary);
   data::SourceConfig s;
   s.kind = data::parse_source_kind(c.dataset);
   s.path = c.data_path;
@@ -504,6 +598,8 @@ CompileOptions compile_options(const RunConfig& c) {
   o.scale_rate_with_ranks = c.scale_rate_with_ranks;
   o.loss = c.loss;
   o.metrics = c.metrics;
+  if (is_sentence_pairs(c)) o.loss = "sequence_cross_entropy";
+  o.label_smoothing = c.label_smoothing;
   return o;
 }
 
@@ -534,6 +630,8 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.print_steps = c.print_steps;
   fit.terminate_on_nan = c.terminate_on_nan;
   fit.stop_on_signals = true;  // tnt-train is preempted as a cluster job is (Note [Preemption])
+  fit.bucket_batches = c.bucket_batches;
+  fit.sequence_validation = c.validation_frequency > 0 ? sources.validation_pairs : nullptr;
   return fit;
 }
 

@@ -27,7 +27,8 @@ struct RunConfig {
   int64_t classes = 0;  // zoo models: number of classes (0 = the data set's)
 
   // [data]
-  // fashion-mnist | mnist | cifar10 | synthetic, or the user's own: idx | npy | image-folder
+  // fashion-mnist | mnist | cifar10 | synthetic | freedict (sentence pairs), or the user's own: idx | npy |
+  // image-folder
   std::string dataset = "fashion-mnist";
   std::string data_path;    // empty: search (dataset/README.md); idx / npy / image-folder: the training data
   std::string labels_path;  // idx / npy: the training labels
@@ -43,6 +44,12 @@ struct RunConfig {
   std::size_t crop_padding = 0;
   bool horizontal_flip = false;
   std::size_t prefetch = 2;
+  // Sentence pairs (dataset = "freedict": English-German, dataset/README.md). train_size and
+  // test_size keep the first pairs of those splits; data.seed seeds the split by headword.
+  std::size_t max_chars = 48;      // pairs with a longer side are dropped
+  std::string tokenizer = "char";  // char | bpe
+  std::size_t merges = 1000;       // bpe
+  std::size_t bucket_batches = 0;  // length bucketing over runs of this many global batches
 
   // [train]
   std::string loss = "sparse_categorical_crossentropy";
@@ -55,6 +62,7 @@ struct RunConfig {
   uint64_t seed = 42;
   int threads = 1;
   bool drop_remainder = false;
+  double label_smoothing = 0.0;  // sequence loss
 
   compute::OptimizerOptions optimizer;  // [optimizer]
   compute::ScheduleOptions schedule;    // [schedule] (learning_rate = base_rate)
@@ -76,7 +84,16 @@ struct RunConfig {
 
   // [callbacks.terminate_on_nan]
   bool terminate_on_nan = true;
+  // [translate] (sentence pairs): after training, the master decodes `sentences` spread
+  // test pairs and scores them (exact match, chrF) against the copy-the-source baseline.
+  std::size_t beam = 1;  // 1 = greedy
+  std::size_t translate_sentences = 500;
+  std::size_t translate_examples = 8;  // printed with their references
 };
+
+bool is_sentence_pairs(const RunConfig& config);  // dataset = "freedict"
+// The vocabulary saved next to a checkpoint.
+std::string vocabulary_path(const std::string& checkpoint);
 
 // Note [Run keys]: every run-file key is one entry of run_keys(): its section and name, the
 // RunConfig field it sets, and the command-line option that sets it too (if any, with its
@@ -122,8 +139,15 @@ std::string canonical_text(const RunConfig& config);
 compute::ModelSpec resolve_model(const RunConfig& config, int data_classes, const data::SampleShape& data_shape);
 struct Sources {
   std::shared_ptr<const data::Source> train, test;  // test may be null (synthetic, test_size 0)
+  // Sentence pairs instead (is_sentence_pairs); train and test above are then null.
+  std::shared_ptr<const data::Vocabulary> vocabulary;
+  std::shared_ptr<const data::SequenceSource> train_pairs, validation_pairs, test_pairs;
 };
-Sources make_sources(const RunConfig& config);
+// `vocabulary`: load this file instead of learning the vocabulary (evaluating a checkpoint).
+Sources make_sources(const RunConfig& config, const std::string& vocabulary = {});
+// For sentence pairs: a zoo transformer sized to the vocabulary and the data's longest
+// sequences, or the model file as it is.
+compute::ModelSpec resolve_sequence_model(const RunConfig& config, const Sources& sources);
 data::TransformOptions train_transform(const RunConfig& config);
 data::TransformOptions eval_transform(const RunConfig& config);
 // What Trainer::compile and Trainer::fit take from a run.

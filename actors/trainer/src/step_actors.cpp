@@ -29,11 +29,11 @@ void hand_over(const actors::ActorRef& to, Msg msg) {
 
 DataActor::DataActor(EngineContext& context) {
   on<NextBatch>([&context](NextBatch&) {
-    auto batch = context.loader->next();  // the loader's worker has loaded it ahead
+    auto batch = context.feed->next();  // the loader's worker has loaded it ahead
     if (!batch) throw LogicError("the data loader ended before the epoch did");
     return std::move(*batch);
   });
-  on<Recycle>([&context](Recycle& m) { context.loader->recycle(std::move(m.batch)); });
+  on<Recycle>([&context](Recycle& m) { context.feed->recycle(std::move(m.batch)); });
 }
 
 // --- BackpropActor -------------------------------------------------------------------------------
@@ -64,13 +64,13 @@ void BackpropActor::next() {
     end_segment();
     return;
   }
-  request(refs_->data, NextBatch{}, [this](data::MicroBatch& batch) { run(std::move(batch)); });
+  request(refs_->data, NextBatch{}, [this](StepBatch& batch) { run(std::move(batch)); });
 }
 
-void BackpropActor::run(data::MicroBatch batch) {
-  if (batch.epoch != epoch_ || batch.step != step_) {
-    throw LogicError("data actor delivered epoch " + std::to_string(batch.epoch) + " step " +
-                     std::to_string(batch.step) + ", expected epoch " + std::to_string(epoch_) + " step " +
+void BackpropActor::run(StepBatch batch) {
+  if (epoch_of(batch) != epoch_ || step_of(batch) != step_) {
+    throw LogicError("data actor delivered epoch " + std::to_string(epoch_of(batch)) + " step " +
+                     std::to_string(step_of(batch)) + ", expected epoch " + std::to_string(epoch_) + " step " +
                      std::to_string(step_));
   }
   batch_ = std::move(batch);
@@ -79,22 +79,14 @@ void BackpropActor::run(data::MicroBatch batch) {
   StepFigures figures{epoch_, step_, std::vector<double>(objective_.figure_count(), 0.0), objective_.metric_names()};
   figures.global_step = c_.optimizer->steps();
   step_begin_us_ = now_us();
-  auto& model = *c_.model;
-  const auto n = model.parameter_count();
-  if (batch_.local_count > 0) {
-    const auto& s = batch_.shape;
-    input_.resize({static_cast<int64_t>(batch_.local_count), static_cast<int64_t>(s.channels),
-                   static_cast<int64_t>(s.height), static_cast<int64_t>(s.width)});
-    std::memcpy(input_.data(), batch_.data.data(), batch_.data.size() * sizeof(float));
-    // Dropout masks keyed by (step, global sample index): the same on any number of ranks.
-    const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch_.global_offset), {}};
-    const auto& output = model.forward(input_, compute::Mode::training, where);
-    objective_.forward(output, batch_.labels, figures.sums);
-    forward_end_us_ = now_us();
-    // Every rank scales by 1/global so that the allreduce-SUM is the global batch's mean
-    // gradient, whatever each rank's share (compute/loss.h).
-    const auto& d_out = objective_.backward(1.0f / static_cast<float>(batch_.global_count));
-    model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
+  const auto n = c_.model->parameter_count();
+  const std::size_t local_count = std::visit([](const auto& b) -> std::size_t { return b.local_count; }, batch_);
+  if (local_count > 0) {
+    if (const auto* images_batch = std::get_if<data::MicroBatch>(&batch_)) {
+      images(*images_batch, figures.sums);
+    } else {
+      sequences(std::get<data::SequenceBatch>(batch_), figures.sums);
+    }
   } else {
     // No samples in this step's share: contribute zeros to every allreduce.
     forward_end_us_ = now_us();
@@ -108,6 +100,47 @@ void BackpropActor::run(data::MicroBatch batch) {
     c_.timeline->add("forward", "compute", Timeline::compute, step_begin_us_, forward_end_us_, s);
     c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, backward_end_us_, s);
   }
+}
+
+void BackpropActor::images(const data::MicroBatch& batch, std::span<double> sums) {
+  auto& model = *c_.model;
+  const auto& s = batch.shape;
+  input_.resize({static_cast<int64_t>(batch.local_count), static_cast<int64_t>(s.channels),
+                 static_cast<int64_t>(s.height), static_cast<int64_t>(s.width)});
+  std::memcpy(input_.data(), batch.data.data(), batch.data.size() * sizeof(float));
+  // Dropout masks keyed by (step, global sample index): the same on any number of ranks.
+  const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch.global_offset), {}};
+  const auto& output = model.forward(input_, compute::Mode::training, where);
+  objective_.forward(output, batch.labels, sums);
+  forward_end_us_ = now_us();
+  // Every rank scales by 1/global so that the allreduce-SUM is the global batch's mean
+  // gradient, whatever each rank's share (compute/loss.h).
+  const auto& d_out = objective_.backward(1.0f / static_cast<float>(batch.global_count));
+  model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
+}
+
+namespace {
+// Token ids travel to the model as floats (exact below 2^24).
+void to_tensor(const std::vector<std::int32_t>& ids, std::size_t rows, std::size_t length, compute::Tensor& out) {
+  out.resize({static_cast<int64_t>(rows), static_cast<int64_t>(length)});
+  for (std::size_t i = 0; i < ids.size(); ++i) out[static_cast<int64_t>(i)] = static_cast<float>(ids[i]);
+}
+}  // namespace
+
+void BackpropActor::sequences(const data::SequenceBatch& batch, std::span<double> sums) {
+  auto& model = *c_.model;
+  to_tensor(batch.source, batch.local_count, batch.source_length, input_);
+  to_tensor(batch.target_input, batch.local_count, batch.target_length, target_);
+  const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch.global_offset), batch.source_lengths,
+                                 batch.target_lengths};
+  const auto& output = model.forward(input_, target_, compute::Mode::training, where);
+  objective_.forward_tokens(output, batch.target_labels, sums);
+  forward_end_us_ = now_us();
+  // The exact token mean of the global batch: every rank divides its token sum by the global
+  // batch's real target tokens, known from the plan (Note [Exact token mean] in
+  // dataset/src/sequence.cpp), and the allreduce sums.
+  const auto& d_out = objective_.backward(1.0f / static_cast<float>(batch.global_target_tokens));
+  model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
 }
 
 void BackpropActor::finish_step() {

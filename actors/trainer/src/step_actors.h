@@ -36,10 +36,10 @@ namespace tnt::trainer {
 // --- messages ------------------------------------------------------------------------------------
 
 struct NextBatch {
-  using reply_type = data::MicroBatch;
+  using reply_type = StepBatch;
 };
 struct Recycle {
-  data::MicroBatch batch;
+  StepBatch batch;
 };
 struct Go {};
 struct GradReady {
@@ -119,7 +119,10 @@ class BackpropActor : public actors::Actor {
 
  private:
   void next();
-  void run(data::MicroBatch batch);
+  void run(StepBatch batch);
+  // Forward and backward of this rank's share (not empty); the step's figures into `sums`.
+  void images(const data::MicroBatch& batch, std::span<double> sums);
+  void sequences(const data::SequenceBatch& batch, std::span<double> sums);
   void finish_step();
   void decided(const Decided& m);
   void advance();  // after the optimizer step and the step's decision
@@ -134,8 +137,8 @@ class BackpropActor : public actors::Actor {
   bool stepped_ = false;             // the optimizer step of step_ is done
   std::optional<Decided> decision_;  // the latest decision (for step_ once it has come)
   double factor_ = 1.0;              // the learning-rate factor of step_
-  data::MicroBatch batch_;
-  compute::Tensor input_;
+  StepBatch batch_;
+  compute::Tensor input_, target_;
   Objective objective_;
   int64_t step_begin_us_ = 0, forward_end_us_ = 0, backward_end_us_ = 0;
 };

@@ -73,6 +73,32 @@ std::size_t fusion_threshold(std::size_t requested) {
   return requested > 0 ? requested : settings::kFusionThresholdKb.read();
 }
 
+// The model's embeddings must hold every token of the data's vocabulary.
+void check_vocabulary(const compute::ModelSpec& spec, const data::Vocabulary& vocabulary) {
+  if (!spec.is_sequence_to_sequence()) {
+    throw ConfigError("model '" + spec.name + "' is not an encoder-decoder: it cannot take sentence pairs");
+  }
+  for (const auto* side : {&spec.layers, &spec.decoder}) {
+    const auto& first = side->front();
+    const auto it = first.options.find("vocab");
+    const auto* vocab = it == first.options.end() ? nullptr : std::get_if<int64_t>(&it->second);
+    if (vocab != nullptr && *vocab < static_cast<int64_t>(vocabulary.size())) {
+      throw ConfigError(fmt::format("model '{}' embeds {} tokens, but the data's vocabulary has {}: set vocab = {}",
+                                    spec.name, *vocab, vocabulary.size(), vocabulary.size()));
+    }
+  }
+}
+
+// Sources end in </s> and targets start with <s>: one token more than the longest text each.
+void check_lengths(const compute::ModelSpec& spec, const data::SequenceSource& pairs) {
+  const auto source = static_cast<int64_t>(pairs.max_source_tokens()) + 1;
+  const auto target = static_cast<int64_t>(pairs.max_target_tokens()) + 1;
+  if (source > spec.input[0] || target > spec.decoder_input[0]) {
+    throw ConfigError(fmt::format("{}: sequences of up to {} source and {} target tokens; model '{}' takes {} and {}",
+                                  pairs.describe(), source, target, spec.name, spec.input[0], spec.decoder_input[0]));
+  }
+}
+
 bool output_here(const Session& session) {
   if (session.is_master_rank()) return true;
   return settings::kOutputOnAllDevices.read();
@@ -160,9 +186,27 @@ void Trainer::load_weights(const std::string& path) {
 }
 
 History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions& options) {
+  if (!state_->optimizer) throw LogicError("fit: compile() first");
+  if (!train) throw ConfigError("fit: no training data");
+  if (state_->model.spec().is_sequence_to_sequence()) {
+    throw ConfigError("fit: model '" + state_->model.spec().name +
+                      "' is an encoder-decoder: train it on sentence pairs");
+  }
+  return fit_data({std::move(train), nullptr}, options);
+}
+
+History Trainer::fit(std::shared_ptr<const data::SequenceSource> train, const FitOptions& options) {
+  if (!state_->optimizer) throw LogicError("fit: compile() first");
+  if (!train) throw ConfigError("fit: no training data");
+  check_vocabulary(state_->model.spec(), train->vocabulary());
+  check_lengths(state_->model.spec(), *train);
+  if (options.sequence_validation) check_lengths(state_->model.spec(), *options.sequence_validation);
+  return fit_data({nullptr, std::move(train)}, options);
+}
+
+History Trainer::fit_data(FitData train, const FitOptions& options) {
   auto& s = *state_;
   if (!s.optimizer) throw LogicError("fit: compile() first");
-  if (!train) throw ConfigError("fit: no training data");
   FitEnvironment environment;
   environment.fusion_threshold_bytes = fusion_threshold(options.fusion_threshold_bytes);
   environment.output = output_here(s.session);
@@ -175,6 +219,67 @@ History Trainer::fit(std::shared_ptr<const data::Source> train, const FitOptions
   }
   FitRun run(*this, s, std::move(train), options, environment);
   return run.run();
+}
+
+Logs Trainer::evaluate(std::shared_ptr<const data::SequenceSource> source, std::size_t global_batch) {
+  auto& s = *state_;
+  auto& comm = s.comm();
+  if (!source) throw ConfigError("evaluate: no data");
+  check_vocabulary(s.model.spec(), source->vocabulary());
+  check_lengths(s.model.spec(), *source);
+  data::SequenceLoaderOptions lo;
+  lo.plan.global_batch = std::max<std::size_t>(global_batch, static_cast<std::size_t>(comm.size()));
+  lo.plan.rank = comm.rank();
+  lo.plan.world_size = comm.size();
+  lo.plan.shuffle = false;
+  lo.end_epoch = 1;
+  data::SequenceLoader loader(source, lo);
+  compute::SequenceSoftmaxCrossEntropy loss;
+  compute::Tensor input, target;
+  std::array<double, 3> sums{0, 0, 0};
+  auto to_tensor = [](const std::vector<int32_t>& ids, std::size_t rows, std::size_t length, compute::Tensor& out) {
+    out.resize({static_cast<int64_t>(rows), static_cast<int64_t>(length)});
+    for (std::size_t i = 0; i < ids.size(); ++i) out[static_cast<int64_t>(i)] = static_cast<float>(ids[i]);
+  };
+  s.compute.run([&] {
+    while (auto b = loader.next()) {
+      if (b->local_count == 0) continue;
+      to_tensor(b->source, b->local_count, b->source_length, input);
+      to_tensor(b->target_input, b->local_count, b->target_length, target);
+      const compute::BatchInfo where{0, static_cast<int64_t>(b->global_offset), b->source_lengths, b->target_lengths};
+      const auto r = loss.forward(s.model.forward(input, target, compute::Mode::inference, where), b->target_labels);
+      sums[0] += r.sum;
+      sums[1] += static_cast<double>(r.correct);
+      sums[2] += static_cast<double>(r.count);
+    }
+  });
+  comm.allreduce(std::span<double>(sums), ReduceOp::sum);
+  return {{"loss", mean_or_zero(sums[0], sums[2])}, {"accuracy", mean_or_zero(sums[1], sums[2])}, {"count", sums[2]}};
+}
+
+std::vector<std::string> Trainer::translate(const std::vector<std::string>& texts, const data::Vocabulary& vocabulary,
+                                            compute::DecodeOptions options) {
+  auto& s = *state_;
+  check_vocabulary(s.model.spec(), vocabulary);
+  options.pad = data::Vocabulary::pad;
+  options.bos = data::Vocabulary::bos;
+  options.eos = data::Vocabulary::eos;
+  const int64_t longest = s.model.spec().input[0];
+  std::vector<std::vector<int32_t>> sources;
+  for (const auto& text : texts) {
+    auto ids = vocabulary.encode(text);
+    ids.push_back(data::Vocabulary::eos);
+    if (static_cast<int64_t>(ids.size()) > longest) {
+      throw ConfigError(
+          fmt::format("translate: '{}' is {} tokens with </s>; the model takes at most {}", text, ids.size(), longest));
+    }
+    sources.push_back(std::move(ids));
+  }
+  std::vector<std::vector<int32_t>> decoded;
+  s.compute.run([&] { decoded = compute::decode(s.model, sources, options); });
+  std::vector<std::string> out;
+  for (const auto& ids : decoded) out.push_back(vocabulary.decode(ids));
+  return out;
 }
 
 Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t global_batch,

@@ -3,7 +3,8 @@
 // parameters in a fixed order, forward and backward passes.
 //
 // Note [Parameter order]: parameters are numbered 0..parameter_count()-1 in
-// layer order (inside a residual block: main branch, then shortcut), weight
+// layer order (inside a residual block: main branch, then shortcut; an
+// encoder-decoder's encoder, then its decoder), weight
 // before bias, BatchNorm scale before shift. The order, names and shapes
 // depend only on the ModelSpec, so every process that builds the same spec
 // gets the same list.
@@ -89,6 +90,8 @@ struct BatchInfo {
   uint64_t step = 0;                 // the training step, the same on every rank
   int64_t first_sample = 0;          // global index of the micro-batch's first sample in its step
   std::span<const int32_t> lengths;  // N real lengths of a sequence input; empty: nothing is padded
+  // Encoder-decoder models: N real lengths of the decoder's input (lengths are the source's).
+  std::span<const int32_t> target_lengths = {};
 };
 
 class Model {
@@ -128,6 +131,12 @@ class Model {
   // [1, x.dim(1)]. `batch` (and the lengths it views) must stay alive until
   // backward().
   const Tensor& forward(const Tensor& x, Mode mode, const BatchInfo& batch);
+  // Encoder-decoder models (Note [Sequence-to-sequence form] in spec.h):
+  // source {N, Ts} and target {N, Tt} token ids, batch.lengths the source's
+  // real lengths and batch.target_lengths the target's. Returns the
+  // decoder's output {N, Tt, ...}; backward() then takes its gradient (and
+  // gives no input gradient: token ids have none).
+  const Tensor& forward(const Tensor& source, const Tensor& target, Mode mode, const BatchInfo& batch);
 
   // d_output: gradient of the loss w.r.t. the last forward's output (same
   // shape). Writes every parameter gradient (Note [Gradient memory]) and calls
@@ -153,11 +162,13 @@ class Model {
   std::string summary() const;
 
  private:
+  const Tensor& finish_forward(const Tensor& y);  // the output in plain layout
+
   ModelSpec spec_;
   std::vector<std::shared_ptr<Layer>> layers_;
   struct Registry;
   std::unique_ptr<Registry> registry_;
-  Shape configured_input_;
+  Shape configured_input_, configured_target_;
   const Tensor* last_output_ = nullptr;
   uint64_t training_passes_ = 0;
 };

@@ -22,10 +22,24 @@ struct LayerSpec {
   std::vector<std::vector<LayerSpec>> branches;
 };
 
+// Note [Sequence-to-sequence form]: a ModelSpec with decoder layers is an
+// encoder-decoder. `layers` is then the encoder, fed the source tokens; the
+// decoder chain is fed the target tokens (teacher forcing) and its output is
+// the model's. Decoder layers of type "cross_attention" attend to the
+// encoder's output (the memory), masked by the source lengths; everywhere
+// else a decoder is an ordinary chain. Parameters: the encoder's, then the
+// decoder's (Note [Parameter order] in model.h). For token inputs (a chain
+// that starts with an embedding) the input's length T is the longest
+// sequence the model takes; a batch may be padded to any length in [1, T].
 struct ModelSpec {
   std::string name;
   Shape input;  // one sample, without the batch dimension: {C, H, W} or {features}
   std::vector<LayerSpec> layers;
+  // Sequence-to-sequence form: empty for a plain chain.
+  Shape decoder_input = {};  // {T_target}
+  std::vector<LayerSpec> decoder = {};
+
+  bool is_sequence_to_sequence() const { return !decoder.empty(); }
 };
 
 // TOML text <-> ModelSpec. Errors name the file (or "<string>") and the key.
@@ -68,6 +82,9 @@ LayerSpec layer_norm(double epsilon = 1e-5);
 LayerSpec position_wise_dense(int64_t units, bool bias = true, const std::string& init = "glorot_uniform");
 // Multi-head self-attention; padding masks from the batch's sequence lengths.
 LayerSpec self_attention(int64_t heads, bool causal = false, bool bias = true);
+// Encoder-decoder attention: queries from the decoder, keys and values from
+// the encoder's output (decoder layers only; Note [Sequence-to-sequence form]).
+LayerSpec cross_attention(int64_t heads, bool bias = true);
 }  // namespace layers
 
 }  // namespace tnt::compute

@@ -26,12 +26,14 @@
 #include <string>
 #include <vector>
 
+#include "tnt/compute/decode.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
 #include "tnt/compute/spec.h"
 #include "tnt/compute/tensor.h"
 #include "tnt/core/error.h"
+#include "tnt/dataset/sequence.h"
 #include "tnt/dataset/source.h"
 #include "tnt/dataset/transform.h"
 
@@ -93,10 +95,14 @@ struct CompileOptions {
   // "binary_crossentropy" (a sigmoid on each output: one output with labels 0/1, or K outputs
   // against the one-hot label) or "mean_squared_error" / "mse" (one output against the label's
   // value, or K outputs against the one-hot label). The model's outputs are logits in each case.
+  // An encoder-decoder model trained on sentence pairs always uses the per-token
+  // "sequence_cross_entropy" (padding ignored, the exact mean over the global batch's real target
+  // tokens), whichever is named here.
   std::string loss = "sparse_categorical_crossentropy";
+  double label_smoothing = 0.0;  // sequence loss only, in [0, 1)
   // "accuracy" (arg-max = label; one output: logit > 0 for binary cross-entropy, the rounded
   // value for mean squared error), "top_k_accuracy" (k = 5, as Keras's
-  // sparse_top_k_categorical_accuracy) or "top_<k>_accuracy".
+  // sparse_top_k_categorical_accuracy) or "top_<k>_accuracy". Sentence pairs: "accuracy" only.
   std::vector<std::string> metrics = {"accuracy"};
   std::vector<MetricFunction> custom_metrics;  // after `metrics`, in this order
 };
@@ -194,6 +200,10 @@ struct FitOptions {
   std::size_t validation_frequency = 1;
   std::size_t validation_batch = 1000;
   data::TransformOptions validation_transform;  // normalisation only
+  // Sentence pairs (fit on a SequenceSource): validation data, and length bucketing
+  // (data::SequenceLoaderOptions::bucket_batches; 0 = off).
+  std::shared_ptr<const data::SequenceSource> sequence_validation;
+  std::size_t bucket_batches = 0;
 
   // Fusion threshold in bytes (0: TNT_FUSION_THRESHOLD_KB, else 32 KiB). Buckets are laid out
   // once, in reverse parameter order, each at least this large (the last may be smaller).
@@ -234,6 +244,8 @@ struct History {
   double samples_per_second = 0.0;
 };
 
+struct FitData;  // fit.h
+
 class Trainer {
  public:
   Trainer(Session& session, compute::ModelSpec spec);
@@ -246,10 +258,20 @@ class Trainer {
   void compile(const CompileOptions& options);
 
   History fit(std::shared_ptr<const data::Source> train, const FitOptions& options);
+  // An encoder-decoder on sentence pairs: each global batch is split at sample level, and the
+  // loss is the exact mean over the batch's real target tokens on any number of ranks. Logs'
+  // "loss" and "accuracy" are per target token (teacher forcing).
+  History fit(std::shared_ptr<const data::SequenceSource> train, const FitOptions& options);
   // The loss and the compiled metrics over all of `source` (and "count", the samples), each rank
   // taking its share of every batch.
   Logs evaluate(std::shared_ptr<const data::Source> source, std::size_t global_batch,
                 const data::TransformOptions& transform = {});
+  // Token loss and accuracy (teacher forcing) over all of `source`, each rank taking its share.
+  Logs evaluate(std::shared_ptr<const data::SequenceSource> source, std::size_t global_batch);
+  // Translations of `texts` by an encoder-decoder model (greedy, or beam search with
+  // options.beam > 1), on this rank alone. Texts longer than the model's source are refused.
+  std::vector<std::string> translate(const std::vector<std::string>& texts, const data::Vocabulary& vocabulary,
+                                     compute::DecodeOptions options = {});
   // Class probabilities {N, K} for all of `source` (softmax, or sigmoid for binary
   // cross-entropy; the outputs themselves for mean squared error), computed on this rank alone.
   compute::Tensor predict(std::shared_ptr<const data::Source> source, std::size_t batch,
@@ -273,6 +295,8 @@ class Trainer {
   struct State;
 
  private:
+  History fit_data(FitData train, const FitOptions& options);
+
   std::unique_ptr<State> state_;
 };
 
