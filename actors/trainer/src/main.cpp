@@ -166,7 +166,10 @@ void run(const CommandLine& command) {
   spdlog::info("train: {}", sources.train->describe());
   check_test_split(trainer, sources);
   if (!evaluate_only) {
-    const auto history = trainer.fit(sources.train, tnt::trainer::fit_options(config, sources));
+    auto fit = tnt::trainer::fit_options(config, sources);
+    const auto callbacks = tnt::trainer::make_run_callbacks(config, trainer);
+    for (const auto& callback : callbacks) fit.callbacks.push_back(callback.get());
+    const auto history = trainer.fit(sources.train, fit);
     if (session.is_master_rank()) {
       fmt::print("trained {} steps in {:.2f} s: {:.1f} samples/s\n", history.steps, history.seconds,
                  history.samples_per_second);

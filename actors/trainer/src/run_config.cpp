@@ -232,6 +232,31 @@ const std::vector<RunKey>& run_keys() {
       {"callbacks.terminate_on_nan", "enabled", +[](RunConfig& c) -> auto& { return c.terminate_on_nan; },
        "--allow-nan", "Train on when the loss or the reduced gradient is NaN or infinite (by default every rank "
        "stops at that step, naming it, and tnt-train exits 1)", false},
+      // Keras's callbacks (tnt/trainer/callbacks.h): a section switches its callback on.
+#define TNT_CB(section, key, member) \
+      {"callbacks." #section, #key, +[](RunConfig& c) -> auto& { return c.callbacks.section.member; }}
+      TNT_CB(early_stopping, enabled, enabled), TNT_CB(early_stopping, monitor, monitor),
+      TNT_CB(early_stopping, mode, mode), TNT_CB(early_stopping, min_delta, min_delta),
+      TNT_CB(early_stopping, patience, patience), TNT_CB(early_stopping, baseline, baseline),
+      TNT_CB(early_stopping, restore_best_weights, restore_best_weights),
+      TNT_CB(early_stopping, start_from_epoch, start_from_epoch),
+      TNT_CB(reduce_lr_on_plateau, enabled, enabled), TNT_CB(reduce_lr_on_plateau, monitor, monitor),
+      TNT_CB(reduce_lr_on_plateau, mode, mode), TNT_CB(reduce_lr_on_plateau, factor, factor),
+      TNT_CB(reduce_lr_on_plateau, patience, patience), TNT_CB(reduce_lr_on_plateau, min_delta, min_delta),
+      TNT_CB(reduce_lr_on_plateau, cooldown, cooldown), TNT_CB(reduce_lr_on_plateau, min_lr, min_lr),
+      TNT_CB(model_checkpoint, enabled, enabled), TNT_CB(model_checkpoint, monitor, monitor),
+      TNT_CB(model_checkpoint, mode, mode), TNT_CB(model_checkpoint, save_best_only, save_best_only),
+      TNT_CB(model_checkpoint, save_weights_only, save_weights_only), TNT_CB(model_checkpoint, save_freq, save_freq),
+      TNT_CB(model_checkpoint, initial_value_threshold, initial_value_threshold),
+      TNT_CB(model_checkpoint, filepath, filepath),
+      TNT_CB(tensorboard, enabled, enabled), TNT_CB(tensorboard, update_freq, update_freq),
+      TNT_CB(tensorboard, log_dir, log_dir),
+      TNT_CB(remote_monitor, enabled, enabled), TNT_CB(remote_monitor, url, url), TNT_CB(remote_monitor, field, field),
+      TNT_CB(remote_monitor, send_as_json, send_as_json), TNT_CB(remote_monitor, timeout, timeout),
+      TNT_CB(csv_logger, enabled, enabled), TNT_CB(csv_logger, filename, filename),
+      TNT_CB(csv_logger, separator, separator), TNT_CB(csv_logger, append, append),
+      TNT_CB(learning_rate_scheduler, enabled, enabled), TNT_CB(learning_rate_scheduler, rates, rates),
+#undef TNT_CB
       {"output", "csv", +[](RunConfig& c) -> auto& { return c.csv; }, "--csv", "Per-epoch metrics as CSV"},
       {"output", "timeline", +[](RunConfig& c) -> auto& { return c.timeline; }, "--timeline",
        "Chrome-trace JSON (Perfetto) of every rank's compute, bucket and allreduce spans"},
@@ -295,6 +320,11 @@ RunConfig config_from_table(toml::table root, const std::string& path, const std
   RunConfig c;
   c.origin = path.empty() ? "--set" : path;
   read_keys(root, c, path);
+  // A callback's section switches it on unless it says `enabled = false`.
+  for (const auto& name : callback_sections()) {
+    const toml::table* t = root.at_path("callbacks." + name).as_table();
+    if (t && !t->contains("enabled")) enable_callback(c.callbacks, name);
+  }
   return c;
 }
 
@@ -369,6 +399,7 @@ void validate(const RunConfig& c) {
   if (c.resume == "auto" && c.checkpoint_path.empty()) {
     bad("--resume auto continues from the checkpoint path, and none is given (--checkpoint FILE)");
   }
+  validate_callbacks(c);
 }
 
 std::string canonical_text(const RunConfig& c) {
@@ -388,7 +419,8 @@ std::string canonical_text(const RunConfig& c) {
     << c.schedule.base_rate << ',' << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
     << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
     << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
-    << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan;
+    << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan
+    << callbacks_canonical_text(c.callbacks);
   return s.str();
 }
 

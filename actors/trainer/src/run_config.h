@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "run_callbacks.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
 #include "tnt/compute/spec.h"
@@ -76,6 +77,8 @@ struct RunConfig {
 
   // [callbacks.terminate_on_nan]
   bool terminate_on_nan = true;
+  // [callbacks.early_stopping], [callbacks.tensorboard], ... (run_callbacks.h)
+  RunCallbacks callbacks;
 };
 
 // Note [Run keys]: every run-file key is one entry of run_keys(): its section and name, the

@@ -136,6 +136,11 @@ class RunControl {
   virtual void set_learning_rate_factor(double factor) = 0;
   // Sets the factor so that the next optimizer step's rate is `rate`.
   virtual void set_learning_rate(double rate) = 0;
+  // Whether the compiled schedule gives every step the same rate (no warm-up, no decay):
+  // LearningRateScheduler refuses to fight one that does not.
+  virtual bool schedule_is_constant() const { return true; }
+  // Samples trained in this fit so far, summed over all ranks (throughput figures).
+  virtual double samples_trained() const { return 0.0; }
 };
 
 class Callback {
