@@ -17,8 +17,8 @@
 
 #include <bit>
 #include <cstdint>
-#include <map>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -169,8 +169,8 @@ void reduce_lr(trainer::Session& session, const std::shared_ptr<const data::Sour
   check(same_everywhere(session.communicator(), h), "the ranks trained at different rates");
   // The third, after the last epoch, has no step left to change.
   check(plateau.reductions() == 3, fmt::format("{} reductions, expected 3", plateau.reductions()));
-  check(changes == std::vector<uint64_t>{21, 31}, fmt::format("the rate changed at steps {}, expected [21, 31]",
-                                                                   changes));
+  check(changes == std::vector<uint64_t>{21, 31},
+        fmt::format("the rate changed at steps {}, expected [21, 31]", changes));
   check(rates.rates.at(history.steps) == 0.0125,
         fmt::format("last step's rate {}, expected 0.0125", rates.rates.at(history.steps)));
   if (session.is_master_rank()) fmt::print("RESULT reduce_lr_on_plateau changes_at_steps={}\n", changes);

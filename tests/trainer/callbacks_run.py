@@ -9,7 +9,7 @@
                   JSON, as a form field by default and as the body with send_as_json; a refused
                   connection and a server that never answers are warnings, and the run ends well.
   run_file        early stopping, a learning-rate scheduler, model checkpoints and a CSV logger
-                  from [callbacks.*] sections; both forms of a shorthand, or a scheduler with a
+                  from [callbacks.*] sections; [optimizer] global_clipnorm on 2 ranks; both forms of a shorthand, or a scheduler with a
                   schedule that changes the rate, are errors (exit 2) naming both.
 """
 import argparse
@@ -215,6 +215,15 @@ separator = ";"
     if files != expected:
         fail(f"checkpoints {files}, expected {expected}")
     print(f"early stopping + scheduler + checkpoints + CSV: {files}, rates {[r['learning_rate'] for r in rows]}")
+    # Keras's gradient clipping from the run file, on 2 ranks: a tight global norm slows training.
+    losses = {}
+    for clip in (0, 0.01):
+        out = run(args, work, SYNTHETIC + ["--epochs", "1", "--csv", f"clip{clip}.csv", "--set",
+                                           f"optimizer.global_clipnorm={clip}"], ranks=2)
+        losses[clip] = float(next(csv.DictReader(open(work / f"clip{clip}.csv")))["loss"])
+    if not losses[0.01] > losses[0]:
+        fail(f"global_clipnorm 0.01 did not slow training: epoch losses {losses}")
+    print(f"global_clipnorm on 2 ranks: epoch-1 loss {losses[0.01]:.4f} clipped, {losses[0]:.4f} not")
     for settings, message in (
         (["--csv", "a.csv", "--set", 'callbacks.csv_logger.filename="b.csv"'], "[output] csv (--csv) is a shorthand"),
         (["--checkpoint", "a.ckpt", "--set", 'callbacks.model_checkpoint.filepath="b.ckpt"'],
@@ -224,6 +233,8 @@ separator = ";"
         (["--set", "callbacks.early_stopping.patiense=2"], "unknown key 'patiense'"),
         (["--set", 'callbacks.reduce_lr_on_plateau.mode="up"'], "mode 'up': expected auto, min or max"),
         (["--set", 'callbacks.remote_monitor.url="https://example.org/"'], "https is not supported"),
+        (["--set", "optimizer.clipnorm=1.0", "--set", "optimizer.clipvalue=0.5"],
+         "at most one of clipnorm, global_clipnorm and clipvalue"),
     ):
         out = run(args, work, SYNTHETIC + settings, expect=2)
         if message not in out:

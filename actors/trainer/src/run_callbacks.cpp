@@ -12,9 +12,9 @@
 namespace tnt::trainer {
 
 const std::vector<std::string>& callback_sections() {
-  static const std::vector<std::string> names{"early_stopping", "reduce_lr_on_plateau", "model_checkpoint",
-                                              "tensorboard",    "remote_monitor",       "csv_logger",
-                                              "learning_rate_scheduler"};
+  static const std::vector<std::string> names{
+      "early_stopping", "reduce_lr_on_plateau", "model_checkpoint",       "tensorboard",
+      "remote_monitor", "csv_logger",           "learning_rate_scheduler"};
   return names;
 }
 
@@ -56,10 +56,11 @@ void validate_callbacks(const RunConfig& config) {
   }
   if (c.csv_logger.enabled && c.csv_logger.filename.empty()) throw ConfigError("[callbacks.csv_logger] needs filename");
   if (c.csv_logger.separator.size() != 1) {
-    throw ConfigError(fmt::format("[callbacks.csv_logger]: separator must be one character, got '{}'",
-                                  c.csv_logger.separator));
+    throw ConfigError(
+        fmt::format("[callbacks.csv_logger]: separator must be one character, got '{}'", c.csv_logger.separator));
   }
-  if (c.tensorboard.enabled && c.tensorboard.log_dir.empty()) throw ConfigError("[callbacks.tensorboard]: log_dir is empty");
+  if (c.tensorboard.enabled && c.tensorboard.log_dir.empty())
+    throw ConfigError("[callbacks.tensorboard]: log_dir is empty");
   if (c.learning_rate_scheduler.enabled) {
     const auto& s = config.schedule;
     if (s.kind != "constant" || s.warmup_steps != 0) {
@@ -73,10 +74,11 @@ void validate_callbacks(const RunConfig& config) {
   mode_of("early_stopping", c.early_stopping.mode);
   mode_of("reduce_lr_on_plateau", c.reduce_lr_on_plateau.mode);
   mode_of("model_checkpoint", c.model_checkpoint.mode);
-  if (c.reduce_lr_on_plateau.enabled) (void)ReduceLROnPlateau({.factor = c.reduce_lr_on_plateau.factor,
-                                                               .min_lr = c.reduce_lr_on_plateau.min_lr});
-  if (c.remote_monitor.enabled) (void)RemoteMonitor({c.remote_monitor.url, c.remote_monitor.field,
-                                                     c.remote_monitor.send_as_json, c.remote_monitor.timeout});
+  if (c.reduce_lr_on_plateau.enabled)
+    (void)ReduceLROnPlateau({.factor = c.reduce_lr_on_plateau.factor, .min_lr = c.reduce_lr_on_plateau.min_lr});
+  if (c.remote_monitor.enabled)
+    (void)RemoteMonitor(
+        {c.remote_monitor.url, c.remote_monitor.field, c.remote_monitor.send_as_json, c.remote_monitor.timeout});
 }
 
 std::string callbacks_canonical_text(const RunCallbacks& c) {
@@ -121,7 +123,7 @@ std::vector<std::unique_ptr<Callback>> make_run_callbacks(const RunConfig& confi
     m.save_best_only = o.save_best_only;
     m.save_weights_only = o.save_weights_only;
     m.mode = mode_of("model_checkpoint", o.mode);
-    m.every_epochs = o.save_freq;
+    m.every_epochs = o.every_epochs;
     m.initial_value_threshold = unless_nan(o.initial_value_threshold);
     out.push_back(std::make_unique<ModelCheckpoint>(m, trainer));
   }

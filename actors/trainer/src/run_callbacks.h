@@ -32,8 +32,8 @@ struct RunCallbacks {
     bool enabled = false;
     std::string filepath, monitor = "val_loss", mode = "auto";
     bool save_best_only = false, save_weights_only = false;
-    std::size_t save_freq = 1;                   // epochs
-    double initial_value_threshold = kNone;      // nan: none
+    std::size_t every_epochs = 1;            // Keras's save_freq="epoch" (a number of batches is not offered)
+    double initial_value_threshold = kNone;  // nan: none
   } model_checkpoint;
   struct {
     bool enabled = false;

@@ -202,6 +202,9 @@ const std::vector<RunKey>& run_keys() {
       {"optimizer", "epsilon", +[](RunConfig& c) -> auto& { return c.optimizer.epsilon; }},
       {"optimizer", "rho", +[](RunConfig& c) -> auto& { return c.optimizer.rho; }},
       {"optimizer", "initial_accumulator", +[](RunConfig& c) -> auto& { return c.optimizer.initial_accumulator; }},
+      {"optimizer", "clipnorm", +[](RunConfig& c) -> auto& { return c.optimizer.clipnorm; }},
+      {"optimizer", "global_clipnorm", +[](RunConfig& c) -> auto& { return c.optimizer.global_clipnorm; }},
+      {"optimizer", "clipvalue", +[](RunConfig& c) -> auto& { return c.optimizer.clipvalue; }},
       {"schedule", "kind", +[](RunConfig& c) -> auto& { return c.schedule.kind; }, "--schedule",
        "constant, piecewise or exponential"},
       {"schedule", "learning_rate", +[](RunConfig& c) -> auto& { return c.schedule.base_rate; }, "--learning-rate",
@@ -246,7 +249,7 @@ const std::vector<RunKey>& run_keys() {
       TNT_CB(reduce_lr_on_plateau, cooldown, cooldown), TNT_CB(reduce_lr_on_plateau, min_lr, min_lr),
       TNT_CB(model_checkpoint, enabled, enabled), TNT_CB(model_checkpoint, monitor, monitor),
       TNT_CB(model_checkpoint, mode, mode), TNT_CB(model_checkpoint, save_best_only, save_best_only),
-      TNT_CB(model_checkpoint, save_weights_only, save_weights_only), TNT_CB(model_checkpoint, save_freq, save_freq),
+      TNT_CB(model_checkpoint, save_weights_only, save_weights_only), TNT_CB(model_checkpoint, every_epochs, every_epochs),
       TNT_CB(model_checkpoint, initial_value_threshold, initial_value_threshold),
       TNT_CB(model_checkpoint, filepath, filepath),
       TNT_CB(tensorboard, enabled, enabled), TNT_CB(tensorboard, update_freq, update_freq),
@@ -399,6 +402,10 @@ void validate(const RunConfig& c) {
   if (c.resume == "auto" && c.checkpoint_path.empty()) {
     bad("--resume auto continues from the checkpoint path, and none is given (--checkpoint FILE)");
   }
+  const auto& o = c.optimizer;
+  if ((o.clipnorm > 0) + (o.global_clipnorm > 0) + (o.clipvalue > 0) > 1) {
+    bad("optimizer: give at most one of clipnorm, global_clipnorm and clipvalue");
+  }
   validate_callbacks(c);
 }
 
@@ -415,7 +422,8 @@ std::string canonical_text(const RunConfig& c) {
     << ";micro_batch=" << c.micro_batch << ";epochs=" << c.epochs << ";max_steps=" << c.max_steps
     << ";validation_frequency=" << c.validation_frequency << ";eval_batch=" << c.eval_batch << ";seed=" << c.seed
     << ";drop_remainder=" << c.drop_remainder << ";optimizer=" << c.optimizer.kind << ',' << c.optimizer.momentum << ','
-    << c.optimizer.nesterov << ',' << c.optimizer.weight_decay << ";schedule=" << c.schedule.kind << ','
+    << c.optimizer.nesterov << ',' << c.optimizer.weight_decay << ",clip=" << c.optimizer.clipnorm << ','
+    << c.optimizer.global_clipnorm << ',' << c.optimizer.clipvalue << ";schedule=" << c.schedule.kind << ','
     << c.schedule.base_rate << ',' << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
     << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
     << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps

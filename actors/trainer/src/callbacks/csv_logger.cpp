@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -66,8 +66,8 @@ void CSVLogger::on_epoch_begin(std::size_t) {
 
 void CSVLogger::on_batch_end(std::size_t, std::size_t, const Logs&) {
   // The last batch's time is the end of training in the epoch (validation comes after).
-  train_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_start_)
-                  .count();
+  train_ns_ =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_start_).count();
   samples_at_last_batch_ = run().samples_trained();
 }
 
@@ -107,8 +107,7 @@ void CSVLogger::on_epoch_end(std::size_t epoch, const Logs& logs) {
   std::fflush(file_);
   for (const auto& key : unused) {
     if (std::find(ignored_.begin(), ignored_.end(), key) != ignored_.end()) continue;
-    spdlog::warn("CSVLogger: '{}' has no column in {} (its columns come from the first epoch)", key,
-                 options_.filename);
+    spdlog::warn("CSVLogger: '{}' has no column in {} (its columns come from the first epoch)", key, options_.filename);
     ignored_.push_back(key);
   }
 }

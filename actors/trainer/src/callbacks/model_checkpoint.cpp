@@ -32,12 +32,12 @@ std::string format_checkpoint_path(const std::string& filepath, std::size_t epoc
 ModelCheckpoint::ModelCheckpoint(ModelCheckpointOptions options, Trainer& trainer)
     : options_(std::move(options)), trainer_(trainer) {
   if (options_.filepath.empty()) throw ConfigError("ModelCheckpoint: filepath is empty");
-  if (options_.every_epochs == 0) throw ConfigError("ModelCheckpoint: save_freq must be at least 1 epoch");
+  if (options_.every_epochs == 0) throw ConfigError("ModelCheckpoint: every_epochs must be at least 1");
   if (options_.save_best_only && options_.monitor.empty()) {
     throw ConfigError("ModelCheckpoint: save_best_only needs monitor (e.g. val_loss)");
   }
   maximize_ = options_.mode == MonitorMode::automatic ? options_.monitor.find("acc") != std::string::npos
-                                                       : options_.mode == MonitorMode::max;
+                                                      : options_.mode == MonitorMode::max;
 }
 
 void ModelCheckpoint::on_train_begin() {
@@ -91,9 +91,8 @@ LearningRateScheduler LearningRateScheduler::from_rates(std::vector<double> rate
       throw ConfigError(fmt::format("learning_rate_scheduler: every rate must be finite and > 0, got {}", r));
     }
   }
-  return LearningRateScheduler([rates = std::move(rates)](std::size_t epoch, double) {
-    return rates[std::min(epoch, rates.size() - 1)];
-  });
+  return LearningRateScheduler(
+      [rates = std::move(rates)](std::size_t epoch, double) { return rates[std::min(epoch, rates.size() - 1)]; });
 }
 
 void LearningRateScheduler::on_train_begin() {

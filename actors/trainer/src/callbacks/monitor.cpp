@@ -145,8 +145,9 @@ void ReduceLROnPlateau::on_epoch_end(std::size_t epoch, const Logs& logs) {
     const double new_rate = std::max(rate * options_.factor, options_.min_lr);
     r.set_learning_rate_factor(old_factor * new_rate / rate);
     ++reductions_;
-    spdlog::info("ReduceLROnPlateau: {} has not improved for {} epoch(s): learning rate {:.6g} -> {:.6g} after epoch {}",
-                 options_.monitor, wait_, rate, new_rate, epoch + 1);
+    spdlog::info(
+        "ReduceLROnPlateau: {} has not improved for {} epoch(s): learning rate {:.6g} -> {:.6g} after epoch {}",
+        options_.monitor, wait_, rate, new_rate, epoch + 1);
     cooldown_left_ = options_.cooldown;
     wait_ = 0;
   }

@@ -2,13 +2,13 @@
 // for the whole exchange. A failed post is a warning: monitoring never fails a run.
 #include "tnt/core/asio.h"
 // (asio first: tnt/core/asio.h is the one way tnt includes it)
-#include <boost/beast/core.hpp>
-#include <boost/beast/http.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 
-#include <chrono>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <regex>
 
@@ -117,15 +117,16 @@ RemoteMonitor::RemoteMonitor(RemoteMonitorOptions options) : options_(std::move(
   static const std::regex url(R"(^http://(\[[0-9A-Fa-f:.]+\]|[^/:\[\]]+)(?::([0-9]{1,5}))?(/.*)?$)");
   std::smatch m;
   if (!std::regex_match(options_.url, m, url)) {
-    throw ConfigError(fmt::format("RemoteMonitor: url '{}': expected http://HOST[:PORT][/PATH] (https is not supported)",
-                                  options_.url));
+    throw ConfigError(fmt::format(
+        "RemoteMonitor: url '{}': expected http://HOST[:PORT][/PATH] (https is not supported)", options_.url));
   }
   host_ = m[1].str();
   if (host_.front() == '[') host_ = host_.substr(1, host_.size() - 2);
   port_ = m[2].matched ? m[2].str() : "80";
   target_ = m[3].matched ? m[3].str() : "/";
   if (!(options_.timeout_seconds > 0 && options_.timeout_seconds <= 600)) {
-    throw ConfigError(fmt::format("RemoteMonitor: timeout must be in (0, 600] seconds, got {}", options_.timeout_seconds));
+    throw ConfigError(
+        fmt::format("RemoteMonitor: timeout must be in (0, 600] seconds, got {}", options_.timeout_seconds));
   }
   if (!options_.send_as_json && options_.field.empty()) {
     throw ConfigError("RemoteMonitor: field is empty (it names the form field that holds the JSON)");
@@ -144,8 +145,8 @@ void RemoteMonitor::on_epoch_end(std::size_t epoch, const Logs& logs) {
   if (failure.empty()) {
     ++posted_;
   } else {
-    spdlog::warn("RemoteMonitor: could not post epoch {}'s logs to {}: {} (training goes on)", epoch + 1,
-                 options_.url, failure);
+    spdlog::warn("RemoteMonitor: could not post epoch {}'s logs to {}: {} (training goes on)", epoch + 1, options_.url,
+                 failure);
   }
 }
 

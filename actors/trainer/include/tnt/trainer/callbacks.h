@@ -34,7 +34,7 @@ MonitorMode parse_monitor_mode(const std::string& text);  // "auto" | "min" | "m
 
 struct EarlyStoppingOptions {
   std::string monitor = "val_loss";
-  double min_delta = 0.0;  // a change smaller than this is no improvement
+  double min_delta = 0.0;    // a change smaller than this is no improvement
   std::size_t patience = 0;  // epochs without improvement before training stops
   MonitorMode mode = MonitorMode::automatic;
   std::optional<double> baseline{};  // the figure must beat this as well
@@ -99,10 +99,11 @@ struct ModelCheckpointOptions {
   // Python's (and fmt's) syntax: "ckpt-{epoch:02d}-{val_loss:.3f}.tnt".
   std::string filepath{};
   std::string monitor = "val_loss";
-  bool save_best_only = false;  // only when `monitor` improved on the best so far
+  bool save_best_only = false;     // only when `monitor` improved on the best so far
   bool save_weights_only = false;  // weights and BatchNorm statistics (no optimizer state)
   MonitorMode mode = MonitorMode::automatic;
-  // Every this many epochs (Keras's save_freq="epoch" is 1).
+  // Every this many epochs (Keras's save_freq="epoch" is 1; its save_freq in batches is not
+  // offered: [checkpoint] every_steps / FitOptions::checkpoint_every_steps saves between steps).
   std::size_t every_epochs = 1;
   std::optional<double> initial_value_threshold{};  // save_best_only: the figure must beat this
 };
