@@ -147,8 +147,8 @@ void agree_on_distribution(Trainer::State& s, const data::Source& train, const F
         "sources hold between {} and {} samples (this rank: {}: {})",
         smallest, largest, train.size(), train.describe()));
   }
-  const auto micro = options.micro_batch != 0 ? options.micro_batch
-                                              : options.global_batch / static_cast<std::size_t>(comm.size());
+  const auto micro =
+      options.micro_batch != 0 ? options.micro_batch : options.global_batch / static_cast<std::size_t>(comm.size());
   spdlog::info(
       "distribute_dataset = false: each of the {} rank(s) trains on its own data ({} samples each), a micro-batch of "
       "{} per rank: global batch {} = {} x {}",
