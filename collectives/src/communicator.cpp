@@ -64,14 +64,15 @@ struct CallSignature {
 // behind it besides: so where every rank has a core, a window long enough that small and medium
 // collectives finish inside it wins whether the core is busy or not. Where ranks outnumber cores,
 // any polling takes the core from the rank that would send the data, so blocked threads sleep at
-// once. Only a blocked caller polls, never the progress thread, so no computation beside an
+// once (ranks against host_cores(): the cores tnt-launch found before --bind-to-core gave each
+// rank its own). Only a blocked caller polls, never the progress thread, so no computation beside an
 // asynchronous collective loses time to it. The window chosen here is an upper bound: the event
 // loop shrinks it while polling does not pay, e.g. on a machine loaded by other processes (Note
 // [Adaptive poll window] in transport/src/event_loop.cpp). TNT_WAIT_POLL_US overrides the bound.
 std::chrono::microseconds poll_window(const JobEnvironment& env) {
   using namespace std::chrono_literals;
   if (settings::is_set(settings::kWaitPollUs.name)) return settings::kWaitPollUs.read();
-  const int cores = available_cores();
+  const int cores = host_cores();
   if (env.local_size > cores) {
     if (env.rank == 0) {
       spdlog::info(

@@ -40,6 +40,7 @@ std::string serialize(const HostLaunch& h) {
   add_variables(w, "env", h.job_env);
   add_variables(w, "export", h.exports);
   w.add("first_rank", h.first_rank).add("n_ranks", h.n_ranks).add("pin", h.pin).add("pin_memory", h.pin_memory);
+  w.add("bind_cores", h.bind_cores);
   w.add("numa_topology", h.numa_topology).add("log_level", h.log_level);
   w.add("stop_grace_ms", static_cast<long long>(h.stop_grace_s * 1000));
   return w.finish();
@@ -48,7 +49,7 @@ std::string serialize(const HostLaunch& h) {
 HostLaunch deserialize_host_launch(const std::string& text) {
   const Record r = Record::parse(text, kWhat,
                                  {"host", "job_id", "cwd", "arg", "env", "export", "first_rank", "n_ranks", "pin",
-                                  "pin_memory", "numa_topology", "log_level", "stop_grace_ms"});
+                                  "pin_memory", "bind_cores", "numa_topology", "log_level", "stop_grace_ms"});
   HostLaunch h;
   h.host = r.text("host");
   h.job_id = r.text("job_id");
@@ -61,6 +62,7 @@ HostLaunch deserialize_host_launch(const std::string& text) {
   h.n_ranks = static_cast<int>(r.integer("n_ranks", 1, kMaxRanksPerHost));
   h.pin = r.flag("pin");
   h.pin_memory = r.flag("pin_memory");
+  h.bind_cores = r.flag("bind_cores");
   h.numa_topology = r.text("numa_topology");
   h.log_level = r.text("log_level");
   if (h.log_level != "INFO" && h.log_level != "WARNING" && h.log_level != "DEBUG" && h.log_level != "ERROR") {

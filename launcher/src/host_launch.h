@@ -21,6 +21,7 @@ struct HostLaunch {
   int n_ranks = 0;
   bool pin = false;
   bool pin_memory = false;
+  bool bind_cores = false;    // --bind-to-core
   std::string numa_topology;  // explicit topology, or "" for libnuma's
   std::string log_level = "INFO";
   double stop_grace_s = 2.0;

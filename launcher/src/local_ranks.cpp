@@ -39,6 +39,13 @@ void LocalRanks::start() {
                    topo.nodes.size());
     }
   }
+  // The cores this host's ranks share, before any binding (TNT_HOST_CORES).
+  const std::vector<int> cpus = affinity_cpus();
+  const bool bind = spec_.bind_cores && !spec_.pin && static_cast<int>(cpus.size()) >= spec_.n_ranks;
+  if (spec_.bind_cores && !bind) {
+    spdlog::warn("{}: --bind-to-core: {} ranks but {} core(s): ranks are not bound", spec_.host, spec_.n_ranks,
+                 cpus.size());
+  }
   ranks_.reserve(static_cast<std::size_t>(spec_.n_ranks));
   live_ = isatty(STDOUT_FILENO) == 1;
   for (int local = 0; local < spec_.n_ranks; ++local) {
@@ -51,8 +58,11 @@ void LocalRanks::start() {
       node = node_for_local_rank(local, topo);
       const NumaNode& n = topo.nodes[static_cast<std::size_t>(node)];
       req.pin = PinRequest{n.cpus, spec_.pin_memory ? n.memory_node : -1};
+    } else if (bind) {
+      req.pin = PinRequest{core_block(cpus, spec_.n_ranks, local), -1};
     }
-    req.set_env = rank_environment(spec_.job_env, spec_.exports, rank, local, spec_.n_ranks, node, spec_.pin_memory);
+    req.set_env = rank_environment(spec_.job_env, spec_.exports, rank, local, spec_.n_ranks, node, spec_.pin_memory,
+                                   static_cast<int>(cpus.size()));
     if (live_ && rank == 0) req.set_env.emplace_back(std::string(settings::kStdoutIsTty.name), "1");
     Child child;
     try {
@@ -66,7 +76,10 @@ void LocalRanks::start() {
       }
       throw;
     }
-    if (req.pin) {
+    if (bind) {
+      spdlog::debug("rank {} on {}: bound to cpus {}: {}", rank, spec_.host, format_cpu_list(req.pin->cpus),
+                    child.pin_report);
+    } else if (req.pin) {
       spdlog::debug("rank {} on {}: pinned to NUMA node {} (cpus {}, memory {}): {}", rank, spec_.host, node,
                     format_cpu_list(req.pin->cpus),
                     spec_.pin_memory ? std::to_string(req.pin->memory_node) : "not bound", child.pin_report);

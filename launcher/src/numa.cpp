@@ -79,6 +79,28 @@ NumaTopology parse_numa_topology(const std::string& spec) {
   return topo;
 }
 
+std::vector<int> affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) cpus.push_back(c);
+    }
+  }
+  return cpus;
+}
+
+std::vector<int> core_block(const std::vector<int>& cpus, int n_ranks, int local_rank) {
+  const auto total = static_cast<int>(cpus.size());
+  if (n_ranks < 1 || local_rank < 0 || local_rank >= n_ranks || n_ranks > total) return {};
+  const int base = total / n_ranks;
+  const int extra = total % n_ranks;
+  const int begin = local_rank * base + std::min(local_rank, extra);
+  const int size = base + (local_rank < extra ? 1 : 0);
+  return {cpus.begin() + begin, cpus.begin() + begin + size};
+}
+
 NumaTopology detect_numa_topology() {
   NumaTopology topo;
   if (numa_available() >= 0) {
@@ -98,14 +120,8 @@ NumaTopology detect_numa_topology() {
     numa_free_cpumask(mask);
   }
   if (topo.nodes.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
     NumaNode node;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-      for (int c = 0; c < CPU_SETSIZE; ++c) {
-        if (CPU_ISSET(c, &set)) node.cpus.push_back(c);
-      }
-    }
+    node.cpus = affinity_cpus();
     topo.nodes.push_back(std::move(node));
   }
   return topo;

@@ -148,13 +148,14 @@ Environment job_environment(const LaunchOptions& opts, const JobPlan& plan) {
 }
 
 Environment rank_environment(const Environment& job_env, const Environment& exports, int rank, int local_rank,
-                             int local_size, int pin_node, bool pin_memory) {
+                             int local_size, int pin_node, bool pin_memory, int host_cores) {
   Environment env = job_env;
   env.emplace_back(var(settings::kRank), std::to_string(rank));
   env.emplace_back(var(settings::kLocalRank), std::to_string(local_rank));
   env.emplace_back(var(settings::kLocalSize), std::to_string(local_size));
   env.emplace_back(var(settings::kPinSocket), std::to_string(pin_node));
   env.emplace_back(var(settings::kPinMemory), (pin_memory && pin_node >= 0) ? "1" : "0");
+  if (host_cores > 0) env.emplace_back(var(settings::kHostCores), std::to_string(host_cores));
   env.insert(env.end(), exports.begin(), exports.end());
   return env;
 }

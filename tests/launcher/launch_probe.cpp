@@ -107,7 +107,8 @@ int main(int argc, char** argv) {
       " fusion_kb=" + env("TNT_FUSION_THRESHOLD_KB") + " log_level=" + env("TNT_LOG_LEVEL") +
       " log_all=" + env("TNT_LOG_ON_ALL_DEVICES") + " output_all=" + env("TNT_OUTPUT_ON_ALL_DEVICES") +
       " pin_socket=" + env("TNT_PIN_SOCKET") + " pin_memory=" + env("TNT_PIN_MEMORY") +
-      " cpus=" + status_field("Cpus_allowed_list") + " mempolicy=" + heap_policy() + " pid=" + std::to_string(getpid());
+      " host_cores=" + env("TNT_HOST_CORES") + " cpus=" + status_field("Cpus_allowed_list") +
+      " mempolicy=" + heap_policy() + " pid=" + std::to_string(getpid());
   for (const auto& v : vars) line += " " + v + "=" + env(v.c_str());
   if (show_token) line += " token=" + token;
   std::printf("%s\n", line.c_str());

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "harness.h"
+#include "tnt/launcher/numa.h"
 
 namespace tnt::launcher::test {
 namespace {
@@ -63,6 +64,42 @@ TEST(Pinning, DetectedTopologyPinsEveryRank) {
   auto r = run({kLaunch, "-n", "2", "--pin-to-socket", "--output-on-all-devices", "--", kProbe});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
   EXPECT_EQ(lines_with(r.out, " pin_socket=0 ").size() + lines_with(r.out, " pin_socket=1 ").size(), 2u) << r.out;
+}
+
+TEST(Pinning, BindToCoreGivesEachRankABlockOfItsOwn) {
+  const std::vector<int> cpus = affinity_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs in this process's affinity mask";
+  auto r = run({kLaunch, "-n", "2", "--bind-to-core", "--log-level", "DEBUG", "--output-on-all-devices", "--", kProbe});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto lines = lines_with(r.out, "probe rank=" + std::to_string(rank) + " ");
+    ASSERT_EQ(lines.size(), 1u) << r.out;
+    // What the kernel says in the rank's own /proc/self/status.
+    EXPECT_EQ(field(lines[0], "cpus"), format_cpu_list(core_block(cpus, 2, rank))) << lines[0];
+    EXPECT_EQ(field(lines[0], "host_cores"), std::to_string(cpus.size())) << lines[0];
+    EXPECT_EQ(field(lines[0], "pin_socket"), "-1") << lines[0];
+  }
+  EXPECT_NE(r.err.find("debug: rank 1 on localhost: bound to cpus " + format_cpu_list(core_block(cpus, 2, 1))),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(Pinning, BindToCoreWithMoreRanksThanCoresWarnsAndLeavesThemUnbound) {
+  const std::vector<int> cpus = affinity_cpus();
+  const std::string ranks = std::to_string(cpus.size() + 1);
+  auto r = run({kLaunch, "-n", ranks, "--bind-to-core", "--", kProbe});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  EXPECT_NE(r.err.find("--bind-to-core: " + ranks + " ranks but " + std::to_string(cpus.size()) +
+                       " core(s): ranks are not bound"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(field(lines_with(r.out, "probe rank=0 ").at(0), "cpus"), format_cpu_list(cpus)) << r.out;
+}
+
+TEST(Pinning, BindToCoreAndPinToSocketExcludeEachOther) {
+  auto r = run({kLaunch, "-n", "2", "--bind-to-core", "--pin-to-socket", "--", kProbe});
+  EXPECT_EQ(r.exit_code(), 2) << r.err;
+  EXPECT_NE(r.err.find("--bind-to-core and --pin-to-socket exclude each other"), std::string::npos) << r.err;
 }
 
 TEST(Pinning, BadTopologyIsRefused) {

@@ -262,6 +262,16 @@ TEST(Slurm, NodeListOfTooManyNodesIsRefused) {
   EXPECT_EQ(expand_slurm_nodelist("n[1-100000]").size(), 100000u);  // the largest allowed
 }
 
+TEST(Numa, CoreBlocksSplitTheCpusEvenly) {
+  const std::vector<int> cpus = {0, 1, 2, 3, 8, 9, 10};
+  EXPECT_EQ(core_block(cpus, 2, 0), (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_EQ(core_block(cpus, 2, 1), (std::vector<int>{8, 9, 10}));
+  EXPECT_EQ(core_block(cpus, 3, 2), (std::vector<int>{9, 10}));
+  EXPECT_EQ(core_block(cpus, 7, 6), (std::vector<int>{10}));
+  EXPECT_TRUE(core_block(cpus, 8, 0).empty());  // more ranks than CPUs: not bound
+  EXPECT_TRUE(core_block(cpus, 2, 2).empty());
+}
+
 TEST(Numa, TopologySpecs) {
   auto t = parse_numa_topology("0-3,8@0;4-7@1;9");
   ASSERT_EQ(t.nodes.size(), 3u);

@@ -195,31 +195,35 @@ void EventLoop::remove_poller(Poller& poller) { std::erase(pollers_, &poller); }
 // 2 ranks, 4 / 16 / 64 KiB: a fixed 500 us window 1757-3833 / 3941-4601 / 7401-8520 us,
 // 50 us 199-219 / 191-199 / 178-183 us, no polling 78-81 / 110-122 / 124 us.
 // A first adaptive window that grew whenever the data came while polling, however late, gave
-// 20-2273 / 22-3306 / 145-610 us there: polling 300 us for data that a sleep would have had
-// as soon is no success. So the window doubles (up to poll_before_sleep) only after a wait whose
-// data came within kQuickData, about one wake-up on a virtual machine, and halves after any
-// other; below 4 us it closes, and then every 16th wait probes for 2 x kQuickData, which reopens
-// it (at an eighth of the bound) if the data came quickly. Same machine and load, 3 alternating
-// rounds: 179-198 / 166-210 / 101-144 us against 97-123 / 127-134 / 122-140 us without polling,
-// so under heavy outside load it still costs up to 2x at small sizes, where a fixed 500 us window
-// cost 20-40x. Not yet measured: the quiet machine and the busy core with this rule.
+// 20-2273 / 22-3306 / 145-610 us there. A second rule grew it only when the data came within
+// 50 us (about one wake-up here) and halved it after any other wait: 179-198 / 166-210 /
+// 101-144 us under that load, but it starved medium sizes on a lightly loaded machine, whose
+// ring steps take longer than 50 us by bandwidth alone. Measured 2026-11-23, 2 ranks, load
+// about 1, 3 alternating rounds, medians, 64 KiB / 256 KiB / 1 MiB: that rule 237 / 228 / 394 us,
+// a fixed 500 us window 18 / 41 / 168 us, the rule below 29 / 87 / 172 us; OpenMPI's shared
+// memory in the same minutes 19-36 / 49-111 / 152-400 us.
+//
+// So polling is judged only by whether it found the data: the window doubles (up to
+// poll_before_sleep) after a wait whose data came while polling, and halves after a window that
+// expired with nothing; below 4 us it closes, and then every 16th wait probes for 100 us, which
+// reopens it (at an eighth of the bound) if the data came. Where polling never finds anything
+// (the peer is descheduled for long) it stops; under heavy outside load, where data comes late
+// but within the window, it still costs time: there TNT_WAIT_POLL_US=0 is right.
 namespace {
-constexpr std::chrono::microseconds kQuickData{50};
+constexpr std::chrono::microseconds kProbe{100};
 }  // namespace
 
 std::chrono::microseconds EventLoop::PollWindow::next() {
   const std::int64_t now = now_.load(std::memory_order_relaxed);
   if (now > 0 || most_ == 0) return std::chrono::microseconds(now);
-  // A probe only needs to see whether data comes within kQuickData.
-  const std::int64_t probe = std::min<std::int64_t>(most_, 2 * kQuickData.count());
+  const std::int64_t probe = std::min<std::int64_t>(most_, kProbe.count());
   return std::chrono::microseconds(closed_waits_.fetch_add(1, std::memory_order_relaxed) % 16 == 15 ? probe : 0);
 }
 
-void EventLoop::PollWindow::report(std::chrono::microseconds used, std::optional<std::chrono::microseconds> waited) {
+void EventLoop::PollWindow::report(std::chrono::microseconds used, bool found_data) {
   if (used.count() == 0) return;
   const std::int64_t now = now_.load(std::memory_order_relaxed);
-  const bool paid = waited && *waited <= kQuickData;
-  std::int64_t next = paid ? std::min(most_, std::max<std::int64_t>(now * 2, most_ / 8)) : now / 2;
+  std::int64_t next = found_data ? std::min(most_, std::max<std::int64_t>(now * 2, most_ / 8)) : now / 2;
   if (next < 4) next = 0;
   now_.store(next, std::memory_order_relaxed);
 }
@@ -245,9 +249,7 @@ void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Cl
     }
     set_polling(false);
     poll_all();  // what a peer wrote while it still saw us polling
-    poll_window_.report(
-        window, came ? std::optional(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started))
-                     : std::nullopt);
+    poll_window_.report(window, came);
   }
   const auto slice = own_io_ ? std::chrono::duration_cast<Clock::duration>(kOwnSlice)
                              : std::chrono::duration_cast<Clock::duration>(kSharedSlice);

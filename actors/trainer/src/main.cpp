@@ -181,8 +181,21 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
   return std::nullopt;
 }
 
+// Says what ended tnt-train and returns its exit status. Called in a catch block.
+int report_failure() {
+  try {
+    throw;
+  } catch (const tnt::trainer::Preempted& e) {
+    spdlog::error("tnt-train stopped: {}", e.what());
+    return tnt::trainer::kPreemptedExitStatus;
+  } catch (const std::exception& e) {
+    spdlog::error("tnt-train failed: {}", e.what());
+    return 1;
+  }
+}
+
 // Trains (or evaluates a checkpoint), tests and predicts, as the command line asks.
-void run(const CommandLine& command) {
+void run_in(const CommandLine& command, tnt::trainer::Session& session) {
   const RunConfig& config = command.config;
   const bool evaluate_only = !command.evaluate_checkpoint.empty();
   if (!command.predict_csv.empty() && !config.distribute_validation_dataset) {
@@ -190,9 +203,6 @@ void run(const CommandLine& command) {
         "--predict writes the predictions of one test split, split over the ranks: it needs "
         "distribute_validation_dataset = true");
   }
-  // Ranks must agree on whether they train: it decides which collectives they issue.
-  tnt::trainer::Session session(
-      {tnt::trainer::canonical_text(config) + ";evaluate_only=" + (evaluate_only ? "1" : "0"), config.threads});
   auto sources = tnt::trainer::make_sources(config, session.rank());
   const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
   tnt::trainer::Trainer trainer(session, spec);
@@ -234,6 +244,24 @@ void run(const CommandLine& command) {
   std::fflush(stdout);
 }
 
+// Returns the exit status.
+int run(const CommandLine& command) {
+  const bool evaluate_only = !command.evaluate_checkpoint.empty();
+  // Ranks must agree on whether they train: it decides which collectives they issue.
+  tnt::trainer::Session session(
+      {tnt::trainer::canonical_text(command.config) + ";evaluate_only=" + (evaluate_only ? "1" : "0"),
+       command.config.threads});
+  try {
+    run_in(command, session);
+    return 0;
+  } catch (...) {
+    // Said before the session ends. A failure all ranks agree on (a NaN, a stop) then ends with
+    // the orderly goodbye, so every rank has said it before the first exits and tnt-launch stops
+    // the job; after a lost peer the goodbye is skipped (Communicator::~Communicator).
+    return report_failure();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -249,14 +277,12 @@ int main(int argc, char** argv) {
     }
   }
   if (!command.config.transport.empty()) setenv("TNT_TRANSPORT", command.config.transport.c_str(), 1);
+  int status = 0;
   try {
-    run(command);
-  } catch (const tnt::trainer::Preempted& e) {
-    spdlog::error("tnt-train stopped: {}", e.what());
-    die(tnt::trainer::kPreemptedExitStatus);
-  } catch (const std::exception& e) {
-    spdlog::error("tnt-train failed: {}", e.what());
-    die(1);
+    status = run(command);
+  } catch (...) {  // before a session existed
+    status = report_failure();
   }
+  if (status != 0) die(status);
   return 0;
 }

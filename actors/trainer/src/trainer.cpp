@@ -40,12 +40,15 @@ Session::Session(SessionOptions options) : threads_(options.threads) {
   co.environment = env;
   communicator_ = std::make_unique<Communicator>(std::move(co));
   compute::set_num_threads(threads_);
-  const int cores = available_cores();
+  const int cores = host_cores();
   if (env.rank == 0 && env.local_size * threads_ > cores) {
     spdlog::warn(
         "{} rank(s) x {} compute thread(s) on this host share {} core(s): the threads take turns, so a "
         "step is slower than with fewer ranks or threads (--threads)",
         env.local_size, threads_, cores);
+  } else if (threads_ > available_cores()) {
+    spdlog::warn("rank {}: {} compute threads on the {} core(s) it is bound to take turns (--threads)", env.rank,
+                 threads_, available_cores());
   }
 }
 

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "../pair_transport.h"
 #include "../side_channel.h"
 #include "tnt/core/error.h"
+#include "tnt/core/settings.h"
 
 namespace tnt::transport {
 namespace asio = boost::asio;
@@ -53,11 +55,27 @@ static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 constexpr std::size_t kControlBytes = 2 * sizeof(RingControl);
 constexpr std::size_t kSegmentBytes = kControlBytes + 2 * kRingBytes;
 
+// Note [Single copy]: a message of at least TNT_SHM_SINGLE_COPY_KB does not pass the ring: the
+// writer publishes where it lies (a kReadMe chunk), the reader copies it straight from the
+// writer's memory into its receive buffer with process_vm_readv (one copy instead of two, and
+// none through the ring, which is larger than a core's cache), and answers with a kReadDone
+// chunk, on which the send completes. A send's buffer is the sender's until it completes, so the
+// reader always finds the data as it was sent. Both ranks check at set-up that they may read each
+// other (process_vm_readv can be forbidden by ptrace rules or seccomp); else every message takes
+// the ring. OpenMPI's vader does the same through CMA.
+enum ChunkKind : std::uint64_t { kData = 0, kReadMe = 1, kReadDone = 2 };
+
 struct ChunkHeader {
   std::uint64_t tag;
   std::uint64_t message_bytes;
   std::uint64_t chunk_bytes;
-  std::uint64_t reserved;
+  std::uint64_t kind;
+};
+
+// The payload of a kReadMe chunk; a kReadDone chunk carries only the id.
+struct ReadMe {
+  std::uint64_t address;
+  std::uint64_t id;
 };
 
 // What the creator tells the other rank on the side channel. Fixed size, checked field by field.
@@ -68,9 +86,37 @@ struct SegmentOffer {
   std::int32_t fd;
   std::uint32_t padding;
   std::uint64_t bytes;
+  std::uint64_t probe_address;  // 8 readable bytes of the creator's, for the single-copy check
 };
 constexpr std::array<char, 4> kOfferMagic{'T', 'S', 'H', 'M'};
-constexpr std::uint32_t kOfferVersion = 1;
+constexpr std::uint32_t kOfferVersion = 2;
+
+// The other rank's answer, once it has mapped the segment.
+struct SegmentAnswer {
+  std::uint8_t mapped;
+  std::uint8_t can_read_creator;  // Note [Single copy]
+  std::array<std::uint8_t, 6> padding;
+  std::int64_t pid;
+  std::uint64_t probe_address;
+};
+
+// Whether this process may read `bytes` at `address` in process `pid` (Note [Single copy]).
+bool read_peer(std::int64_t pid, std::uint64_t address, void* to, std::size_t bytes) {
+  std::size_t done = 0;
+  while (done < bytes) {
+    iovec local{static_cast<std::byte*>(to) + done, bytes - done};
+    iovec remote{reinterpret_cast<void*>(address + done), bytes - done};
+    const ssize_t got = ::process_vm_readv(static_cast<pid_t>(pid), &local, 1, &remote, 1, 0);
+    if (got <= 0) return false;
+    done += static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+bool can_read_peer(std::int64_t pid, std::uint64_t address) {
+  std::uint64_t word = 0;
+  return read_peer(pid, address, &word, sizeof word);
+}
 
 std::string errno_text(int error) { return std::strerror(error); }
 
@@ -124,15 +170,18 @@ class ShmTransport;
 class ShmPair final : public Pair, private Poller {
  public:
   // `creator`: this rank made the segment and writes ring 0; the other rank writes ring 1.
+  // `single_copy_bytes`: messages from this size on go by Note [Single copy]; 0 never.
   ShmPair(ShmTransport& owner, int peer, std::string peer_name, std::unique_ptr<Mapping> mapping, bool creator,
-          tcp::socket side)
+          tcp::socket side, std::int64_t peer_pid, std::size_t single_copy_bytes)
       : owner_(owner),
         peer_(peer),
         peer_name_(std::move(peer_name)),
         mapping_(std::move(mapping)),
         out_(ring(*mapping_, creator ? 0 : 1)),
         in_(ring(*mapping_, creator ? 1 : 0)),
-        side_(std::move(side)) {}
+        side_(std::move(side)),
+        peer_pid_(peer_pid),
+        single_copy_bytes_(single_copy_bytes) {}
 
   int peer_rank() const override { return peer_; }
 
@@ -170,6 +219,7 @@ class ShmPair final : public Pair, private Poller {
     std::vector<std::byte> buffer;
     std::size_t bytes;
     bool complete;
+    std::optional<ReadMe> remote = std::nullopt;  // Note [Single copy]: still in the sender's memory
   };
   // The message being read: chunks of one message follow each other in the ring.
   struct Arriving {
@@ -186,11 +236,15 @@ class ShmPair final : public Pair, private Poller {
   void poll() override {
     if (failed_) return;
     read_some();
-    if (!queue_.empty()) write_some();
+    if (!queue_.empty() || !acks_.empty()) write_some();
   }
 
   void write_some();
+  bool write_control(const ChunkHeader& header, const void* payload);
+  void schedule_completions();
   void complete_sends();
+  bool read_control(const ChunkHeader& header, std::uint64_t at);
+  bool read_remote(std::uint64_t tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity);
   bool room_for(std::uint64_t head, std::size_t need);
   void read_some();
   bool begin_message(const ChunkHeader& header);
@@ -219,11 +273,19 @@ class ShmPair final : public Pair, private Poller {
   std::vector<Staged> staged_;
   std::vector<std::vector<std::byte>> spare_;
   std::optional<Arriving> arriving_;
+
+  // Note [Single copy]
+  const std::int64_t peer_pid_;
+  const std::size_t single_copy_bytes_;
+  std::uint64_t next_read_id_ = 0;
+  std::vector<std::pair<std::uint64_t, Outgoing>> awaiting_read_;  // by read id
+  std::vector<std::uint64_t> acks_;                                // kReadDone chunks to write
 };
 
 class ShmTransport final : public PairTransport<ShmPair> {
  public:
-  ShmTransport(EventLoop& loop, const JobEnvironment& env) : PairTransport(loop, env) {}
+  ShmTransport(EventLoop& loop, const JobEnvironment& env)
+      : PairTransport(loop, env), single_copy_bytes_(settings::kShmSingleCopyKb.read()) {}
   ~ShmTransport() override {
     close();
     wait_for_handlers();
@@ -244,23 +306,31 @@ class ShmTransport final : public PairTransport<ShmPair> {
     }
   }
 
+  // What the two ranks of a pair agreed on at set-up.
+  struct Segment {
+    std::unique_ptr<Mapping> mapping;
+    std::int64_t peer_pid = 0;
+    bool single_copy = false;  // each may read the other's memory (Note [Single copy])
+  };
+
   // Note [Shared-memory channel]: the lower rank makes the segment, the higher one maps it.
   asio::awaitable<void> set_up(int peer, tcp::socket& socket) {
     const bool creator = peer > env_.rank;
-    std::unique_ptr<Mapping> mapping;
+    Segment segment;
     {
       SocketDeadline deadline(socket, env_.handshake_timeout);
       if (creator) {
-        mapping = co_await offer_segment(socket);
+        segment = co_await offer_segment(socket);
       } else {
-        mapping = co_await take_segment(socket);
+        segment = co_await take_segment(socket);
       }
     }
     pairs_[peer] =
-        std::make_unique<ShmPair>(*this, peer, peer_name(book_, peer), std::move(mapping), creator, std::move(socket));
+        std::make_unique<ShmPair>(*this, peer, peer_name(book_, peer), std::move(segment.mapping), creator,
+                                  std::move(socket), segment.peer_pid, segment.single_copy ? single_copy_bytes_ : 0);
   }
 
-  asio::awaitable<std::unique_ptr<Mapping>> offer_segment(tcp::socket& socket) {
+  asio::awaitable<Segment> offer_segment(tcp::socket& socket) {
     const int fd = ::memfd_create("tnt-shm", MFD_CLOEXEC);
     if (fd < 0) throw JobError("memfd_create failed: " + errno_text(errno) + " (TNT_SHM=0 uses the network instead)");
     struct Closer {
@@ -270,16 +340,20 @@ class ShmTransport final : public PairTransport<ShmPair> {
     if (::ftruncate(fd, kSegmentBytes) != 0) throw JobError("ftruncate of a memfd failed: " + errno_text(errno));
     auto mapping = std::make_unique<Mapping>(fd, kSegmentBytes);
     for (int direction = 0; direction < 2; ++direction) new (ring(*mapping, direction).control) RingControl();
-    SegmentOffer offer{kOfferMagic, kOfferVersion, ::getpid(), fd, 0, kSegmentBytes};
+    SegmentOffer offer{
+        kOfferMagic, kOfferVersion, ::getpid(), fd, 0, kSegmentBytes, reinterpret_cast<std::uint64_t>(mapping->base())};
     co_await asio::async_write(socket, asio::buffer(&offer, sizeof offer), asio::use_awaitable);
     // The peer holds its own mapping once it answers; only then may our descriptor go.
-    std::uint8_t mapped = 0;
-    co_await asio::async_read(socket, asio::buffer(&mapped, 1), asio::use_awaitable);
-    if (mapped != 1) throw JobError("the peer could not map the shared-memory segment");
-    co_return mapping;
+    SegmentAnswer answer{};
+    co_await asio::async_read(socket, asio::buffer(&answer, sizeof answer), asio::use_awaitable);
+    if (answer.mapped != 1) throw JobError("the peer could not map the shared-memory segment");
+    const std::uint8_t single_copy =
+        answer.can_read_creator == 1 && single_copy_bytes_ > 0 && can_read_peer(answer.pid, answer.probe_address);
+    co_await asio::async_write(socket, asio::buffer(&single_copy, 1), asio::use_awaitable);
+    co_return Segment{std::move(mapping), answer.pid, single_copy == 1};
   }
 
-  asio::awaitable<std::unique_ptr<Mapping>> take_segment(tcp::socket& socket) {
+  asio::awaitable<Segment> take_segment(tcp::socket& socket) {
     SegmentOffer offer{};
     co_await asio::async_read(socket, asio::buffer(&offer, sizeof offer), asio::use_awaitable);
     if (offer.magic != kOfferMagic || offer.version != kOfferVersion || offer.bytes != kSegmentBytes) {
@@ -300,10 +374,18 @@ class ShmTransport final : public PairTransport<ShmPair> {
       throw JobError("the shared-memory segment " + path + " has the wrong size");
     }
     auto mapping = std::make_unique<Mapping>(fd, kSegmentBytes);
-    const std::uint8_t mapped = 1;
-    co_await asio::async_write(socket, asio::buffer(&mapped, 1), asio::use_awaitable);
-    co_return mapping;
+    SegmentAnswer answer{};
+    answer.mapped = 1;
+    answer.can_read_creator = single_copy_bytes_ > 0 && can_read_peer(offer.pid, offer.probe_address);
+    answer.pid = ::getpid();
+    answer.probe_address = reinterpret_cast<std::uint64_t>(mapping->base());
+    co_await asio::async_write(socket, asio::buffer(&answer, sizeof answer), asio::use_awaitable);
+    std::uint8_t single_copy = 0;
+    co_await asio::async_read(socket, asio::buffer(&single_copy, 1), asio::use_awaitable);
+    co_return Segment{std::move(mapping), offer.pid, single_copy == 1};
   }
+
+  const std::size_t single_copy_bytes_;
 };
 
 void ShmPair::recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) {
@@ -313,14 +395,18 @@ void ShmPair::recv(std::uint64_t tag, void* data, std::size_t capacity, Completi
     Staged staged = std::move(staged_[i]);
     staged_[i] = std::move(staged_.back());
     staged_.pop_back();
-    if (staged.bytes > capacity) {
+    if (staged.remote) {
+      if (!read_remote(tag, *staged.remote, staged.bytes, data, capacity)) return;
+      write_some();  // the kReadDone
+    } else if (staged.bytes > capacity) {
       fail("protocol violation: message with tag " + std::to_string(tag) + " has " + std::to_string(staged.bytes) +
            " bytes but the matching receive holds " + std::to_string(capacity));
       return;
+    } else {
+      if (staged.bytes) std::memcpy(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
+      spare_.push_back(std::move(staged.buffer));
     }
-    if (staged.bytes) std::memcpy(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
     const std::size_t bytes = staged.bytes;
-    spare_.push_back(std::move(staged.buffer));
     // Complete later, never inside the caller's own call (it may hold state mid-update).
     owner_.begin_io();
     asio::post(side_.get_executor(), [this, &sink, cookie, bytes] {
@@ -341,15 +427,40 @@ bool ShmPair::room_for(std::uint64_t head, std::size_t need) {
   return true;
 }
 
+bool ShmPair::write_control(const ChunkHeader& header, const void* payload) {
+  const std::uint64_t head = out_.control->head.load(std::memory_order_relaxed);
+  if (!room_for(head, sizeof header + header.chunk_bytes)) return false;  // the reader wakes us
+  out_.copy_in(head, &header, sizeof header);
+  out_.copy_in(head + sizeof header, payload, header.chunk_bytes);
+  out_.control->head.store(head + sizeof header + header.chunk_bytes);  // Note [Polling readers]
+  return true;
+}
+
 void ShmPair::write_some() {
   bool wrote = false;
   bool done = false;
+  std::size_t acked = 0;
+  for (; acked < acks_.size() && !failed_; ++acked) {
+    if (!write_control(ChunkHeader{0, 0, sizeof(std::uint64_t), kReadDone}, &acks_[acked])) break;
+    wrote = true;
+  }
+  acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(acked));
   while (!queue_.empty() && !failed_) {
     Outgoing& message = queue_.front();
+    if (single_copy_bytes_ > 0 && message.bytes >= single_copy_bytes_) {
+      // Note [Single copy]: completes on the reader's kReadDone.
+      const ReadMe where{reinterpret_cast<std::uint64_t>(message.data), next_read_id_};
+      if (!write_control(ChunkHeader{message.tag, message.bytes, sizeof where, kReadMe}, &where)) break;
+      ++next_read_id_;
+      wrote = true;
+      awaiting_read_.emplace_back(where.id, message);
+      queue_.pop_front();
+      continue;
+    }
     const std::size_t chunk = std::min<std::size_t>(message.bytes - message.sent, kMaxChunk);
     const std::uint64_t head = out_.control->head.load(std::memory_order_relaxed);
     if (!room_for(head, sizeof(ChunkHeader) + chunk)) break;  // the reader wakes us
-    const ChunkHeader header{message.tag, message.bytes, chunk, 0};
+    const ChunkHeader header{message.tag, message.bytes, chunk, kData};
     out_.copy_in(head, &header, sizeof header);
     out_.copy_in(head + sizeof header, message.data + message.sent, chunk);
     out_.control->head.store(head + sizeof header + chunk);  // Note [Polling readers]
@@ -363,8 +474,13 @@ void ShmPair::write_some() {
     }
   }
   if (wrote && out_.control->reader_polling.load() == 0) notify();
-  if (!done || completion_posted_) return;
-  // The data is in the ring: the caller's buffer is free. Completed later, never inside send().
+  if (done) schedule_completions();
+}
+
+void ShmPair::schedule_completions() {
+  if (completion_posted_) return;
+  // The caller's buffer is free (its data is in the ring, or the reader has read it). Completed
+  // later, never inside send() or a sink's own call.
   completion_posted_ = true;
   owner_.begin_io();
   asio::post(side_.get_executor(), [this] { complete_sends(); });
@@ -398,6 +514,11 @@ void ShmPair::read_some() {
       fail("protocol violation: " + peer_name_ + " published a malformed chunk");
       return;
     }
+    if (header.kind != kData) {
+      if (!read_control(header, tail)) return;
+      freed = true;
+      continue;
+    }
     if (!arriving_ && !begin_message(header)) return;
     if (header.tag != arriving_->tag || header.message_bytes != arriving_->bytes ||
         arriving_->received + header.chunk_bytes > arriving_->bytes) {
@@ -411,6 +532,58 @@ void ShmPair::read_some() {
     if (arriving_->received == arriving_->bytes) finish_message();
   }
   if (freed && in_.control->writer_waiting.load() != 0 && in_.control->writer_waiting.exchange(0) != 0) notify();
+}
+
+// A kReadMe or kReadDone chunk at `at` (Note [Single copy]); false once this pair failed.
+bool ShmPair::read_control(const ChunkHeader& header, std::uint64_t at) {
+  ReadMe where{};
+  const std::size_t payload = header.kind == kReadMe ? sizeof where : sizeof where.id;
+  if (arriving_ || (header.kind != kReadMe && header.kind != kReadDone) || header.chunk_bytes != payload) {
+    fail("protocol violation: " + peer_name_ + " published a malformed control chunk");
+    return false;
+  }
+  in_.copy_out(at + sizeof header, header.kind == kReadMe ? static_cast<void*>(&where) : &where.id, payload);
+  in_.control->tail.store(at + sizeof header + payload);  // before any sink runs
+  if (header.kind == kReadDone) {
+    auto sent =
+        std::find_if(awaiting_read_.begin(), awaiting_read_.end(), [&](const auto& a) { return a.first == where.id; });
+    if (sent == awaiting_read_.end()) {
+      fail("protocol violation: " + peer_name_ + " reported reading a message that was never offered");
+      return false;
+    }
+    completed_.push_back(sent->second);
+    awaiting_read_.erase(sent);
+    schedule_completions();
+    return true;
+  }
+  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.tag; });
+  if (posted == posted_.end()) {  // the peer is ahead of us: read it once the receive is posted
+    staged_.push_back(Staged{header.tag, {}, header.message_bytes, true, where});
+    return true;
+  }
+  const Incoming target = *posted;
+  *posted = posted_.back();
+  posted_.pop_back();
+  if (!read_remote(header.tag, where, header.message_bytes, target.data, target.capacity)) return false;
+  target.sink->on_recv_complete(target.cookie, header.message_bytes);
+  return !failed_;
+}
+
+// Copies a kReadMe message into `to` and queues its kReadDone; false (and failed) if it cannot.
+bool ShmPair::read_remote(std::uint64_t tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity) {
+  if (bytes > capacity) {
+    fail("protocol violation: message with tag " + std::to_string(tag) + " has " + std::to_string(bytes) +
+         " bytes but the matching receive holds " + std::to_string(capacity) +
+         " (do all ranks call the same collectives with the same counts, in the same order?)");
+    return false;
+  }
+  if (!read_peer(peer_pid_, where.address, to, bytes)) {
+    fail("reading " + std::to_string(bytes) + " bytes from " + peer_name_ +
+         " with process_vm_readv failed: " + errno_text(errno) + " (TNT_SHM_SINGLE_COPY_KB=0 avoids it)");
+    return false;
+  }
+  acks_.push_back(where.id);
+  return true;
 }
 
 bool ShmPair::begin_message(const ChunkHeader& header) {
@@ -493,6 +666,7 @@ void ShmPair::start() {
   owner_.loop().add_poller(*this);
   watch();
   read_some();  // whatever came before we watched
+  if (!acks_.empty()) write_some();
 }
 
 void ShmPair::close() {

@@ -26,6 +26,13 @@ NumaTopology detect_numa_topology();
 NumaTopology parse_numa_topology(const std::string& spec);
 std::string format_cpu_list(const std::vector<int>& cpus);
 
+// The CPUs in this process's affinity mask, in increasing order.
+std::vector<int> affinity_cpus();
+
+// --bind-to-core: local rank `local_rank` of `n_ranks` gets a contiguous block of `cpus`, the
+// first (size % n_ranks) blocks one CPU larger. Empty when ranks outnumber the CPUs.
+std::vector<int> core_block(const std::vector<int>& cpus, int n_ranks, int local_rank);
+
 // Node that local rank `local_rank` is pinned to: round-robin over the nodes.
 inline int node_for_local_rank(int local_rank, const NumaTopology& topo) {
   return topo.nodes.empty() ? -1 : local_rank % static_cast<int>(topo.nodes.size());

@@ -28,6 +28,7 @@ struct LaunchOptions {
   std::optional<int> n_per_node;   // --n-per-node / --npernode / --devices-per-node
   bool pin_to_socket = false;
   bool pin_memory_to_socket = false;
+  bool bind_to_core = false;
   std::string numa_topology;  // --numa-topology (explicit topology, mainly for tests)
   std::string transport = "tcp";
   int fusion_threshold_kb = 32;  // within settings::kFusionThresholdKb's range

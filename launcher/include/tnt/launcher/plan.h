@@ -37,9 +37,10 @@ JobPlan make_plan(const LaunchOptions& opts);
 Environment job_environment(const LaunchOptions& opts, const JobPlan& plan);
 
 // The full environment one rank adds to the inherited one: the job's TNT_* variables, its own,
-// then the user's -x exports in the order given. `pin_node` is -1 when not pinned.
+// then the user's -x exports in the order given. `pin_node` is -1 when not pinned; `host_cores`
+// (TNT_HOST_CORES) is 0 where unknown.
 Environment rank_environment(const Environment& job_env, const Environment& exports, int rank, int local_rank,
-                             int local_size, int pin_node, bool pin_memory);
+                             int local_size, int pin_node, bool pin_memory, int host_cores = 0);
 
 // A fresh random job token (hex) and a unique job id.
 std::string make_job_token();

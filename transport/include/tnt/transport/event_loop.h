@@ -107,8 +107,8 @@ class EventLoop {
    public:
     explicit PollWindow(std::chrono::microseconds most) : most_(most.count()), now_(most.count()) {}
     std::chrono::microseconds next();
-    // `waited`: how long the data took, if it came while polling.
-    void report(std::chrono::microseconds used, std::optional<std::chrono::microseconds> waited);
+    // `found_data`: the data came while polling.
+    void report(std::chrono::microseconds used, bool found_data);
 
    private:
     const std::int64_t most_;
