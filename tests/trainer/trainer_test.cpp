@@ -167,8 +167,9 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
     }
   }
   // The 33 options tnt-train had, and --labels-path, --test-path, --test-labels-path,
-  // --image-fit, --decode-threads, --loss and --allow-nan.
-  EXPECT_EQ(options.size(), 40u);
+  // --image-fit, --decode-threads, --loss and --allow-nan; --no-distribute-dataset,
+  // --no-distribute-validation-dataset, --load-weights, --save-weights and --save-architecture.
+  EXPECT_EQ(options.size(), 45u);
 }
 
 TEST(RunConfig, TheUsersOwnDataAndLosses) {

@@ -26,6 +26,7 @@ data::BatchPlanOptions make_plan_options(const data::Source& train, const FitOpt
   plan.seed = options.seed;
   plan.shuffle = options.shuffle;
   plan.drop_remainder = options.drop_remainder;
+  plan.distribute = options.distribute_dataset;
   return plan;
 }
 
@@ -260,7 +261,8 @@ void FitRun::end_epoch(std::size_t epoch) {
   Logs logs = epoch_sums_.logs();
   bar_.end_training();
   if (options_.validation && options_.validation_frequency > 0 && (epoch + 1) % options_.validation_frequency == 0) {
-    const auto val = trainer_.evaluate(options_.validation, options_.validation_batch, options_.validation_transform);
+    const auto val = trainer_.evaluate(options_.validation, options_.validation_batch, options_.validation_transform,
+                                       options_.distribute_validation_dataset);
     for (const auto& [key, value] : val) {
       if (key != "count") logs["val_" + key] = value;
     }

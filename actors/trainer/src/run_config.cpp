@@ -142,6 +142,8 @@ const std::vector<RunKey>& run_keys() {
       {"model", "name", +[](RunConfig& c) -> auto& { return c.model; }, "--model",
        "Zoo model (lenet5, mlp, resnet20, resnet50) or a model TOML file"},
       {"model", "file", +[](RunConfig& c) -> auto& { return c.model; }, nullptr, nullptr, {}, true},
+      {"model", "load_weights", +[](RunConfig& c) -> auto& { return c.load_weights; }, "--load-weights",
+       "Start from the weights of this file (written by --save-weights, or any checkpoint with weights)", {}, true},
       {"model", "classes", +[](RunConfig& c) -> auto& { return c.classes; }, "--classes",
        "Classes of a zoo model (default: the data set's)"},
       {"data", "dataset", +[](RunConfig& c) -> auto& { return c.dataset; }, "--dataset",
@@ -217,6 +219,13 @@ const std::vector<RunKey>& run_keys() {
       {"schedule", "decay_steps", +[](RunConfig& c) -> auto& { return c.schedule.decay_steps; }},
       {"schedule", "staircase", +[](RunConfig& c) -> auto& { return c.schedule.staircase; }},
       {"schedule", "scale_with_ranks", +[](RunConfig& c) -> auto& { return c.scale_rate_with_ranks; }},
+      {"distribution", "distribute_dataset", +[](RunConfig& c) -> auto& { return c.distribute_dataset; },
+       "--no-distribute-dataset", "Each rank trains on its own data ({rank} in data.path is the rank): a "
+       "micro-batch from each rank's data per step, global batch = micro-batch x ranks", false},
+      {"distribution", "distribute_validation_dataset",
+       +[](RunConfig& c) -> auto& { return c.distribute_validation_dataset; }, "--no-distribute-validation-dataset",
+       "Each rank evaluates its own test data ({rank} in data.test_path is the rank); figures summed over ranks",
+       false},
       {"distribution", "fusion_threshold_kb", +[](RunConfig& c) -> auto& { return c.fusion_threshold_kb; },
        "--fusion-threshold", "Gradient bucket size in KiB (default: TNT_FUSION_THRESHOLD_KB, else 32)"},
       {"distribution", "overlap", +[](RunConfig& c) -> auto& { return c.overlap; }, "--no-overlap",
@@ -265,6 +274,10 @@ const std::vector<RunKey>& run_keys() {
        "Chrome-trace JSON (Perfetto) of every rank's compute, bucket and allreduce spans"},
       {"output", "progress", +[](RunConfig& c) -> auto& { return c.progress; }, "--no-progress", "No progress bar",
        false},
+      {"output", "save_weights", +[](RunConfig& c) -> auto& { return c.save_weights; }, "--save-weights",
+       "After training, write the weights (no optimizer state) to this file (master rank)"},
+      {"output", "save_architecture", +[](RunConfig& c) -> auto& { return c.save_architecture; },
+       "--save-architecture", "Write the model's architecture (no weights) to this file (master rank)"},
       {"output", "print_steps", +[](RunConfig& c) -> auto& { return c.print_steps; }, "--print-steps",
        "Print every step's loss and accuracy (summed over all ranks)", true},
   };
@@ -357,6 +370,33 @@ RunConfig parse_run_config(std::string_view text, const std::string& origin, con
   return config_from_table(std::move(root), origin, settings);
 }
 
+// Note [Distribution switches] in trainer_io.cpp: "{rank}" in a path names each rank's own data,
+// which only makes sense when that data is not distributed.
+static void check_rank_paths(const RunConfig& c) {
+  const auto has = [](const std::string& p) { return p.find(kRankPlaceholder) != std::string::npos; };
+  if (c.distribute_dataset && (has(c.data_path) || has(c.labels_path))) {
+    throw ConfigError(
+        fmt::format("data.path / data.labels_path contain {}: each rank reading its own training data needs "
+                    "distribution.distribute_dataset = false (--no-distribute-dataset)",
+                    kRankPlaceholder));
+  }
+  if (c.distribute_validation_dataset && (has(c.test_path) || has(c.test_labels_path))) {
+    throw ConfigError(
+        fmt::format("data.test_path / data.test_labels_path contain {}: each rank reading its own test data needs "
+                    "distribution.distribute_validation_dataset = false (--no-distribute-validation-dataset)",
+                    kRankPlaceholder));
+  }
+}
+
+std::string with_rank(std::string path, int rank) {
+  for (auto at = path.find(kRankPlaceholder); at != std::string::npos; at = path.find(kRankPlaceholder, at)) {
+    const auto r = std::to_string(rank);
+    path.replace(at, std::string_view(kRankPlaceholder).size(), r);
+    at += r.size();
+  }
+  return path;
+}
+
 void validate(const RunConfig& c) {
   auto bad = [](const std::string& what) { throw ConfigError(what); };
   if (c.global_batch == 0 && c.micro_batch == 0)
@@ -396,6 +436,7 @@ void validate(const RunConfig& c) {
     if (c.train_size == 0) bad("a synthetic data set needs data.train_size (--train-size)");
     if (c.num_classes < 2) bad("a synthetic data set needs at least 2 classes");
   }
+  check_rank_paths(c);
   if ((c.checkpoint_every_epochs || c.checkpoint_every_steps) && c.checkpoint_path.empty()) {
     bad("checkpoints are asked for but no checkpoint path is given (--checkpoint FILE)");
   }
@@ -428,7 +469,8 @@ std::string canonical_text(const RunConfig& c) {
     << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
     << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
     << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan
-    << callbacks_canonical_text(c.callbacks);
+    << ";distribute=" << c.distribute_dataset << ',' << c.distribute_validation_dataset
+    << ";load_weights=" << !c.load_weights.empty() << callbacks_canonical_text(c.callbacks);
   return s.str();
 }
 
@@ -488,7 +530,9 @@ static Sources make_user_sources(const RunConfig& c, data::SourceConfig s) {
   return out;
 }
 
-Sources make_sources(const RunConfig& c) {
+Sources make_sources(const RunConfig& config, int rank) {
+  RunConfig c = config;
+  for (auto* path : {&c.data_path, &c.labels_path, &c.test_path, &c.test_labels_path}) *path = with_rank(*path, rank);
   data::SourceConfig s;
   s.kind = data::parse_source_kind(c.dataset);
   s.path = c.data_path;
@@ -573,6 +617,8 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.progress_bar = c.progress;
   fit.print_steps = c.print_steps;
   fit.terminate_on_nan = c.terminate_on_nan;
+  fit.distribute_dataset = c.distribute_dataset;
+  fit.distribute_validation_dataset = c.distribute_validation_dataset;
   fit.stop_on_signals = true;  // tnt-train is preempted as a cluster job is (Note [Preemption])
   return fit;
 }

@@ -25,7 +25,8 @@ struct RunConfig {
 
   // [model]: a zoo name ("lenet5", "mlp", "resnet20", "resnet50") or a model TOML file.
   std::string model = "lenet5";
-  int64_t classes = 0;  // zoo models: number of classes (0 = the data set's)
+  int64_t classes = 0;       // zoo models: number of classes (0 = the data set's)
+  std::string load_weights;  // start from these weights (Trainer::load_weights)
 
   // [data]
   // fashion-mnist | mnist | cifar10 | synthetic, or the user's own: idx | npy | image-folder
@@ -65,6 +66,8 @@ struct RunConfig {
   std::size_t fusion_threshold_kb = 0;  // 0: TNT_FUSION_THRESHOLD_KB, else 32
   bool overlap = true;
   std::string transport;  // "" | tcp | ib (exported as TNT_TRANSPORT)
+  // false: each rank's own data ({rank} in the paths), Note [Distribution switches] (trainer_io.cpp)
+  bool distribute_dataset = true, distribute_validation_dataset = true;
 
   // [checkpoint]
   std::string checkpoint_path;
@@ -74,6 +77,7 @@ struct RunConfig {
   // [output]
   std::string csv, timeline;
   bool progress = true, print_steps = false;
+  std::string save_weights, save_architecture;  // written by the master rank (Trainer::save_*)
 
   // [callbacks.terminate_on_nan]
   bool terminate_on_nan = true;
@@ -126,7 +130,10 @@ compute::ModelSpec resolve_model(const RunConfig& config, int data_classes, cons
 struct Sources {
   std::shared_ptr<const data::Source> train, test;  // test may be null (synthetic, test_size 0)
 };
-Sources make_sources(const RunConfig& config);
+// "{rank}" in the data paths is replaced by `rank` (each rank's own data).
+inline constexpr const char* kRankPlaceholder = "{rank}";
+std::string with_rank(std::string path, int rank);
+Sources make_sources(const RunConfig& config, int rank = 0);
 data::TransformOptions train_transform(const RunConfig& config);
 data::TransformOptions eval_transform(const RunConfig& config);
 // What Trainer::compile and Trainer::fit take from a run.
