@@ -1,6 +1,7 @@
 #include "tnt/compute/optimizer.h"
 #include "tnt/core/error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -46,6 +47,11 @@ Optimizer::Optimizer(const OptimizerOptions& options, const Model& model) : impl
   const std::string& k = o.kind;
   if (o.weight_decay < 0.0 || o.momentum < 0.0 || o.momentum >= 1.0) {
     fail(k, "need weight_decay >= 0 and 0 <= momentum < 1");
+  }
+  const int clips = (o.clipnorm > 0) + (o.global_clipnorm > 0) + (o.clipvalue > 0);
+  if (!(o.clipnorm >= 0 && o.global_clipnorm >= 0 && o.clipvalue >= 0) || !std::isfinite(o.clipnorm) ||
+      !std::isfinite(o.global_clipnorm) || !std::isfinite(o.clipvalue) || clips > 1) {
+    fail(k, "clipnorm, global_clipnorm and clipvalue must be finite and >= 0, and at most one of them set");
   }
   if (k == "sgd") {
     if (o.nesterov && o.momentum == 0.0) {
@@ -94,6 +100,51 @@ Optimizer& Optimizer::operator=(Optimizer&&) noexcept = default;
 const OptimizerOptions& Optimizer::options() const { return impl_->options; }
 uint64_t Optimizer::steps() const { return impl_->steps; }
 
+namespace {
+
+// The L2 norm of n floats, summed in double in a fixed order: the same on every rank that holds
+// the same gradient.
+double l2_norm(const float* g, int64_t n) {
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) sum += static_cast<double>(g[j]) * g[j];
+  return std::sqrt(sum);
+}
+
+void scale(float* g, int64_t n, double by) {
+  const auto f = static_cast<float>(by);
+  for (int64_t j = 0; j < n; ++j) g[j] *= f;
+}
+
+// Keras's clipnorm, global_clipnorm and clipvalue (OptimizerOptions), in place.
+void clip_gradients(Model& model, const OptimizerOptions& o) {
+  const std::size_t count = model.parameter_count();
+  if (o.clipnorm > 0) {
+    for (std::size_t i = 0; i < count; ++i) {
+      const double norm = l2_norm(model.gradient(i), model.parameter(i).size);
+      if (norm > o.clipnorm) scale(model.gradient(i), model.parameter(i).size, o.clipnorm / norm);
+    }
+  } else if (o.global_clipnorm > 0) {
+    double sum = 0.0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const double norm = l2_norm(model.gradient(i), model.parameter(i).size);
+      sum += norm * norm;
+    }
+    const double norm = std::sqrt(sum);
+    if (norm > o.global_clipnorm) {
+      for (std::size_t i = 0; i < count; ++i)
+        scale(model.gradient(i), model.parameter(i).size, o.global_clipnorm / norm);
+    }
+  } else if (o.clipvalue > 0) {
+    const auto v = static_cast<float>(o.clipvalue);
+    for (std::size_t i = 0; i < count; ++i) {
+      float* g = model.gradient(i);
+      for (int64_t j = 0; j < model.parameter(i).size; ++j) g[j] = std::clamp(g[j], -v, v);
+    }
+  }
+}
+
+}  // namespace
+
 void Optimizer::step(Model& model, float learning_rate) {
   auto& s = *impl_;
   const auto& o = s.options;
@@ -101,6 +152,7 @@ void Optimizer::step(Model& model, float learning_rate) {
     fail(o.kind, "model has " + std::to_string(model.parameter_count()) + " parameters, optimizer was built for " +
                      std::to_string(s.params.size()));
   }
+  clip_gradients(model, o);
   ++s.steps;
   const float lr = learning_rate;
   const auto wd = static_cast<float>(o.weight_decay);

@@ -60,6 +60,14 @@ class OutputRouter {
     out += '\n';
     write_all(stream == 1 ? STDOUT_FILENO : STDERR_FILENO, out);
   }
+  // The master's progress bar as it redraws (LocalRanks::live_): written as it is, carriage
+  // returns and all, without a newline. With every rank's output shown, lines are prefixed and
+  // a redraw would be cut into pieces: the frames are left out (each frame redraws the whole
+  // line, and the finished line still comes with its newline).
+  void redraw(int rank, std::string_view text) {
+    if (output_all_ || rank != 0) return;
+    write_all(STDOUT_FILENO, text);
+  }
   bool shown(int rank) const { return output_all_ || rank == 0; }
   std::string tail(int rank) const {
     auto it = tails_.find(rank);
@@ -189,6 +197,7 @@ class Job : public RemoteListener {
 
   // RankSink / RemoteListener: called from the event loop.
   void on_output(int rank, int stream, std::string_view line) override { router_.line(rank, stream, line); }
+  void on_redraw(int rank, std::string_view text) override { router_.redraw(rank, text); }
   void on_exit(int rank, int status) override { on_rank_exit(rank, status); }
   void on_checked(RemoteHost& host) override {
     spdlog::debug("host {}: ready ({} NUMA node(s))", host.name(), host.check().numa_nodes);

@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 
+#include "tnt/core/settings.h"
 #include "tnt/launcher/numa.h"
 
 namespace tnt::launcher::detail {
@@ -46,6 +47,7 @@ void LocalRanks::start() {
                  cpus.size());
   }
   ranks_.reserve(static_cast<std::size_t>(spec_.n_ranks));
+  live_ = isatty(STDOUT_FILENO) == 1;
   for (int local = 0; local < spec_.n_ranks; ++local) {
     const int rank = spec_.first_rank + local;
     SpawnRequest req;
@@ -61,6 +63,7 @@ void LocalRanks::start() {
     }
     req.set_env = rank_environment(spec_.job_env, spec_.exports, rank, local, spec_.n_ranks, node, spec_.pin_memory,
                                    static_cast<int>(cpus.size()));
+    if (live_ && rank == 0) req.set_env.emplace_back(std::string(settings::kStdoutIsTty.name), "1");
     Child child;
     try {
       child = spawn(req);
@@ -98,6 +101,10 @@ void LocalRanks::on_readable(Rank& r, int stream) {
   const bool open = read_available(fd, data);
   auto emit = [&](std::string_view line) { sink_.on_output(r.rank, stream, line); };
   lines.feed(data, emit);
+  if (live_ && stream == 1 && r.rank == 0) {
+    const std::string redraw = lines.take_redraw();
+    if (!redraw.empty()) sink_.on_redraw(r.rank, redraw);
+  }
   if (!open) {
     lines.flush(emit);
     loop_.unwatch(fd);

@@ -19,6 +19,9 @@ class RankSink {
   virtual ~RankSink() = default;
   virtual void on_output(int rank, int stream, std::string_view line) = 0;  // stream 1 or 2
   virtual void on_exit(int rank, int wait_status) = 0;
+  // Part of the master rank's stdout line up to now, redrawn with carriage returns (its progress
+  // bar), when tnt-launch's stdout is a terminal; the rest of the line follows in on_output.
+  virtual void on_redraw(int rank, std::string_view text) { on_output(rank, 1, text); }
 };
 
 // Owner of the rank processes of one host. Single-threaded: call everything from the thread
@@ -64,6 +67,9 @@ class LocalRanks {
   EventLoop& loop_;
   RankSink& sink_;
   std::vector<Rank> ranks_;
+  // tnt-launch's stdout is a terminal: rank 0 is told so (TNT_STDOUT_IS_TTY) and its redraws are
+  // forwarded as they come (launcher/README.md, "The live progress bar").
+  bool live_ = false;
 };
 
 }  // namespace tnt::launcher::detail

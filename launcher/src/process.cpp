@@ -278,6 +278,11 @@ void LineSplitter::feed(std::string_view data, const std::function<void(std::str
   }
 }
 
+std::string LineSplitter::take_redraw() {
+  if (pending_.find('\r') == std::string::npos) return {};
+  return std::exchange(pending_, {});
+}
+
 void LineSplitter::flush(const std::function<void(std::string_view)>& on_line) {
   if (!pending_.empty()) on_line(pending_);
   pending_.clear();

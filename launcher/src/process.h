@@ -58,6 +58,9 @@ class LineSplitter {
   explicit LineSplitter(std::size_t max_line = 64 * 1024) : max_line_(max_line) {}
   void feed(std::string_view data, const std::function<void(std::string_view)>& on_line);
   void flush(const std::function<void(std::string_view)>& on_line);
+  // The unfinished line, when it holds a carriage return (a progress bar redrawing itself), taken
+  // out so that it can be shown before its newline comes; empty otherwise.
+  std::string take_redraw();
 
  private:
   std::string pending_;

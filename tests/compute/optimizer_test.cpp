@@ -36,6 +36,59 @@ TEST(Optimizer, AdamFirstStepMovesByLearningRate) {
   EXPECT_NEAR(m.weights(0)[0], 0.99f, 1e-6f);
 }
 
+// A model with two parameters (dense 2->1 with bias: weights {2}, bias {1}) for clipping.
+TEST(Optimizer, KerasClipnormGlobalClipnormAndClipvalue) {
+  auto model = [] {
+    Model m(ModelSpec{"two", {2}, {layers::dense(1, true)}});
+    for (std::size_t i = 0; i < m.parameter_count(); ++i) std::fill_n(m.weights(i), m.parameter(i).size, 0.0f);
+    return m;
+  };
+  auto set_gradient = [](Model& m) {  // weights' gradient (3, 4): norm 5; bias' gradient (12): norm 12
+    ASSERT_EQ(m.parameter_count(), 2u);
+    ASSERT_EQ(m.parameter(0).size, 2);
+    m.gradient(0)[0] = 3.0f;
+    m.gradient(0)[1] = 4.0f;
+    m.gradient(1)[0] = 12.0f;
+  };
+  {  // clipnorm 1: each parameter's gradient alone has norm 1
+    Model m = model();
+    Optimizer sgd({.kind = "sgd", .clipnorm = 1.0}, m);
+    set_gradient(m);
+    sgd.step(m, 1.0f);
+    EXPECT_FLOAT_EQ(m.weights(0)[0], -0.6f);
+    EXPECT_FLOAT_EQ(m.weights(0)[1], -0.8f);
+    EXPECT_FLOAT_EQ(m.weights(1)[0], -1.0f);
+  }
+  {  // global_clipnorm 6.5: the global norm 13 is halved, every gradient alike
+    Model m = model();
+    Optimizer sgd({.kind = "sgd", .global_clipnorm = 6.5}, m);
+    set_gradient(m);
+    sgd.step(m, 1.0f);
+    EXPECT_FLOAT_EQ(m.weights(0)[0], -1.5f);
+    EXPECT_FLOAT_EQ(m.weights(0)[1], -2.0f);
+    EXPECT_FLOAT_EQ(m.weights(1)[0], -6.0f);
+  }
+  {  // clipvalue 3.5: elements clipped
+    Model m = model();
+    Optimizer sgd({.kind = "sgd", .clipvalue = 3.5}, m);
+    set_gradient(m);
+    sgd.step(m, 1.0f);
+    EXPECT_FLOAT_EQ(m.weights(0)[0], -3.0f);
+    EXPECT_FLOAT_EQ(m.weights(0)[1], -3.5f);
+    EXPECT_FLOAT_EQ(m.weights(1)[0], -3.5f);
+  }
+  {  // a norm under the bound is left alone
+    Model m = model();
+    Optimizer sgd({.kind = "sgd", .global_clipnorm = 100.0}, m);
+    set_gradient(m);
+    sgd.step(m, 1.0f);
+    EXPECT_FLOAT_EQ(m.weights(1)[0], -12.0f);
+  }
+  Model m = model();
+  EXPECT_THROW(Optimizer({.kind = "sgd", .clipnorm = 1.0, .global_clipnorm = 1.0}, m), tnt::ConfigError);
+  EXPECT_THROW(Optimizer({.kind = "adam", .clipvalue = -1.0}, m), tnt::ConfigError);
+}
+
 TEST(Optimizer, AllKindsStateRoundTripResumesBitwise) {
   for (std::string kind : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) {
     OptimizerOptions o{.kind = kind,

@@ -168,8 +168,10 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
     }
   }
   // The 33 options tnt-train had, and --labels-path, --test-path, --test-labels-path,
-  // --image-fit, --decode-threads, --loss and --allow-nan, and the four of sentence pairs.
-  EXPECT_EQ(options.size(), 44u);
+  // --image-fit, --decode-threads, --loss and --allow-nan; --no-distribute-dataset,
+  // --no-distribute-validation-dataset, --load-weights, --save-weights and --save-architecture;
+  // the four of sentence pairs.
+  EXPECT_EQ(options.size(), 49u);
 }
 
 TEST(RunConfig, TheUsersOwnDataAndLosses) {
@@ -307,30 +309,6 @@ TEST(FitParts, CheckpointPolicyEveryStepsAndEpochsWritesEachStateOnce) {
   policy.saved(8);
   EXPECT_FALSE(policy.due_at_end(8)) << "the last state was just written";
   EXPECT_TRUE(policy.due_at_end(9));
-}
-
-TEST(FitParts, CsvLogWritesAHeaderOnceAndAppendsWhenResuming) {
-  const auto path = (std::filesystem::temp_directory_path() / "tnt_trainer_csvlog.csv").string();
-  std::filesystem::remove(path);
-  {
-    trainer::CsvLog log(path, true);  // resuming, but no file yet: a fresh one
-    log.write(0, {{"loss", 0.5}, {"accuracy", 0.25}}, 0.01, 2.0, 100);
-  }
-  {
-    trainer::CsvLog log(path, true);
-    log.write(1, {{"loss", 0.25}, {"accuracy", 0.5}, {"val_loss", 1}, {"val_accuracy", 0.125}}, 0.001, 0.0, 100);
-  }
-  std::ifstream in(path);
-  const std::string text((std::istreambuf_iterator<char>(in)), {});
-  EXPECT_EQ(text,
-            "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n"
-            "1,0.500000,0.250000,,,0.01,2.000,50.0\n"
-            "2,0.250000,0.500000,1.000000,0.125000,0.001,0.000,0.0\n");
-  { trainer::CsvLog fresh(path, false); }
-  std::ifstream again(path);
-  const std::string restarted((std::istreambuf_iterator<char>(again)), {});
-  EXPECT_EQ(restarted, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n");
-  EXPECT_THROW(trainer::CsvLog("/nonexistent/dir/m.csv", false), std::runtime_error);
 }
 
 trainer::CompileOptions compile_options(const std::string& kind, double momentum, double rate) {

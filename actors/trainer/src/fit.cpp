@@ -26,6 +26,7 @@ data::BatchPlanOptions make_plan_options(const FitData& train, const FitOptions&
   plan.seed = options.seed;
   plan.shuffle = options.shuffle;
   plan.drop_remainder = options.drop_remainder;
+  plan.distribute = options.distribute_dataset;
   return plan;
 }
 
@@ -102,6 +103,11 @@ FitRun::~FitRun() {
 History FitRun::run() {
   if (options_.stop_on_signals) signals_.emplace(s_.session.rank());
   prepare();
+  // The CSV shorthand first: it logs the rate the epoch ended with, before callbacks change it.
+  // A resumed run appends to the file it finds.
+  if (!options_.csv_path.empty())
+    callbacks_.push_back(&csv_.emplace(CsvLoggerOptions{options_.csv_path, ',', resumed_}));
+  callbacks_.insert(callbacks_.end(), options_.callbacks.begin(), options_.callbacks.end());
   // Callbacks reach the run from on_train_begin to on_train_end, and not after fit. (A local
   // class: it has FitRun's access to Callback.)
   struct Attached {
@@ -112,16 +118,16 @@ History FitRun::run() {
     ~Attached() {
       for (auto* cb : callbacks) cb->run_ = nullptr;
     }
-  } attached(options_.callbacks, &*control_);
+  } attached(callbacks_, &*control_);
   if (s_.position.epoch >= options_.epochs) {
     spdlog::info("nothing to do: the checkpoint is at epoch {} of {}", s_.position.epoch, options_.epochs);
     return history_;
   }
   feed_ = make_feed();
-  if (s_.master() && !options_.csv_path.empty()) csv_.emplace(options_.csv_path, resumed_);
+
   EngineContext context = engine_context();
 
-  for (auto* cb : options_.callbacks) cb->on_train_begin();
+  for (auto* cb : callbacks_) cb->on_train_begin();
   train_start_ = epoch_start_ = Clock::now();
   while (!finished()) {
     const std::size_t epoch = s_.position.epoch;
@@ -265,7 +271,7 @@ void FitRun::preempt() {
 void FitRun::begin_epoch() {
   control_->at(s_.position.epoch, s_.optimizer->steps());
   if (s_.position.step == 0) {
-    for (auto* cb : options_.callbacks) cb->on_epoch_begin(s_.position.epoch);
+    for (auto* cb : callbacks_) cb->on_epoch_begin(s_.position.epoch);
   }
   epoch_sums_ = {};
   epoch_start_ = Clock::now();
@@ -300,8 +306,6 @@ void FitRun::after_steps(std::size_t epoch, bool epoch_done) {
 
 void FitRun::end_epoch(std::size_t epoch) {
   Logs logs = epoch_sums_.logs();
-  // Training time only: validation below is not part of the epoch's throughput.
-  const double seconds = std::chrono::duration<double>(Clock::now() - epoch_start_).count();
   bar_.end_training();
   const bool validate = options_.validation_frequency > 0 && (epoch + 1) % options_.validation_frequency == 0;
   if (validate && train_.sequences && options_.sequence_validation) {
@@ -309,19 +313,17 @@ void FitRun::end_epoch(std::size_t epoch) {
     logs["val_loss"] = val.at("loss");
     logs["val_accuracy"] = val.at("accuracy");
   } else if (validate && train_.images && options_.validation) {
-    const auto val = trainer_.evaluate(options_.validation, options_.validation_batch, options_.validation_transform);
+    const auto val = trainer_.evaluate(options_.validation, options_.validation_batch, options_.validation_transform,
+                                       options_.distribute_validation_dataset);
     for (const auto& [key, value] : val) {
       if (key != "count") logs["val_" + key] = value;
     }
   }
   bar_.finish(ordered(logs));
-  if (csv_) {
-    csv_->write(epoch, logs, s_.schedule->rate(s_.optimizer->steps()) * control_->factor(), seconds, epoch_sums_.count);
-  }
   history_.epochs.push_back(logs);
   last_logs_ = logs;
   control_->set_logs(logs);
-  for (auto* cb : options_.callbacks) cb->on_epoch_end(epoch, logs);
+  for (auto* cb : callbacks_) cb->on_epoch_end(epoch, logs);
   agree();  // a stop asked for in on_epoch_end ends training before the next epoch begins
   if (checkpoints_.due_after_epoch(epoch)) save();
 }
@@ -334,7 +336,7 @@ void FitRun::finish() {
   if (checkpoints_.due_at_end(s_.optimizer->steps())) save();
   history_.seconds = std::chrono::duration<double>(Clock::now() - train_start_).count();
   history_.samples_per_second = history_.seconds > 0 ? static_cast<double>(samples_) / history_.seconds : 0.0;
-  for (auto* cb : options_.callbacks) cb->on_train_end(last_logs_);
+  for (auto* cb : callbacks_) cb->on_train_end(last_logs_);
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
 }
 
@@ -353,7 +355,7 @@ StepDecision FitRun::on_step(const StepFigures& f) {
   }
   bar_.update(f.step + 1, ordered(epoch_sums_.logs()));
   control_->set_logs(step_logs);
-  for (auto* cb : options_.callbacks) cb->on_batch_end(f.epoch, f.step, step_logs);
+  for (auto* cb : callbacks_) cb->on_batch_end(f.epoch, f.step, step_logs);
   return decision;
 }
 

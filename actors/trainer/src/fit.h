@@ -22,6 +22,7 @@
 #include "timeline.h"
 #include "tnt/dataset/batch_plan.h"
 #include "tnt/dataset/loader.h"
+#include "tnt/trainer/callbacks.h"
 #include "tnt/trainer/trainer.h"
 
 namespace tnt::trainer {
@@ -85,7 +86,8 @@ class FitRun {
   int64_t base_us_ = 0;  // the master's clock at the start: the timeline's zero
   std::unique_ptr<BatchFeed> feed_;
   CheckpointPolicy checkpoints_;
-  std::optional<CsvLog> csv_;
+  std::optional<CSVLogger> csv_;      // FitOptions::csv_path, a shorthand for CSVLogger
+  std::vector<Callback*> callbacks_;  // FitOptions::callbacks, then csv_
   ProgressBar bar_;
   std::optional<RunController> control_;  // from prepare() on
   std::optional<SignalWatch> signals_;    // FitOptions::stop_on_signals

@@ -73,29 +73,6 @@ bool CheckpointPolicy::due_after_epoch(std::size_t epoch) const {
 
 bool CheckpointPolicy::due_at_end(uint64_t global_step) const { return enabled() && last_saved_ != global_step; }
 
-// --- CSV log -------------------------------------------------------------------------------------
-
-CsvLog::CsvLog(const std::string& path, bool resuming) {
-  const bool fresh = !resuming || !std::filesystem::exists(path);
-  file_ = std::fopen(path.c_str(), fresh ? "w" : "a");
-  if (!file_) throw Error(fmt::format("cannot open CSV file '{}': {}", path, std::strerror(errno)));
-  if (fresh) {
-    fmt::print(file_, "epoch,loss,accuracy,val_loss,val_accuracy,learning_rate,train_seconds,samples_per_second\n");
-  }
-}
-
-CsvLog::~CsvLog() { std::fclose(file_); }
-
-void CsvLog::write(std::size_t epoch, const Logs& logs, double learning_rate, double seconds, double samples) {
-  auto field = [&](const char* k) {
-    auto it = logs.find(k);
-    return it == logs.end() ? std::string() : fmt::format("{:.6f}", it->second);
-  };
-  fmt::print(file_, "{},{},{},{},{},{:.6g},{:.3f},{:.1f}\n", epoch + 1, field("loss"), field("accuracy"),
-             field("val_loss"), field("val_accuracy"), learning_rate, seconds, seconds > 0 ? samples / seconds : 0.0);
-  std::fflush(file_);
-}
-
 // --- model and checkpoints across ranks ----------------------------------------------------------
 
 void broadcast_model(compute::Model& model, Communicator& comm) {

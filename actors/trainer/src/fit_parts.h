@@ -1,6 +1,7 @@
 #pragma once
 // The parts of Trainer::fit that are not the loop itself (fit.h runs them), each testable
-// alone: figures, the checkpoint policy, the CSV log, resuming, the timeline file.
+// alone: figures, the checkpoint policy, resuming, the timeline file (the CSV log is the
+// CSVLogger callback, callbacks.h).
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -58,21 +59,6 @@ class CheckpointPolicy {
   std::string path_;
   std::size_t every_epochs_, every_steps_;
   uint64_t last_saved_ = ~uint64_t{0};
-};
-
-// The per-epoch metrics file (master rank). A fresh run writes a new file with its header; a
-// resumed run appends to the file it finds.
-class CsvLog {
- public:
-  CsvLog(const std::string& path, bool resuming);
-  ~CsvLog();
-  CsvLog(const CsvLog&) = delete;
-  CsvLog& operator=(const CsvLog&) = delete;
-  // `samples`: trained in `seconds` (validation excluded).
-  void write(std::size_t epoch, const Logs& logs, double learning_rate, double seconds, double samples);
-
- private:
-  std::FILE* file_ = nullptr;
 };
 
 // Root's weights, BatchNorm statistics and pass counter reach every rank.

@@ -56,19 +56,38 @@ struct Overrides {
   }
 };
 
+// The predictions {N, K} as a NumPy .npy file: float32, C order (numpy.load reads it).
+void write_npy(const std::string& path, const tnt::compute::Tensor& p) {
+  std::string header =
+      fmt::format("{{'descr': '<f4', 'fortran_order': False, 'shape': ({}, {}), }}", p.dim(0), p.dim(1));
+  // Magic, version 1.0, header length; the header is padded with spaces to a multiple of 64.
+  const std::size_t preamble = 10;
+  header.append(63 - (preamble + header.size()) % 64, ' ');
+  header += '\n';
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (!out) throw tnt::Error(fmt::format("cannot write predictions to '{}'", path));
+  const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  const unsigned char length[2] = {static_cast<unsigned char>(header.size() & 0xff),
+                                   static_cast<unsigned char>(header.size() >> 8)};
+  const auto floats = static_cast<std::size_t>(p.dim(0) * p.dim(1));
+  bool ok = std::fwrite(magic, 1, 8, out) == 8 && std::fwrite(length, 1, 2, out) == 2 &&
+            std::fwrite(header.data(), 1, header.size(), out) == header.size() &&
+            std::fwrite(p.data(), sizeof(float), floats, out) == floats;
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok) throw tnt::Error(fmt::format("cannot write predictions to '{}'", path));
+}
+
 // One line per test sample: index, label, predicted class, then every class probability.
-void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
-                       const std::shared_ptr<const tnt::data::Source>& test, const RunConfig& config) {
-  const auto p = trainer.predict(test, config.eval_batch, tnt::trainer::eval_transform(config));
+void write_csv(const std::string& path, const tnt::compute::Tensor& p, const tnt::data::Source& test) {
   const int64_t n = p.dim(0), k = p.dim(1);
   std::FILE* out = std::fopen(path.c_str(), "w");
   if (!out) throw tnt::Error(fmt::format("cannot write predictions to '{}'", path));
   fmt::print(out, "index,label,predicted");
   for (int64_t c = 0; c < k; ++c) fmt::print(out, ",p{}", c);
   fmt::print(out, "\n");
-  std::vector<float> scratch(test->shape().elements());
+  std::vector<float> scratch(test.shape().elements());
   for (int64_t i = 0; i < n; ++i) {
-    const auto label = test->read(static_cast<std::size_t>(i), scratch);
+    const auto label = test.read(static_cast<std::size_t>(i), scratch);
     int64_t best = 0;
     for (int64_t c = 1; c < k; ++c)
       if (p[i * k + c] > p[i * k + best]) best = c;
@@ -77,7 +96,20 @@ void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
     fmt::print(out, "\n");
   }
   if (std::fclose(out) != 0) throw tnt::Error(fmt::format("cannot write predictions to '{}'", path));
-  spdlog::info("predictions for {} test samples written to {}", n, path);
+}
+
+// Every rank predicts its share of the test split (Note [Distributed predict] in trainer_io.cpp);
+// the master writes them all, in the split's order: .npy (float32 {N, K}) or CSV.
+void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
+                       const std::shared_ptr<const tnt::data::Source>& test, const RunConfig& config) {
+  const auto p = trainer.predict(test, config.eval_batch, tnt::trainer::eval_transform(config));
+  if (!trainer.session().is_master_rank()) return;
+  if (path.ends_with(".npy")) {
+    write_npy(path, p);
+  } else {
+    write_csv(path, p, *test);
+  }
+  spdlog::info("predictions for {} test samples written to {}", p.dim(0), path);
 }
 
 [[noreturn]] void die(int code) {
@@ -131,8 +163,9 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
                  "Do not train: load the weights of this checkpoint (read by the master rank) and "
                  "evaluate them on the test split");
   app.add_option("--predict", command.predict_csv,
-                 "After training (or --evaluate), write the test split's predicted classes and "
-                 "probabilities to this CSV file (master rank)");
+                 "After training (or --evaluate), write the test split's predictions to this file "
+                 "(master rank), computed on all ranks: OUT.npy (float32 N x K) or CSV (index, "
+                 "label, predicted class, probabilities)");
   app.add_flag("--print-job", command.print_job,
                "Print where this rank is in its job (rank, size, master, token) and from which source (tnt-launch's "
                "TNT_*, mpirun's OMPI_COMM_WORLD_*, srun's SLURM_*), then exit without joining it");
@@ -204,7 +237,8 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
   const bool evaluate_only = !command.evaluate_checkpoint.empty();
   // A checkpoint's token ids mean the tokens of the vocabulary saved beside it.
   const auto sources = tnt::trainer::make_sources(
-      config, evaluate_only ? tnt::trainer::vocabulary_path(command.evaluate_checkpoint) : std::string());
+      config, session.rank(),
+      evaluate_only ? tnt::trainer::vocabulary_path(command.evaluate_checkpoint) : std::string());
   const auto spec = tnt::trainer::resolve_sequence_model(config, sources);
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
@@ -251,7 +285,12 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
   }
   const RunConfig& config = command.config;
   const bool evaluate_only = !command.evaluate_checkpoint.empty();
-  auto sources = tnt::trainer::make_sources(config);
+  if (!command.predict_csv.empty() && !config.distribute_validation_dataset) {
+    throw tnt::ConfigError(
+        "--predict writes the predictions of one test split, split over the ranks: it needs "
+        "distribute_validation_dataset = true");
+  }
+  auto sources = tnt::trainer::make_sources(config, session.rank());
   const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
@@ -261,8 +300,16 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
                tnt::compute::runtime_description());
   spdlog::info("train: {}", sources.train->describe());
   check_test_split(trainer, sources);
+  if (!config.save_architecture.empty()) trainer.save_architecture(config.save_architecture);
+  if (!config.load_weights.empty()) {
+    trainer.load_weights(config.load_weights);
+    spdlog::info("starting from the weights of {}", config.load_weights);
+  }
   if (!evaluate_only) {
-    const auto history = trainer.fit(sources.train, tnt::trainer::fit_options(config, sources));
+    auto fit = tnt::trainer::fit_options(config, sources);
+    const auto callbacks = tnt::trainer::make_run_callbacks(config, trainer);
+    for (const auto& callback : callbacks) fit.callbacks.push_back(callback.get());
+    const auto history = trainer.fit(sources.train, fit);
     if (session.is_master_rank()) {
       fmt::print("trained {} steps in {:.2f} s: {:.1f} samples/s\n", history.steps, history.seconds,
                  history.samples_per_second);
@@ -272,7 +319,8 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
     spdlog::info("evaluating the weights of {}", command.evaluate_checkpoint);
   }
   if (sources.test) {
-    const auto test = trainer.evaluate(sources.test, config.eval_batch, tnt::trainer::eval_transform(config));
+    const auto test = trainer.evaluate(sources.test, config.eval_batch, tnt::trainer::eval_transform(config),
+                                       config.distribute_validation_dataset);
     if (session.is_master_rank()) {
       fmt::print("test loss: {:.4f}\n", test.at("loss"));
       for (const auto& name : config.metrics) fmt::print("test {}: {:.4f}\n", name, test.at(name));
@@ -280,8 +328,9 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
   }
   if (!command.predict_csv.empty()) {
     if (!sources.test) throw tnt::ConfigError("--predict needs a test split (test_size > 0)");
-    if (session.is_master_rank()) write_predictions(command.predict_csv, trainer, sources.test, config);
+    write_predictions(command.predict_csv, trainer, sources.test, config);
   }
+  if (!config.save_weights.empty()) trainer.save_weights(config.save_weights);
   std::fflush(stdout);
 }
 

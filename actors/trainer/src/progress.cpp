@@ -3,10 +3,16 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "tnt/core/settings.h"
+
 namespace tnt::trainer {
 
 ProgressBar::ProgressBar(std::FILE* out, bool enabled)
-    : out_(out), enabled_(enabled), tty_(enabled && isatty(fileno(out)) == 1) {}
+    : out_(out),
+      enabled_(enabled),
+      // Under tnt-launch stdout is a pipe; the launcher says when its own is a terminal and then
+      // forwards the redraws as they come (launcher/README.md, "The live progress bar").
+      tty_(enabled && (isatty(fileno(out)) == 1 || (out == stdout && settings::kStdoutIsTty.read()))) {}
 
 void ProgressBar::begin_epoch(std::size_t epoch, std::size_t epochs, std::size_t steps, std::size_t first_step) {
   if (!enabled_) return;

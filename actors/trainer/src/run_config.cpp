@@ -142,6 +142,8 @@ const std::vector<RunKey>& run_keys() {
       {"model", "name", +[](RunConfig& c) -> auto& { return c.model; }, "--model",
        "Zoo model (lenet5, mlp, resnet20, resnet50, transformer, transformer_tiny) or a model TOML file"},
       {"model", "file", +[](RunConfig& c) -> auto& { return c.model; }, nullptr, nullptr, {}, true},
+      {"model", "load_weights", +[](RunConfig& c) -> auto& { return c.load_weights; }, "--load-weights",
+       "Start from the weights of this file (written by --save-weights, or any checkpoint with weights)", {}, true},
       {"model", "classes", +[](RunConfig& c) -> auto& { return c.classes; }, "--classes",
        "Classes of a zoo model (default: the data set's)"},
       {"data", "dataset", +[](RunConfig& c) -> auto& { return c.dataset; }, "--dataset",
@@ -210,6 +212,9 @@ const std::vector<RunKey>& run_keys() {
       {"optimizer", "epsilon", +[](RunConfig& c) -> auto& { return c.optimizer.epsilon; }},
       {"optimizer", "rho", +[](RunConfig& c) -> auto& { return c.optimizer.rho; }},
       {"optimizer", "initial_accumulator", +[](RunConfig& c) -> auto& { return c.optimizer.initial_accumulator; }},
+      {"optimizer", "clipnorm", +[](RunConfig& c) -> auto& { return c.optimizer.clipnorm; }},
+      {"optimizer", "global_clipnorm", +[](RunConfig& c) -> auto& { return c.optimizer.global_clipnorm; }},
+      {"optimizer", "clipvalue", +[](RunConfig& c) -> auto& { return c.optimizer.clipvalue; }},
       {"schedule", "kind", +[](RunConfig& c) -> auto& { return c.schedule.kind; }, "--schedule",
        "constant, piecewise or exponential"},
       {"schedule", "learning_rate", +[](RunConfig& c) -> auto& { return c.schedule.base_rate; }, "--learning-rate",
@@ -222,6 +227,13 @@ const std::vector<RunKey>& run_keys() {
       {"schedule", "decay_steps", +[](RunConfig& c) -> auto& { return c.schedule.decay_steps; }},
       {"schedule", "staircase", +[](RunConfig& c) -> auto& { return c.schedule.staircase; }},
       {"schedule", "scale_with_ranks", +[](RunConfig& c) -> auto& { return c.scale_rate_with_ranks; }},
+      {"distribution", "distribute_dataset", +[](RunConfig& c) -> auto& { return c.distribute_dataset; },
+       "--no-distribute-dataset", "Each rank trains on its own data ({rank} in data.path is the rank): a "
+       "micro-batch from each rank's data per step, global batch = micro-batch x ranks", false},
+      {"distribution", "distribute_validation_dataset",
+       +[](RunConfig& c) -> auto& { return c.distribute_validation_dataset; }, "--no-distribute-validation-dataset",
+       "Each rank evaluates its own test data ({rank} in data.test_path is the rank); figures summed over ranks",
+       false},
       {"distribution", "fusion_threshold_kb", +[](RunConfig& c) -> auto& { return c.fusion_threshold_kb; },
        "--fusion-threshold", "Gradient bucket size in KiB (default: TNT_FUSION_THRESHOLD_KB, else 32)"},
       {"distribution", "overlap", +[](RunConfig& c) -> auto& { return c.overlap; }, "--no-overlap",
@@ -240,11 +252,40 @@ const std::vector<RunKey>& run_keys() {
       {"callbacks.terminate_on_nan", "enabled", +[](RunConfig& c) -> auto& { return c.terminate_on_nan; },
        "--allow-nan", "Train on when the loss or the reduced gradient is NaN or infinite (by default every rank "
        "stops at that step, naming it, and tnt-train exits 1)", false},
+      // Keras's callbacks (tnt/trainer/callbacks.h): a section switches its callback on.
+#define TNT_CB(section, key, member) \
+      {"callbacks." #section, #key, +[](RunConfig& c) -> auto& { return c.callbacks.section.member; }}
+      TNT_CB(early_stopping, enabled, enabled), TNT_CB(early_stopping, monitor, monitor),
+      TNT_CB(early_stopping, mode, mode), TNT_CB(early_stopping, min_delta, min_delta),
+      TNT_CB(early_stopping, patience, patience), TNT_CB(early_stopping, baseline, baseline),
+      TNT_CB(early_stopping, restore_best_weights, restore_best_weights),
+      TNT_CB(early_stopping, start_from_epoch, start_from_epoch),
+      TNT_CB(reduce_lr_on_plateau, enabled, enabled), TNT_CB(reduce_lr_on_plateau, monitor, monitor),
+      TNT_CB(reduce_lr_on_plateau, mode, mode), TNT_CB(reduce_lr_on_plateau, factor, factor),
+      TNT_CB(reduce_lr_on_plateau, patience, patience), TNT_CB(reduce_lr_on_plateau, min_delta, min_delta),
+      TNT_CB(reduce_lr_on_plateau, cooldown, cooldown), TNT_CB(reduce_lr_on_plateau, min_lr, min_lr),
+      TNT_CB(model_checkpoint, enabled, enabled), TNT_CB(model_checkpoint, monitor, monitor),
+      TNT_CB(model_checkpoint, mode, mode), TNT_CB(model_checkpoint, save_best_only, save_best_only),
+      TNT_CB(model_checkpoint, save_weights_only, save_weights_only), TNT_CB(model_checkpoint, every_epochs, every_epochs),
+      TNT_CB(model_checkpoint, initial_value_threshold, initial_value_threshold),
+      TNT_CB(model_checkpoint, filepath, filepath),
+      TNT_CB(tensorboard, enabled, enabled), TNT_CB(tensorboard, update_freq, update_freq),
+      TNT_CB(tensorboard, log_dir, log_dir),
+      TNT_CB(remote_monitor, enabled, enabled), TNT_CB(remote_monitor, url, url), TNT_CB(remote_monitor, field, field),
+      TNT_CB(remote_monitor, send_as_json, send_as_json), TNT_CB(remote_monitor, timeout, timeout),
+      TNT_CB(csv_logger, enabled, enabled), TNT_CB(csv_logger, filename, filename),
+      TNT_CB(csv_logger, separator, separator), TNT_CB(csv_logger, append, append),
+      TNT_CB(learning_rate_scheduler, enabled, enabled), TNT_CB(learning_rate_scheduler, rates, rates),
+#undef TNT_CB
       {"output", "csv", +[](RunConfig& c) -> auto& { return c.csv; }, "--csv", "Per-epoch metrics as CSV"},
       {"output", "timeline", +[](RunConfig& c) -> auto& { return c.timeline; }, "--timeline",
        "Chrome-trace JSON (Perfetto) of every rank's compute, bucket and allreduce spans"},
       {"output", "progress", +[](RunConfig& c) -> auto& { return c.progress; }, "--no-progress", "No progress bar",
        false},
+      {"output", "save_weights", +[](RunConfig& c) -> auto& { return c.save_weights; }, "--save-weights",
+       "After training, write the weights (no optimizer state) to this file (master rank)"},
+      {"output", "save_architecture", +[](RunConfig& c) -> auto& { return c.save_architecture; },
+       "--save-architecture", "Write the model's architecture (no weights) to this file (master rank)"},
       {"output", "print_steps", +[](RunConfig& c) -> auto& { return c.print_steps; }, "--print-steps",
        "Print every step's loss and accuracy (summed over all ranks)", true},
       {"translate", "beam", +[](RunConfig& c) -> auto& { return c.beam; }, "--beam",
@@ -308,6 +349,11 @@ RunConfig config_from_table(toml::table root, const std::string& path, const std
   RunConfig c;
   c.origin = path.empty() ? "--set" : path;
   read_keys(root, c, path);
+  // A callback's section switches it on unless it says `enabled = false`.
+  for (const auto& name : callback_sections()) {
+    const toml::table* t = root.at_path("callbacks." + name).as_table();
+    if (t && !t->contains("enabled")) enable_callback(c.callbacks, name);
+  }
   return c;
 }
 
@@ -335,6 +381,33 @@ RunConfig parse_run_config(std::string_view text, const std::string& origin, con
         fmt::format("{}:{}:{}: {}", origin, e.source().begin.line, e.source().begin.column, e.description()));
   }
   return config_from_table(std::move(root), origin, settings);
+}
+
+// Note [Distribution switches] in trainer_io.cpp: "{rank}" in a path names each rank's own data,
+// which only makes sense when that data is not distributed.
+static void check_rank_paths(const RunConfig& c) {
+  const auto has = [](const std::string& p) { return p.find(kRankPlaceholder) != std::string::npos; };
+  if (c.distribute_dataset && (has(c.data_path) || has(c.labels_path))) {
+    throw ConfigError(
+        fmt::format("data.path / data.labels_path contain {}: each rank reading its own training data needs "
+                    "distribution.distribute_dataset = false (--no-distribute-dataset)",
+                    kRankPlaceholder));
+  }
+  if (c.distribute_validation_dataset && (has(c.test_path) || has(c.test_labels_path))) {
+    throw ConfigError(
+        fmt::format("data.test_path / data.test_labels_path contain {}: each rank reading its own test data needs "
+                    "distribution.distribute_validation_dataset = false (--no-distribute-validation-dataset)",
+                    kRankPlaceholder));
+  }
+}
+
+std::string with_rank(std::string path, int rank) {
+  for (auto at = path.find(kRankPlaceholder); at != std::string::npos; at = path.find(kRankPlaceholder, at)) {
+    const auto r = std::to_string(rank);
+    path.replace(at, std::string_view(kRankPlaceholder).size(), r);
+    at += r.size();
+  }
+  return path;
 }
 
 void validate(const RunConfig& c) {
@@ -376,6 +449,7 @@ void validate(const RunConfig& c) {
     if (c.train_size == 0) bad("a synthetic data set needs data.train_size (--train-size)");
     if (c.num_classes < 2) bad("a synthetic data set needs at least 2 classes");
   }
+  check_rank_paths(c);
   if (is_sentence_pairs(c)) {
     if (c.tokenizer != "char" && c.tokenizer != "bpe")
       bad(fmt::format("data.tokenizer '{}': expected char or bpe", c.tokenizer));
@@ -388,6 +462,11 @@ void validate(const RunConfig& c) {
   if (c.resume == "auto" && c.checkpoint_path.empty()) {
     bad("--resume auto continues from the checkpoint path, and none is given (--checkpoint FILE)");
   }
+  const auto& o = c.optimizer;
+  if ((o.clipnorm > 0) + (o.global_clipnorm > 0) + (o.clipvalue > 0) > 1) {
+    bad("optimizer: give at most one of clipnorm, global_clipnorm and clipvalue");
+  }
+  validate_callbacks(c);
 }
 
 std::string canonical_text(const RunConfig& c) {
@@ -403,13 +482,16 @@ std::string canonical_text(const RunConfig& c) {
     << ";micro_batch=" << c.micro_batch << ";epochs=" << c.epochs << ";max_steps=" << c.max_steps
     << ";validation_frequency=" << c.validation_frequency << ";eval_batch=" << c.eval_batch << ";seed=" << c.seed
     << ";drop_remainder=" << c.drop_remainder << ";optimizer=" << c.optimizer.kind << ',' << c.optimizer.momentum << ','
-    << c.optimizer.nesterov << ',' << c.optimizer.weight_decay << ";schedule=" << c.schedule.kind << ','
+    << c.optimizer.nesterov << ',' << c.optimizer.weight_decay << ",clip=" << c.optimizer.clipnorm << ','
+    << c.optimizer.global_clipnorm << ',' << c.optimizer.clipvalue << ";schedule=" << c.schedule.kind << ','
     << c.schedule.base_rate << ',' << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
     << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
     << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
-    << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan << ";pairs=" << c.max_chars << ','
-    << c.tokenizer << ',' << c.merges << ',' << c.bucket_batches << ',' << c.label_smoothing << ";translate=" << c.beam
-    << ',' << c.translate_sentences;
+    << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan
+    << ";distribute=" << c.distribute_dataset << ',' << c.distribute_validation_dataset
+    << ";load_weights=" << !c.load_weights.empty() << callbacks_canonical_text(c.callbacks) << ";pairs=" << c.max_chars
+    << ',' << c.tokenizer << ',' << c.merges << ',' << c.bucket_batches << ',' << c.label_smoothing
+    << ";translate=" << c.beam << ',' << c.translate_sentences;
   return s.str();
 }
 
@@ -541,8 +623,10 @@ static Sources make_user_sources(const RunConfig& c, data::SourceConfig s) {
   return out;
 }
 
-Sources make_sources(const RunConfig& c, const std::string& vocabulary) {
-  if (is_sentence_pairs(c)) return make_pairs(c, vocabulary);
+Sources make_sources(const RunConfig& config, int rank, const std::string& vocabulary) {
+  if (is_sentence_pairs(config)) return make_pairs(config, vocabulary);
+  RunConfig c = config;
+  for (auto* path : {&c.data_path, &c.labels_path, &c.test_path, &c.test_labels_path}) *path = with_rank(*path, rank);
   data::SourceConfig s;
   s.kind = data::parse_source_kind(c.dataset);
   s.path = c.data_path;
@@ -629,6 +713,8 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.progress_bar = c.progress;
   fit.print_steps = c.print_steps;
   fit.terminate_on_nan = c.terminate_on_nan;
+  fit.distribute_dataset = c.distribute_dataset;
+  fit.distribute_validation_dataset = c.distribute_validation_dataset;
   fit.stop_on_signals = true;  // tnt-train is preempted as a cluster job is (Note [Preemption])
   fit.bucket_batches = c.bucket_batches;
   fit.sequence_validation = c.validation_frequency > 0 ? sources.validation_pairs : nullptr;

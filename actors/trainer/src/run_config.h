@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "run_callbacks.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
 #include "tnt/compute/spec.h"
@@ -24,7 +25,8 @@ struct RunConfig {
 
   // [model]: a zoo name ("lenet5", "mlp", "resnet20", "resnet50") or a model TOML file.
   std::string model = "lenet5";
-  int64_t classes = 0;  // zoo models: number of classes (0 = the data set's)
+  int64_t classes = 0;       // zoo models: number of classes (0 = the data set's)
+  std::string load_weights;  // start from these weights (Trainer::load_weights)
 
   // [data]
   // fashion-mnist | mnist | cifar10 | synthetic | freedict (sentence pairs), or the user's own: idx | npy |
@@ -72,6 +74,8 @@ struct RunConfig {
   std::size_t fusion_threshold_kb = 0;  // 0: TNT_FUSION_THRESHOLD_KB, else 32
   bool overlap = true;
   std::string transport;  // "" | tcp | ib (exported as TNT_TRANSPORT)
+  // false: each rank's own data ({rank} in the paths), Note [Distribution switches] (trainer_io.cpp)
+  bool distribute_dataset = true, distribute_validation_dataset = true;
 
   // [checkpoint]
   std::string checkpoint_path;
@@ -81,6 +85,7 @@ struct RunConfig {
   // [output]
   std::string csv, timeline;
   bool progress = true, print_steps = false;
+  std::string save_weights, save_architecture;  // written by the master rank (Trainer::save_*)
 
   // [callbacks.terminate_on_nan]
   bool terminate_on_nan = true;
@@ -89,6 +94,9 @@ struct RunConfig {
   std::size_t beam = 1;  // 1 = greedy
   std::size_t translate_sentences = 500;
   std::size_t translate_examples = 8;  // printed with their references
+
+  // [callbacks.early_stopping], [callbacks.tensorboard], ... (run_callbacks.h)
+  RunCallbacks callbacks;
 };
 
 bool is_sentence_pairs(const RunConfig& config);  // dataset = "freedict"
@@ -143,8 +151,12 @@ struct Sources {
   std::shared_ptr<const data::Vocabulary> vocabulary;
   std::shared_ptr<const data::SequenceSource> train_pairs, validation_pairs, test_pairs;
 };
-// `vocabulary`: load this file instead of learning the vocabulary (evaluating a checkpoint).
-Sources make_sources(const RunConfig& config, const std::string& vocabulary = {});
+// "{rank}" in the data paths is replaced by `rank` (each rank's own data).
+inline constexpr const char* kRankPlaceholder = "{rank}";
+std::string with_rank(std::string path, int rank);
+// `vocabulary` (sentence pairs): load this file instead of learning the vocabulary (evaluating a
+// checkpoint).
+Sources make_sources(const RunConfig& config, int rank = 0, const std::string& vocabulary = {});
 // For sentence pairs: a zoo transformer sized to the vocabulary and the data's longest
 // sequences, or the model file as it is.
 compute::ModelSpec resolve_sequence_model(const RunConfig& config, const Sources& sources);

@@ -150,6 +150,11 @@ void RunController::set_learning_rate(double rate) {
   set_learning_rate_factor(rate / scheduled);
 }
 
+bool RunController::schedule_is_constant() const {
+  const auto& o = setup_.schedule->options();
+  return o.warmup_steps == 0 && (o.kind == "constant" || (o.kind == "piecewise" && o.boundaries.empty()));
+}
+
 Requests RunController::local_requests() const {
   Requests mine;
   mine.stop = stop_asked_.load() ? 1.0 : 0.0;
@@ -177,6 +182,7 @@ StepDecision RunController::on_step(const StepFigures& f) {
   apply(f.requests, f.global_step + 1);
   // The figures begin with the loss sum and the samples (Note [Exact figures over ranks]).
   const double loss_sum = f.sums.at(0), samples = f.sums.at(1);
+  samples_ = samples_.load() + samples;
   if (setup_.terminate_on_nan && samples > 0 && !std::isfinite(loss_sum) && stop_.kind != StopKind::non_finite) {
     stop_ = {StopKind::non_finite, f.global_step + 1,
              fmt::format("the loss is {} at {} (summed over all ranks): training stopped on every rank",

@@ -107,6 +107,8 @@ class RunController final : public RunControl {
   double learning_rate_factor() const override;
   void set_learning_rate_factor(double factor) override;
   void set_learning_rate(double rate) override;
+  bool schedule_is_constant() const override;
+  double samples_trained() const override { return samples_.load(); }
 
   // --- fit
   // What this rank contributes to the next agreement (any thread).
@@ -139,6 +141,7 @@ class RunController final : public RunControl {
   std::size_t epoch_ = 0;
   uint64_t next_step_ = 0;
   StopState stop_;
+  std::atomic<double> samples_{0.0};  // summed over ranks, added on the metrics actor
 };
 
 }  // namespace tnt::trainer

@@ -22,6 +22,7 @@
 #include "tnt/core/settings.h"
 #include "tnt/dataset/batch_plan.h"
 #include "tnt/dataset/loader.h"
+#include "trainer_io.h"
 #include "trainer_state.h"
 
 namespace tnt::trainer {
@@ -181,7 +182,12 @@ void Trainer::load_weights(const std::string& path) {
   if (checkpoint.kind == compute::CheckpointKind::architecture) {
     throw ConfigError(fmt::format("checkpoint '{}' holds no weights (architecture only)", path));
   }
-  compute::restore_weights(s.model, checkpoint);
+  try {
+    compute::restore_weights(s.model, checkpoint);
+  } catch (const ConfigError& e) {
+    throw ConfigError(
+        fmt::format("weights file '{}' does not fit model '{}': {}", path, s.model.spec().name, e.what()));
+  }
   broadcast_model(s.model, s.comm());
 }
 
@@ -217,6 +223,7 @@ History Trainer::fit_data(FitData train, const FitOptions& options) {
         "ranks' weights diverge; the trained model is meaningless (benchmarks only)",
         settings::kBenchSkipGradientAllreduce.name);
   }
+  agree_on_distribution(s, *train, options);
   FitRun run(*this, s, std::move(train), options, environment);
   return run.run();
 }
@@ -283,16 +290,23 @@ std::vector<std::string> Trainer::translate(const std::vector<std::string>& text
 }
 
 Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t global_batch,
-                       const data::TransformOptions& transform) {
+                       const data::TransformOptions& transform, bool distribute) {
   auto& s = *state_;
   auto& comm = s.comm();
   if (!source) throw ConfigError("evaluate: no data");
+  if (global_batch == 0) throw ConfigError("evaluate: the batch must be at least 1");
   check_data(*source, "the data to evaluate");
   data::LoaderOptions lo;
   lo.plan.num_samples = source->size();
-  lo.plan.global_batch = std::max<std::size_t>(global_batch, static_cast<std::size_t>(comm.size()));
   lo.plan.rank = comm.rank();
   lo.plan.world_size = comm.size();
+  lo.plan.distribute = distribute;
+  // Without distribution each rank walks its own source alone, in batches of `global_batch`.
+  if (distribute) {
+    lo.plan.global_batch = std::max<std::size_t>(global_batch, static_cast<std::size_t>(comm.size()));
+  } else {
+    lo.plan.micro_batch = global_batch;
+  }
   lo.plan.shuffle = false;
   lo.transform = transform;
   lo.end_epoch = 1;
@@ -316,40 +330,6 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
   Logs logs = logs_from_figures(sums, *objective.metric_names());
   logs["count"] = sums[1];
   return logs;
-}
-
-compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std::size_t batch,
-                                 const data::TransformOptions& transform) {
-  auto& s = *state_;
-  if (!source) throw ConfigError("predict: no data");
-  if (batch == 0) throw ConfigError("predict: batch must be at least 1");
-  check_data(*source, "the data to predict");
-  data::LoaderOptions lo;
-  lo.plan.num_samples = source->size();
-  lo.plan.global_batch = batch;
-  lo.plan.shuffle = false;
-  lo.transform = transform;
-  lo.end_epoch = 1;
-  lo.prefetch = 0;
-  data::Loader loader(source, lo);
-  const auto classes = compute::element_count(s.model.output_shape());
-  compute::Tensor result(compute::Shape{static_cast<int64_t>(source->size()), classes});
-  Objective objective = objective_of(s);
-  compute::Tensor input;
-  std::size_t row = 0;
-  s.compute.run([&] {
-    while (auto b = loader.next()) {
-      const auto& sh = b->shape;
-      input.resize({static_cast<int64_t>(b->local_count), static_cast<int64_t>(sh.channels),
-                    static_cast<int64_t>(sh.height), static_cast<int64_t>(sh.width)});
-      std::memcpy(input.data(), b->data.data(), b->data.size() * sizeof(float));
-      const auto p = objective.predictions(s.model.forward(input, compute::Mode::inference), b->labels);
-      std::memcpy(result.data() + row * static_cast<std::size_t>(classes), p.data(),
-                  static_cast<std::size_t>(p.size()) * sizeof(float));
-      row += b->local_count;
-    }
-  });
-  return result;
 }
 
 }  // namespace tnt::trainer

@@ -22,6 +22,13 @@ struct OptimizerOptions {
   double epsilon = 1e-7;             // adam, adamw, rmsprop, adagrad
   double rho = 0.9;                  // rmsprop
   double initial_accumulator = 0.1;  // adagrad
+  // Keras's gradient clipping, applied to the final gradient before the update (0 = off; at
+  // most one of the three): each parameter's gradient scaled to an L2 norm of at most
+  // `clipnorm`; all gradients together scaled to a global L2 norm of at most
+  // `global_clipnorm`; every element clipped to [-clipvalue, clipvalue].
+  double clipnorm = 0.0;
+  double global_clipnorm = 0.0;
+  double clipvalue = 0.0;
 };
 
 struct OptimizerSlot {

@@ -112,6 +112,13 @@ inline constexpr Flag kLogOnAllDevices{
     "TNT_LOG_ON_ALL_DEVICES", false, "every rank logs at TNT_LOG_LEVEL (otherwise ranks other than 0 log errors only)"};
 inline constexpr Flag kOutputOnAllDevices{"TNT_OUTPUT_ON_ALL_DEVICES", false,
                                           "every rank prints the trainer's output (otherwise rank 0 only)"};
+inline constexpr Flag kTensorBoardOnAllDevices{
+    "TNT_TENSORBOARD_ON_ALL_DEVICES", false,
+    "every rank writes TensorBoard event files, each in LOG_DIR/rank-N (otherwise rank 0 only, in LOG_DIR)"};
+inline constexpr Flag kStdoutIsTty{
+    "TNT_STDOUT_IS_TTY", false,
+    "tnt-launch's stdout is a terminal: the master rank redraws its progress bar through "
+    "the launcher's pipe as on a terminal"};
 inline constexpr Integer kPinSocket{"TNT_PIN_SOCKET", -1, -1, 1 << 16,
                                     "NUMA node tnt-launch pinned this rank to (-1: none); informative"};
 inline constexpr Integer kHostCores{"TNT_HOST_CORES", 0, 0, 1 << 20,

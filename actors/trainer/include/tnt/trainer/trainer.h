@@ -142,6 +142,11 @@ class RunControl {
   virtual void set_learning_rate_factor(double factor) = 0;
   // Sets the factor so that the next optimizer step's rate is `rate`.
   virtual void set_learning_rate(double rate) = 0;
+  // Whether the compiled schedule gives every step the same rate (no warm-up, no decay):
+  // LearningRateScheduler refuses to fight one that does not.
+  virtual bool schedule_is_constant() const { return true; }
+  // Samples trained in this fit so far, summed over all ranks (throughput figures).
+  virtual double samples_trained() const { return 0.0; }
 };
 
 class Callback {
@@ -194,6 +199,15 @@ struct FitOptions {
   // Threads that read (decode) each training batch's samples at once (data::LoaderOptions::
   // workers): more than 1 helps sources that decode, such as the image folder.
   std::size_t data_workers = 1;
+
+  // Distribution switches, as Tarantella's (Note [Distribution switches] in src/trainer_io.cpp).
+  // false: `train` is this rank's own data, each rank passing its own source (all of the same
+  // size); every step takes a micro-batch from each rank's source, and the global batch is
+  // micro-batch x ranks. Give micro_batch, or a global_batch that the ranks divide.
+  bool distribute_dataset = true;
+  // false: `validation` is this rank's own data; each rank evaluates all of it and the figures
+  // are summed over ranks (exact, as with distribution).
+  bool distribute_validation_dataset = true;
 
   // Validation every `validation_frequency` epochs on `validation` (null: none).
   std::shared_ptr<const data::Source> validation;
@@ -263,9 +277,10 @@ class Trainer {
   // "loss" and "accuracy" are per target token (teacher forcing).
   History fit(std::shared_ptr<const data::SequenceSource> train, const FitOptions& options);
   // The loss and the compiled metrics over all of `source` (and "count", the samples), each rank
-  // taking its share of every batch.
+  // taking its share of every batch. distribute = false: `source` is this rank's own data, each
+  // rank evaluates all of it in batches of `global_batch`, and the figures are summed over ranks.
   Logs evaluate(std::shared_ptr<const data::Source> source, std::size_t global_batch,
-                const data::TransformOptions& transform = {});
+                const data::TransformOptions& transform = {}, bool distribute = true);
   // Token loss and accuracy (teacher forcing) over all of `source`, each rank taking its share.
   Logs evaluate(std::shared_ptr<const data::SequenceSource> source, std::size_t global_batch);
   // Translations of `texts` by an encoder-decoder model (greedy, or beam search with
@@ -273,9 +288,21 @@ class Trainer {
   std::vector<std::string> translate(const std::vector<std::string>& texts, const data::Vocabulary& vocabulary,
                                      compute::DecodeOptions options = {});
   // Class probabilities {N, K} for all of `source` (softmax, or sigmoid for binary
-  // cross-entropy; the outputs themselves for mean squared error), computed on this rank alone.
+  // cross-entropy; the outputs themselves for mean squared error), in the order of `source`.
+  // Every rank must call it with the same source: rank r computes the r-th contiguous share of
+  // the samples, in forward passes of `batch` samples, and the shares are gathered (Note
+  // [Distributed predict] in src/trainer_io.cpp). The master rank gets all N rows; the others get
+  // {0, K} unless `on` is every_rank.
+  enum class PredictionsOn { master, every_rank };
   compute::Tensor predict(std::shared_ptr<const data::Source> source, std::size_t batch,
-                          const data::TransformOptions& transform = {});
+                          const data::TransformOptions& transform = {}, PredictionsOn on = PredictionsOn::master);
+
+  // Tarantella's save_weights / save_architecture: the master rank writes (atomically) a
+  // weights-only checkpoint (architecture, weights, BatchNorm statistics: no optimizer) or an
+  // architecture-only one. Every rank must call them. load_weights below reads either a
+  // weights-only or a full checkpoint; load_architecture reads the ModelSpec of any kind.
+  void save_weights(const std::string& path);
+  void save_architecture(const std::string& path);
 
   // Writes a full checkpoint (every rank must call it; the master writes).
   void save_checkpoint(const std::string& path);
@@ -286,7 +313,8 @@ class Trainer {
 
   // Loads weights and BatchNorm statistics from any checkpoint with weights, as read by the
   // master rank, on every rank (every rank must call it). The optimizer state is left alone:
-  // to continue training use FitOptions::resume_path.
+  // to continue training use FitOptions::resume_path. A file whose weights do not fit this
+  // model (other layers or shapes), or that holds no weights, is a tnt::ConfigError naming it.
   void load_weights(const std::string& path);
 
   compute::Model& model();
@@ -299,6 +327,10 @@ class Trainer {
 
   std::unique_ptr<State> state_;
 };
+
+// The model description of any checkpoint (full, weights-only or architecture-only), read by
+// this process alone: build a Trainer from it (Tarantella's models.model_from_config).
+compute::ModelSpec load_architecture(const std::string& path);
 
 // True when the spec has a BatchNorm layer (inside residual branches too).
 bool has_batch_norm(const compute::ModelSpec& spec);
