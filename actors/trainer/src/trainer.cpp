@@ -223,7 +223,7 @@ History Trainer::fit_data(FitData train, const FitOptions& options) {
         "ranks' weights diverge; the trained model is meaningless (benchmarks only)",
         settings::kBenchSkipGradientAllreduce.name);
   }
-  agree_on_distribution(s, *train, options);
+  if (train.images) agree_on_distribution(s, *train.images, options);
   FitRun run(*this, s, std::move(train), options, environment);
   return run.run();
 }
