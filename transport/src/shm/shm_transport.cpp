@@ -672,6 +672,11 @@ void ShmPair::start() {
 void ShmPair::close() {
   owner_.loop().remove_poller(*this);
   closing_ = true;
+  // Nothing may complete any more: the operations whose receives are still posted here may be
+  // gone with their buffers (a failed job completes them before the transport is destroyed), and
+  // a wake-up read before the close can still run read_some(). Under ASan a kReadMe read so
+  // (Note [Single copy]) wrote into a freed buffer.
+  failed_ = true;
   boost::system::error_code ignored;
   side_.shutdown(tcp::socket::shutdown_both, ignored);
   side_.close(ignored);
