@@ -93,25 +93,11 @@ void AllreduceOperation::ring_done() {
     return;
   }
   // work_ holds every rank's buffer, in rank order.
-  const int ranks = core_.size();
-  const DataType carried = accumulation_type(type_);
+  const auto ranks = static_cast<std::size_t>(core_.size());
   const std::size_t bytes = count_ * size_of(type_);
-  auto reduce = reducer_for(type_, op_);
-  if (carried == type_) {
-    std::memcpy(data_, work_.data(), bytes);
-    for (int r = 1; r < ranks; ++r) reduce(data_, work_.data() + bytes * static_cast<std::size_t>(r), count_);
-    if (op_ == ReduceOp::avg) divide(data_, count_, type_, ranks);
-  } else {
-    std::vector<float> sum(count_);
-    std::vector<float> next(count_);
-    widen(reinterpret_cast<const bfloat16*>(work_.data()), sum.data(), count_);
-    for (int r = 1; r < ranks; ++r) {
-      widen(reinterpret_cast<const bfloat16*>(work_.data() + bytes * static_cast<std::size_t>(r)), next.data(), count_);
-      reduce(sum.data(), next.data(), count_);
-    }
-    if (op_ == ReduceOp::avg) divide(sum.data(), count_, carried, ranks);
-    narrow(sum.data(), static_cast<bfloat16*>(data_), count_);
-  }
+  std::vector<const std::byte*> inputs(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) inputs[r] = work_.data() + bytes * r;
+  reduce_in_order(inputs, data_, count_, type_, op_);
   core_.release(std::move(work_));
   finish();
 }

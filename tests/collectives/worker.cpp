@@ -256,6 +256,7 @@ int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
   const int calls = std::stoi(option(argc, argv, "--calls", "4"));
   const int skip = std::stoi(option(argc, argv, "--skip-rank", "-1"));
   const int mismatch = std::stoi(option(argc, argv, "--mismatch-rank", "-1"));
+  const int other_size = std::stoi(option(argc, argv, "--other-size-rank", "-1"));
   const auto pause = std::chrono::duration<double>(std::stod(option(argc, argv, "--pause-s", "0")));
   std::vector<float> data(1024, 1.0f);
   for (int call = 0; call < calls; ++call) {
@@ -269,6 +270,8 @@ int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
     }
     if (last && comm.rank() == mismatch) {
       comm.broadcast(data.data(), data.size() * sizeof(float), 0);
+    } else if (last && comm.rank() == other_size) {
+      comm.allreduce(data.data(), data.size() / 2, DataType::float32, ReduceOp::sum);
     } else {
       comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::sum);
     }
@@ -307,7 +310,7 @@ int main(int argc, char** argv) {
       return failures == 0 ? 0 : 1;
     }
     if (mode == "loop") {
-      std::vector<float> data(1 << 18, 1.0f);
+      std::vector<float> data(std::stoul(option(argc, argv, "--floats", "262144")), 1.0f);
       for (long iteration = 0;; ++iteration) {
         comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::avg);
         if (iteration == 3) {

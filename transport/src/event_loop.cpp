@@ -213,14 +213,14 @@ namespace {
 constexpr std::chrono::microseconds kProbe{100};
 }  // namespace
 
-std::chrono::microseconds EventLoop::PollWindow::next() {
+std::chrono::microseconds PollWindow::next() {
   const std::int64_t now = now_.load(std::memory_order_relaxed);
   if (now > 0 || most_ == 0) return std::chrono::microseconds(now);
   const std::int64_t probe = std::min<std::int64_t>(most_, kProbe.count());
   return std::chrono::microseconds(closed_waits_.fetch_add(1, std::memory_order_relaxed) % 16 == 15 ? probe : 0);
 }
 
-void EventLoop::PollWindow::report(std::chrono::microseconds used, bool found_data) {
+void PollWindow::report(std::chrono::microseconds used, bool found_data) {
   if (used.count() == 0) return;
   const std::int64_t now = now_.load(std::memory_order_relaxed);
   std::int64_t next = found_data ? std::min(most_, std::max<std::int64_t>(now * 2, most_ / 8)) : now / 2;
