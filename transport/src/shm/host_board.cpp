@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -60,7 +61,7 @@ struct Control {
   std::int32_t owner_rank;
   std::uint64_t capacity;
   alignas(64) std::atomic<std::uint64_t> published{0};  // the round whose message the area holds
-  std::uint64_t bytes = 0;                               // written before `published`
+  std::uint64_t bytes = 0;                              // written before `published`
   std::uint64_t signature = 0;
   alignas(64) std::atomic<std::uint32_t> sleeping{0};
   std::atomic<std::uint32_t> doorbell{0};  // the futex word
@@ -186,6 +187,11 @@ class SharedBoard final : public HostBoard {
       wait.window.report(window, came);
       if (came) return true;
     }
+    // Note [Yielding waits]
+    for (const auto stop = Clock::now() + kYieldWindow; Clock::now() < stop;) {
+      if (ready()) return true;
+      ::sched_yield();
+    }
     Control& control = own().control();
     for (;;) {
       const std::uint32_t bell = control.doorbell.load();
@@ -250,7 +256,8 @@ std::string BoardOffer::address() const {
   return own_ ? std::to_string(::getpid()) + ":" + std::to_string(fd_) : std::string();
 }
 
-std::unique_ptr<HostBoard> BoardOffer::join(const std::vector<int>& members, const std::vector<std::string>& addresses) {
+std::unique_ptr<HostBoard> BoardOffer::join(const std::vector<int>& members,
+                                            const std::vector<std::string>& addresses) {
   if (!own_ || members.size() < 2 || members.size() > kMaxMembers) return nullptr;
   const auto mine = std::find(members.begin(), members.end(), rank_);
   if (mine == members.end()) return nullptr;
@@ -264,8 +271,7 @@ std::unique_ptr<HostBoard> BoardOffer::join(const std::vector<int>& members, con
     const auto colon = address.find(':');
     long pid = 0;
     int fd = -1;
-    if (colon == std::string::npos ||
-        std::from_chars(address.data(), address.data() + colon, pid).ec != std::errc() ||
+    if (colon == std::string::npos || std::from_chars(address.data(), address.data() + colon, pid).ec != std::errc() ||
         std::from_chars(address.data() + colon + 1, address.data() + address.size(), fd).ec != std::errc()) {
       throw JobError("rank " + std::to_string(members[p]) + " published a malformed host board address '" + address +
                      "'");
@@ -273,8 +279,8 @@ std::unique_ptr<HostBoard> BoardOffer::join(const std::vector<int>& members, con
     const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
     const int opened = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (opened < 0) {
-      throw JobError("cannot open rank " + std::to_string(members[p]) + "'s host board " + path + ": " +
-                     errno_text() + " (TNT_HOST_ALLREDUCE_KB=0 goes without)");
+      throw JobError("cannot open rank " + std::to_string(members[p]) + "'s host board " + path + ": " + errno_text() +
+                     " (TNT_HOST_ALLREDUCE_KB=0 goes without)");
     }
     struct Closer {
       int fd;

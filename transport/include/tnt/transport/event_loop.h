@@ -40,6 +40,10 @@ class Poller {
   ~Poller() = default;
 };
 
+// After its poll window, a blocked caller yields its core this long before it sleeps (Note
+// [Yielding waits] in event_loop.cpp).
+inline constexpr std::chrono::microseconds kYieldWindow{100};
+
 // How long the next blocked caller polls before it sleeps (Note [Adaptive poll window] in
 // event_loop.cpp); at most the bound it was made with. Any thread may use it.
 class PollWindow {
