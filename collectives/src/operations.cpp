@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "tnt/core/copy.h"
+
 namespace tnt::detail {
 namespace {
 
@@ -69,7 +71,7 @@ void AllreduceOperation::start() {
     // 2(ranks-1), and every rank computes bitwise the same result.
     small_ = true;
     work_ = core_.acquire(bytes * static_cast<std::size_t>(ranks));
-    std::memcpy(work_.data() + bytes * static_cast<std::size_t>(core_.rank()), data_, bytes);
+    copy_bytes(work_.data() + bytes * static_cast<std::size_t>(core_.rank()), data_, bytes);
     RingLayout layout;
     layout.base = work_.data();
     layout.element_size = bytes;

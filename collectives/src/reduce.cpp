@@ -6,6 +6,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "tnt/core/copy.h"
+
 namespace tnt::detail {
 namespace {
 
@@ -93,7 +95,7 @@ void reduce_in_order(std::span<const std::byte* const> inputs, void* out, std::s
   const int ranks = static_cast<int>(inputs.size());
   auto reduce = reducer_for(type, op);
   if (accumulation_type(type) == type) {
-    if (out != inputs[0]) std::memcpy(out, inputs[0], count * size_of(type));
+    if (out != inputs[0]) copy_bytes(out, inputs[0], count * size_of(type));
     for (int r = 1; r < ranks; ++r) reduce(out, inputs[static_cast<std::size_t>(r)], count);
     if (op == ReduceOp::avg) divide(out, count, type, ranks);
     return;
