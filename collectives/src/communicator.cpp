@@ -12,6 +12,7 @@
 
 #include "operations.h"
 #include "reduce.h"
+#include "tnt/core/copy.h"
 #include "tnt/core/machine.h"
 #include "tnt/core/settings.h"
 #include "tnt/transport/host_board.h"
@@ -190,21 +191,47 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   bool board_allreduce(void* data, std::size_t count, DataType type, ReduceOp op, const CallSignature& call) {
     const std::size_t bytes = count * size_of(type);
     if (!board_ || count == 0 || bytes > board_->capacity()) return false;
-    board_round(call, data, bytes, [&] {
-      for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = board_->message(r).data;
-      detail::reduce_in_order(board_inputs_, data, count, type, op);
+    auto* out = static_cast<std::byte*>(data);
+    const std::size_t element = size_of(type);
+    auto area_of = [&](int r) { return board_->message(r).data; };
+    if (bytes <= kBoardWholeBytes) {
+      // Every rank reduces every message: one step.
+      board_round(call, data, bytes, [&](std::byte*) {
+        for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r);
+        detail::reduce_in_order(board_inputs_, out, count, type, op);
+      });
+      return true;
+    }
+    // Each rank reduces its own block of every message into the caller's buffer and puts it back
+    // in its own area (no other rank reads that block of it in this step); then every rank copies
+    // the other blocks out of their owners' areas.
+    board_round(call, data, bytes, [&](std::byte* own_area) {
+      const auto mine = Communicator::block(count, env_.size, env_.rank);
+      const std::size_t offset = mine.offset * element;
+      for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r) + offset;
+      detail::reduce_in_order(board_inputs_, out + offset, mine.count, type, op);
+      copy_bytes(own_area + offset, out + offset, mine.count * element);
+      board_->publish_step();
+      if (!board_->gather(board_wait())) throw JobError(failure_);
+      for (int r = 0; r < env_.size; ++r) {
+        if (r == env_.rank) continue;
+        const auto theirs = Communicator::block(count, env_.size, r);
+        copy_bytes(out + theirs.offset * element, area_of(r) + theirs.offset * element, theirs.count * element);
+      }
     });
     return true;
   }
 
   bool board_barrier(const CallSignature& call) {
     if (!board_) return false;
-    board_round(call, nullptr, 0, [] {});
+    board_round(call, nullptr, 0, [](std::byte*) {});
     return true;
   }
 
-  // One round on the board: this rank's `bytes` from `data` go up, and `read` runs once every
-  // rank's message of the round is there and matches this rank's call.
+  transport::HostBoard::Wait board_wait() { return {*board_window_, abandon_board_}; }
+
+  // One round on the board: this rank's `bytes` from `data` go up, and `read(own area)` runs
+  // once every rank's message of the round is there and matches this rank's call.
   template <class Read>
   void board_round(const CallSignature& call, const void* data, std::size_t bytes, const Read& read) {
     if (failed_) throw JobError(failure_);
@@ -216,10 +243,10 @@ class Communicator::Impl final : public detail::CommunicatorCore {
       record_issued({sequence, signature, call.describe()});
     }
     board_inputs_.resize(static_cast<std::size_t>(env_.size));
-    const transport::HostBoard::Wait wait{*board_window_, abandon_board_};
+    const auto wait = board_wait();
     std::byte* area = board_->post_area(wait);
     if (!area) throw JobError(failure_);
-    if (bytes) std::memcpy(area, data, bytes);
+    copy_bytes(area, data, bytes);
     board_->publish(bytes, signature);
     if (!board_->gather(wait)) throw JobError(failure_);
     for (int r = 0; r < env_.size; ++r) {
@@ -233,7 +260,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
       loop_->call([&] { fail_job(reason); });
       throw JobError(reason);
     }
-    read();
+    read(area);
     board_->finish_round();
     record_completed(sequence);
   }
@@ -432,7 +459,9 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   std::atomic<bool> failed_{false};
   std::atomic<bool> told_hierarchical_{false};
 
-  // Note [Host board]: used by the calling thread only (calls come one at a time).
+  // Note [Host board]: used by the calling thread only (calls come one at a time). Up to this
+  // size every rank reduces every message; above, each its own block (one step more).
+  static constexpr std::size_t kBoardWholeBytes = 8 << 10;
   transport::HostBoard* board_ = nullptr;
   std::optional<transport::PollWindow> board_window_;
   std::vector<const std::byte*> board_inputs_;

@@ -296,7 +296,8 @@ int main(int argc, char** argv) {
     tnt::init_logging(options.environment->rank, options.environment->size);
     tnt::Communicator comm(options);
     if (mode == "check") {
-      const std::vector<std::size_t> counts = {0, 1, 7, 1000, (std::size_t{1} << 20) + 3};
+      // 12345: over the host board's size for reducing whole messages (Note [Host board]).
+      const std::vector<std::size_t> counts = {0, 1, 7, 1000, 12345, (std::size_t{1} << 20) + 3};
       check_type<float>(comm, counts);
       check_type<double>(comm, counts);
       check_type<std::int32_t>(comm, counts);

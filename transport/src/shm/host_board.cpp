@@ -21,19 +21,39 @@
 
 namespace tnt::transport {
 
-// Note [Host board]: where every rank of a job shares one host, a small collective needs no
+// Note [Host board]: where every rank of a job shares one host, a blocking allreduce needs no
 // channel at all. Each rank owns a segment (memfd_create, opened by the others through
 // /proc/<pid>/fd/<fd> as in Note [Shared-memory channel]) with a message area that every other
-// rank of the host maps and reads in place. A round of an allreduce is: wait until the others
-// have read this rank's previous message, copy the buffer into the area, publish the round
-// number, wait until every rank has published, reduce all areas in rank order straight into the
-// caller's buffer, and record in this rank's own segment which round of each writer it has read.
-// One copy in, reads in place, and no system call while the ranks keep up with each other.
+// rank of the host maps and reads in place. A round starts alike for every size: wait until the
+// others have finished with this rank's area, copy the buffer in, publish a step, wait until every
+// rank has published as many steps (gather). Up to 8 KiB every rank then reduces all areas in rank
+// order straight into its buffer. Above, each rank reduces only its own block of all areas into
+// its buffer and copies the result back into that block of its own area (in that step no other
+// rank reads that block of it), publishes a second step, gathers, and copies the other blocks out
+// of their owners' areas: N times less reduction work and reading per rank, for one step more.
+// Either way every rank ends with bitwise the same result. Last, each rank records in its own
+// segment up to which step it has read every area. No system call on the way while the ranks keep
+// up with each other. The collectives (collectives/src/communicator.cpp) use it up to
+// TNT_HOST_ALLREDUCE_KB (1 MiB).
 //
-// Measured before it (2026-11-23, 2 ranks on this project's 2-core machine, compare_mpi.sh):
-// a blocking 4 KiB allreduce through the pair channels and the event loop took 16.4 us against
-// OpenMPI's 1.2 us (shared memory), of which strace counted 4.4 epoll_wait calls per allreduce:
-// the loop's handlers, posts and polls, not the data, were the cost.
+// Measured (2026-11-23/24, the 2-core machine, tnt-bench-allreduce, float32 sum, medians of 2-3
+// alternating runs, time in us): through the pair channels and the event loop, 2 ranks, 4 KiB
+// took 16.4 us (OpenMPI shared memory: 1.2-4.5 us); strace counted 4.4 epoll_wait per allreduce:
+// the loop's handlers, posts and polls, not the data, were the cost. On the board:
+//             16 KiB   64 KiB  256 KiB    1 MiB    4 MiB   16 MiB   64 MiB
+//   2 ranks
+//   ring        13.1     19.4     59.3    217.5  821-922   4.9-7.4k  19-22k
+//   whole        4.1     11.7     45.9    181.4
+//   blocks       3.5      9.9     35.8    111.8  713-1563  6.9-7.0k  31-38k
+//   4 ranks (2 per core)
+//   ring        87.3    114.9    791.8   1502.7  4.3-4.9k  15-19k    60-63k
+//   whole       32.7     83.4    206.8    820.1
+//   blocks      19.5     38.7    111.4    323.6  2.7-3.0k  16k       69-70k
+// ("whole": every rank reduces everything; "blocks": each its own block.) Above 1 MiB the ring's
+// single copy (Note [Single copy]) moves less memory and wins or ties with 2 ranks, so the board
+// stops there. These figures hold only with copy_bytes(): with glibc's memcpy the board's copies
+// ran at a twentieth of their speed whenever the caller's buffer lay 16 bytes after a page start
+// (Note [Copies at any distance]).
 //
 // Waiting: a rank polls its condition for what the poll window allows (Note [Adaptive poll
 // window]; 0 where ranks outnumber cores), then sleeps on a futex in its own segment, its
@@ -60,12 +80,12 @@ struct Control {
   std::uint32_t version;
   std::int32_t owner_rank;
   std::uint64_t capacity;
-  alignas(64) std::atomic<std::uint64_t> published{0};  // the round whose message the area holds
+  alignas(64) std::atomic<std::uint64_t> published{0};  // steps published (a round has one or more)
   std::uint64_t bytes = 0;                              // written before `published`
   std::uint64_t signature = 0;
   alignas(64) std::atomic<std::uint32_t> sleeping{0};
   std::atomic<std::uint32_t> doorbell{0};  // the futex word
-  // read[p]: the last round of member p's message that this rank has finished reading.
+  // read[p]: the step of member p up to which this rank has finished reading p's area.
   std::array<Counter, kMaxMembers> read;
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free);
@@ -128,7 +148,7 @@ class SharedBoard final : public HostBoard {
   std::size_t capacity() const override { return capacity_; }
 
   std::byte* post_area(const Wait& wait) override {
-    const std::uint64_t previous = round_;
+    const std::uint64_t previous = steps_;
     const bool free = wait_for(
         [&] {
           for (std::size_t p = 0; p < segments_.size(); ++p) {
@@ -145,16 +165,20 @@ class SharedBoard final : public HostBoard {
     Control& control = own().control();
     control.bytes = bytes;
     control.signature = signature;
-    control.published.store(round_ + 1);
+    publish_step();
+  }
+
+  void publish_step() override {
+    own().control().published.store(++steps_);
     ring_sleepers();
   }
 
   bool gather(const Wait& wait) override {
-    const std::uint64_t round = round_ + 1;
+    const std::uint64_t step = steps_;
     return wait_for(
         [&] {
           for (const auto& segment : segments_) {
-            if (segment->control().published.load() < round) return false;
+            if (segment->control().published.load() < step) return false;
           }
           return true;
         },
@@ -167,9 +191,8 @@ class SharedBoard final : public HostBoard {
   }
 
   void finish_round() override {
-    ++round_;
     Control& control = own().control();
-    for (std::size_t p = 0; p < segments_.size(); ++p) control.read[p].value.store(round_);
+    for (std::size_t p = 0; p < segments_.size(); ++p) control.read[p].value.store(steps_);
     ring_sleepers();
   }
 
@@ -221,7 +244,8 @@ class SharedBoard final : public HostBoard {
   int place_;
   std::vector<std::shared_ptr<Segment>> segments_;  // by place
   std::size_t capacity_ = 0;
-  std::uint64_t round_ = 0;  // rounds this rank has finished
+  // Steps this rank has published; every member publishes the same steps, in the same order.
+  std::uint64_t steps_ = 0;
 };
 
 }  // namespace

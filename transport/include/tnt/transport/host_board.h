@@ -16,7 +16,9 @@ namespace tnt::transport {
 // socket and no system call on the way while the ranks keep up with each other.
 //
 // Rounds: every member takes part in every round, in the same order; a rank calls
-// post_area(), publish(), gather(), reads message() of every member, then finish_round().
+// post_area(), publish(), gather(), reads message() of every member, then finish_round(). A
+// round may have more steps: after a gather(), a rank may change its own area (never the part
+// another rank reads in that step), publish_step() and gather() again.
 // Threading: one thread at a time per rank.
 class HostBoard {
  public:
@@ -43,10 +45,12 @@ class HostBoard {
   virtual std::byte* post_area(const Wait& wait) = 0;
   // Makes the message written to post_area() visible, with a signature of the call it belongs to.
   virtual void publish(std::size_t bytes, std::uint64_t signature) = 0;
-  // Waits until every member has published this round's message; false if abandoned.
+  // Another step of the round: what this rank changed in its area since the last gather().
+  virtual void publish_step() = 0;
+  // Waits until every member has published as many steps as this rank; false if abandoned.
   virtual bool gather(const Wait& wait) = 0;
   virtual Message message(int member_place) const = 0;
-  // This rank has read every message of the round; their writers may reuse their areas.
+  // This rank has read every area for the last time this round; their writers may reuse them.
   virtual void finish_round() = 0;
 };
 
