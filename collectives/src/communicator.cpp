@@ -68,9 +68,10 @@ struct CallSignature {
 // A woken thread pays a wake-up (~70 us on a VM), and with a competitor on its core it waits
 // behind it besides: so where every rank has a core, a window long enough that small and medium
 // collectives finish inside it wins whether the core is busy or not. Where ranks outnumber cores,
-// any polling takes the core from the rank that would send the data, so blocked threads sleep at
-// once (ranks against host_cores(): the cores tnt-launch found before --bind-to-core gave each
-// rank its own). Only a blocked caller polls, never the progress thread, so no computation beside an
+// any polling takes the core from the rank that would send the data, so blocked threads do not
+// poll there (ranks against host_cores(): the cores tnt-launch found before --bind-to-core gave
+// each rank its own); they yield their core a while before they sleep, which gives it to that
+// rank at once (Note [Yielding waits] in transport/src/event_loop.cpp). Only a blocked caller polls, never the progress thread, so no computation beside an
 // asynchronous collective loses time to it. The window chosen here is an upper bound: the event
 // loop shrinks it while polling does not pay, e.g. on a machine loaded by other processes (Note
 // [Adaptive poll window] in transport/src/event_loop.cpp). TNT_WAIT_POLL_US overrides the bound.
@@ -81,7 +82,7 @@ std::chrono::microseconds poll_window(const JobEnvironment& env) {
   if (env.local_size > cores) {
     if (env.rank == 0) {
       spdlog::info(
-          "{} ranks on this host share {} cores: a rank blocked in a collective sleeps at once "
+          "{} ranks on this host share {} cores: a rank blocked in a collective yields its core, never polls "
           "(Note [Poll window]; TNT_WAIT_POLL_US overrides)",
           env.local_size, cores);
     }
