@@ -71,9 +71,9 @@ struct CallSignature {
 // any polling takes the core from the rank that would send the data, so blocked threads do not
 // poll there (ranks against host_cores(): the cores tnt-launch found before --bind-to-core gave
 // each rank its own); they yield their core a while before they sleep, which gives it to that
-// rank at once (Note [Yielding waits] in transport/src/event_loop.cpp). Only a blocked caller polls, never the progress thread, so no computation beside an
-// asynchronous collective loses time to it. The window chosen here is an upper bound: the event
-// loop shrinks it while polling does not pay, e.g. on a machine loaded by other processes (Note
+// rank at once (Note [Yielding waits] in transport/src/event_loop.cpp). Only a blocked caller polls, never the progress
+// thread, so no computation beside an asynchronous collective loses time to it. The window chosen here is an upper
+// bound: the event loop shrinks it while polling does not pay, e.g. on a machine loaded by other processes (Note
 // [Adaptive poll window] in transport/src/event_loop.cpp). TNT_WAIT_POLL_US overrides the bound.
 std::chrono::microseconds poll_window(const JobEnvironment& env) {
   using namespace std::chrono_literals;
