@@ -57,12 +57,12 @@ Published split(std::string address) {
 // its address names its host but no segment) is reached over the network by everyone.
 class NodeTransport final : public Transport {
  public:
-  NodeTransport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm, int rank)
+  NodeTransport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm, int rank, std::size_t board_bytes)
       : network_(std::move(network)),
         shm_(std::move(shm)),
         rank_(rank),
         host_key_(this_host_key()),
-        board_offer_(rank, shm_ ? settings::kHostAllreduceKb.read() : 0) {}
+        board_offer_(rank, shm_ ? board_bytes : 0) {}
 
   std::string listen(const std::string& local_ip) override {
     std::string address = network_->listen(local_ip) + std::string(kShmMark) + host_key_ + "@" +
@@ -140,8 +140,8 @@ std::string this_host_key() {
 }
 
 std::unique_ptr<Transport> make_node_transport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm,
-                                               int rank) {
-  return std::make_unique<NodeTransport>(std::move(network), std::move(shm), rank);
+                                               int rank, std::size_t board_bytes) {
+  return std::make_unique<NodeTransport>(std::move(network), std::move(shm), rank, board_bytes);
 }
 
 std::vector<int> hosts_of(const std::vector<PeerAddress>& book) {

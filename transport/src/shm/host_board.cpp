@@ -34,7 +34,7 @@ namespace tnt::transport {
 // Either way every rank ends with bitwise the same result. Last, each rank records in its own
 // segment up to which step it has read every area. No system call on the way while the ranks keep
 // up with each other. The collectives (collectives/src/communicator.cpp) use it up to
-// TNT_HOST_ALLREDUCE_KB (1 MiB).
+// TNT_HOST_ALLREDUCE_KB (4 MiB; 1 MiB for 2 ranks: transport/src/make_transport.cpp).
 //
 // Measured (2026-11-23/24, the 2-core machine, tnt-bench-allreduce, float32 sum, medians of 2-3
 // alternating runs, time in us): through the pair channels and the event loop, 2 ranks, 4 KiB
@@ -49,11 +49,12 @@ namespace tnt::transport {
 //   ring        87.3    114.9    791.8   1502.7  4.3-4.9k  15-19k    60-63k
 //   whole       32.7     83.4    206.8    820.1
 //   blocks      19.5     38.7    111.4    323.6  2.7-3.0k  16k       69-70k
-// ("whole": every rank reduces everything; "blocks": each its own block.) Above 1 MiB the ring's
-// single copy (Note [Single copy]) moves less memory and wins or ties with 2 ranks, so the board
-// stops there. These figures hold only with copy_bytes(): with glibc's memcpy the board's copies
-// ran at a twentieth of their speed whenever the caller's buffer lay 16 bytes after a page start
-// (Note [Copies at any distance]).
+// ("whole": every rank reduces everything; "blocks": each its own block.) At 2 MiB, 4 alternating
+// runs: 2 ranks, ring 477-725, board 255-1416 (median ~725); 4 ranks, ring 3553-5515, board
+// 1039-1607. So with 2 ranks, whose ring's single copy (Note [Single copy]) moves less memory, the
+// board stops at 1 MiB; with more, whose ring takes more steps, at 4 MiB. These figures hold only with copy_bytes():
+// with glibc's memcpy the board's copies ran at a twentieth of their speed whenever the caller's buffer lay 16 bytes
+// after a page start (Note [Copies at any distance]).
 //
 // Waiting: a rank polls its condition for what the poll window allows (Note [Adaptive poll
 // window]; 0 where ranks outnumber cores), then sleeps on a futex in its own segment, its
