@@ -10,8 +10,10 @@
 int main(int argc, char** argv) {
   const auto options = tnt::bench::parse_options(argc, argv, "tnt-bench-allreduce");
   try {
+    // Before the communicator, whose start-up may log: stdout carries only the table or JSON.
+    const auto env = tnt::JobEnvironment::from_env();
+    tnt::init_logging(env.rank, env.size);
     tnt::Communicator comm;
-    tnt::init_logging(comm.rank(), comm.size());
     std::vector<tnt::bench::Row> rows;
     for (std::size_t bytes : tnt::bench::sizes(options)) {
       std::vector<float> data(bytes / sizeof(float), 1.0f);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
+#include <functional>
 #include <list>
 #include <map>
 #include <optional>
@@ -9,8 +11,11 @@
 #include <spdlog/spdlog.h>
 
 #include "operations.h"
+#include "reduce.h"
+#include "tnt/core/copy.h"
 #include "tnt/core/machine.h"
 #include "tnt/core/settings.h"
+#include "tnt/transport/host_board.h"
 #include "tnt/transport/rendezvous.h"
 #include "tnt/transport/transport.h"
 
@@ -63,11 +68,12 @@ struct CallSignature {
 // A woken thread pays a wake-up (~70 us on a VM), and with a competitor on its core it waits
 // behind it besides: so where every rank has a core, a window long enough that small and medium
 // collectives finish inside it wins whether the core is busy or not. Where ranks outnumber cores,
-// any polling takes the core from the rank that would send the data, so blocked threads sleep at
-// once (ranks against host_cores(): the cores tnt-launch found before --bind-to-core gave each
-// rank its own). Only a blocked caller polls, never the progress thread, so no computation beside an
-// asynchronous collective loses time to it. The window chosen here is an upper bound: the event
-// loop shrinks it while polling does not pay, e.g. on a machine loaded by other processes (Note
+// any polling takes the core from the rank that would send the data, so blocked threads do not
+// poll there (ranks against host_cores(): the cores tnt-launch found before --bind-to-core gave
+// each rank its own); they yield their core a while before they sleep, which gives it to that
+// rank at once (Note [Yielding waits] in transport/src/event_loop.cpp). Only a blocked caller polls, never the progress
+// thread, so no computation beside an asynchronous collective loses time to it. The window chosen here is an upper
+// bound: the event loop shrinks it while polling does not pay, e.g. on a machine loaded by other processes (Note
 // [Adaptive poll window] in transport/src/event_loop.cpp). TNT_WAIT_POLL_US overrides the bound.
 std::chrono::microseconds poll_window(const JobEnvironment& env) {
   using namespace std::chrono_literals;
@@ -76,7 +82,7 @@ std::chrono::microseconds poll_window(const JobEnvironment& env) {
   if (env.local_size > cores) {
     if (env.rank == 0) {
       spdlog::info(
-          "{} ranks on this host share {} cores: a rank blocked in a collective sleeps at once "
+          "{} ranks on this host share {} cores: a rank blocked in a collective yields its core, never polls "
           "(Note [Poll window]; TNT_WAIT_POLL_US overrides)",
           env.local_size, cores);
     }
@@ -92,6 +98,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   explicit Impl(CommunicatorOptions options)
       : env_(options.environment ? *options.environment : JobEnvironment::from_env()) {
     const auto poll = options.poll_before_sleep.count() >= 0 ? options.poll_before_sleep : poll_window(env_);
+    board_window_.emplace(poll);
     // Note [Two loops]: the data plane's loop runs on demand (Note [Driving] in event_loop.cpp);
     // the control plane's heartbeats must go on while nobody calls a collective, so it has an
     // always-running loop of its own. An embedding code's io_context carries both.
@@ -168,8 +175,95 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     });
     topology_ = detail::Topology::build(transport::hosts_of(book_), env_.rank);
     transport_->connect(book_, ring_peers());
+    // Note [Host board]: only where it holds every rank, and only for the automatic choice, so
+    // that a forced algorithm still runs in the tests.
+    if (auto* board = transport_->host_board();
+        board && static_cast<int>(board->members().size()) == env_.size && allreduce_algorithm_ == "auto") {
+      board_ = board;
+      spdlog::debug("host board: {} ranks, allreduces up to {} bytes", env_.size, board_->capacity());
+    }
     spdlog::debug("communicator ready: rank {} of {}, transport {}, host {} of {} ({} ranks)", env_.rank, env_.size,
                   env_.transport, topology_.host, topology_.hosts, topology_.local.size());
+  }
+
+  // A blocking allreduce through the host board (Note [Host board] in
+  // transport/src/shm/host_board.cpp); false where the board does not serve it. Every rank decides
+  // alike: the board holds all ranks or none, and its capacity is the least any rank offers.
+  bool board_allreduce(void* data, std::size_t count, DataType type, ReduceOp op, const CallSignature& call) {
+    const std::size_t bytes = count * size_of(type);
+    if (!board_ || count == 0 || bytes > board_->capacity()) return false;
+    auto* out = static_cast<std::byte*>(data);
+    const std::size_t element = size_of(type);
+    auto area_of = [&](int r) { return board_->message(r).data; };
+    if (bytes <= kBoardWholeBytes) {
+      // Every rank reduces every message: one step.
+      board_round(call, data, bytes, [&](std::byte*) {
+        for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r);
+        detail::reduce_in_order(board_inputs_, out, count, type, op);
+      });
+      return true;
+    }
+    // Each rank reduces its own block of every message into the caller's buffer and puts it back
+    // in its own area (no other rank reads that block of it in this step); then every rank copies
+    // the other blocks out of their owners' areas.
+    board_round(call, data, bytes, [&](std::byte* own_area) {
+      const auto mine = Communicator::block(count, env_.size, env_.rank);
+      const std::size_t offset = mine.offset * element;
+      for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r) + offset;
+      detail::reduce_in_order(board_inputs_, out + offset, mine.count, type, op);
+      copy_bytes(own_area + offset, out + offset, mine.count * element);
+      board_->publish_step();
+      if (!board_->gather(board_wait())) throw JobError(failure_);
+      for (int r = 0; r < env_.size; ++r) {
+        if (r == env_.rank) continue;
+        const auto theirs = Communicator::block(count, env_.size, r);
+        copy_bytes(out + theirs.offset * element, area_of(r) + theirs.offset * element, theirs.count * element);
+      }
+    });
+    return true;
+  }
+
+  bool board_barrier(const CallSignature& call) {
+    if (!board_) return false;
+    board_round(call, nullptr, 0, [](std::byte*) {});
+    return true;
+  }
+
+  transport::HostBoard::Wait board_wait() { return {*board_window_, abandon_board_}; }
+
+  // One round on the board: this rank's `bytes` from `data` go up, and `read(own area)` runs
+  // once every rank's message of the round is there and matches this rank's call.
+  template <class Read>
+  void board_round(const CallSignature& call, const void* data, std::size_t bytes, const Read& read) {
+    if (failed_) throw JobError(failure_);
+    const std::uint64_t signature = call.hash(true);
+    std::uint64_t sequence = 0;
+    {
+      std::lock_guard lock(issue_mutex_);
+      sequence = next_sequence_++;
+      record_issued({sequence, signature, call.describe()});
+    }
+    board_inputs_.resize(static_cast<std::size_t>(env_.size));
+    const auto wait = board_wait();
+    std::byte* area = board_->post_area(wait);
+    if (!area) throw JobError(failure_);
+    copy_bytes(area, data, bytes);
+    board_->publish(bytes, signature);
+    if (!board_->gather(wait)) throw JobError(failure_);
+    for (int r = 0; r < env_.size; ++r) {
+      const auto message = board_->message(r);
+      if (message.signature == signature && message.bytes == bytes) continue;
+      // Every rank compares every message, so each side of a mismatch fails on its own.
+      const std::string reason = "rank " + std::to_string(r) + " called another collective (" +
+                                 std::to_string(message.bytes) + " bytes) where rank " + std::to_string(env_.rank) +
+                                 " called " + call.describe() +
+                                 ": every rank must issue the same collectives in the same order";
+      loop_->call([&] { fail_job(reason); });
+      throw JobError(reason);
+    }
+    read(area);
+    board_->finish_round();
+    record_completed(sequence);
   }
 
   // The neighbours in every ring an algorithm may use: the job's (Note [Node-aware order]), the
@@ -366,6 +460,14 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   std::atomic<bool> failed_{false};
   std::atomic<bool> told_hierarchical_{false};
 
+  // Note [Host board]: used by the calling thread only (calls come one at a time). Up to this
+  // size every rank reduces every message; above, each its own block (one step more).
+  static constexpr std::size_t kBoardWholeBytes = 8 << 10;
+  transport::HostBoard* board_ = nullptr;
+  std::optional<transport::PollWindow> board_window_;
+  std::vector<const std::byte*> board_inputs_;
+  const std::function<bool()> abandon_board_ = [this] { return failed_.load(); };
+
   // Touched only on the event loop's strand.
   std::list<std::unique_ptr<Operation>> ops_;
   std::vector<std::vector<std::byte>> scratch_;
@@ -432,6 +534,7 @@ Request Communicator::allreduce_async(void* data, std::size_t count, DataType ty
 void Communicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
   check_data(data, count, "allreduce");
   const auto call = reduction_call("allreduce", count, type, op);
+  if (impl_->board_allreduce(data, count, type, op, call)) return;
   if (impl_->hierarchical_allreduce(count * size_of(type))) {
     impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op).wait();
     return;
@@ -510,6 +613,7 @@ Request Communicator::barrier_async(CompletionCallback done) {
 }
 
 void Communicator::barrier() {
+  if (impl_->board_barrier({"barrier", std::nullopt, std::nullopt, -1, 0})) return;
   impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}, {"barrier", std::nullopt, std::nullopt, -1, 0})
       .wait();
 }

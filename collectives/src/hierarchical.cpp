@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "operations.h"
+#include "tnt/core/copy.h"
 
 namespace tnt::detail {
 namespace {
@@ -117,7 +118,7 @@ void HierarchicalAllgatherOperation::start() {
     return;
   }
   staging_ = core_.acquire(bytes_per_rank_ * static_cast<std::size_t>(core_.size()));
-  std::memcpy(staged(t.local_index, t.host), own, bytes_per_rank_);
+  copy_bytes(staged(t.local_index, t.host), own, bytes_per_rank_);
   RingLayout layout;
   layout.ring_size = t.hosts;
   if (t.hosts > 1) {
@@ -157,7 +158,7 @@ void HierarchicalAllgatherOperation::ring_done() {
   for (int h = 0; h < t.hosts; ++h) {
     for (int i = 0; i < locals; ++i) {
       const auto rank = static_cast<std::size_t>(t.order[static_cast<std::size_t>(h * locals + i)]);
-      std::memcpy(static_cast<std::byte*>(recv_) + rank * bytes_per_rank_, staged(i, h), bytes_per_rank_);
+      copy_bytes(static_cast<std::byte*>(recv_) + rank * bytes_per_rank_, staged(i, h), bytes_per_rank_);
     }
   }
   core_.release(std::move(staging_));

@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "tnt/core/copy.h"
+
 namespace tnt::detail {
 namespace {
 
@@ -69,7 +71,7 @@ void AllreduceOperation::start() {
     // 2(ranks-1), and every rank computes bitwise the same result.
     small_ = true;
     work_ = core_.acquire(bytes * static_cast<std::size_t>(ranks));
-    std::memcpy(work_.data() + bytes * static_cast<std::size_t>(core_.rank()), data_, bytes);
+    copy_bytes(work_.data() + bytes * static_cast<std::size_t>(core_.rank()), data_, bytes);
     RingLayout layout;
     layout.base = work_.data();
     layout.element_size = bytes;
@@ -93,25 +95,11 @@ void AllreduceOperation::ring_done() {
     return;
   }
   // work_ holds every rank's buffer, in rank order.
-  const int ranks = core_.size();
-  const DataType carried = accumulation_type(type_);
+  const auto ranks = static_cast<std::size_t>(core_.size());
   const std::size_t bytes = count_ * size_of(type_);
-  auto reduce = reducer_for(type_, op_);
-  if (carried == type_) {
-    std::memcpy(data_, work_.data(), bytes);
-    for (int r = 1; r < ranks; ++r) reduce(data_, work_.data() + bytes * static_cast<std::size_t>(r), count_);
-    if (op_ == ReduceOp::avg) divide(data_, count_, type_, ranks);
-  } else {
-    std::vector<float> sum(count_);
-    std::vector<float> next(count_);
-    widen(reinterpret_cast<const bfloat16*>(work_.data()), sum.data(), count_);
-    for (int r = 1; r < ranks; ++r) {
-      widen(reinterpret_cast<const bfloat16*>(work_.data() + bytes * static_cast<std::size_t>(r)), next.data(), count_);
-      reduce(sum.data(), next.data(), count_);
-    }
-    if (op_ == ReduceOp::avg) divide(sum.data(), count_, carried, ranks);
-    narrow(sum.data(), static_cast<bfloat16*>(data_), count_);
-  }
+  std::vector<const std::byte*> inputs(ranks);
+  for (std::size_t r = 0; r < ranks; ++r) inputs[r] = work_.data() + bytes * r;
+  reduce_in_order(inputs, data_, count_, type_, op_);
   core_.release(std::move(work_));
   finish();
 }

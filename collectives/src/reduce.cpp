@@ -2,7 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
+#include <vector>
+
+#include "tnt/core/copy.h"
 
 namespace tnt::detail {
 namespace {
@@ -84,6 +88,27 @@ void divide(void* data, std::size_t count, DataType type, int ranks) {
     case DataType::int32: divide_as<std::int32_t>(data, count, ranks); break;
     case DataType::int64: divide_as<std::int64_t>(data, count, ranks); break;
   }
+}
+
+void reduce_in_order(std::span<const std::byte* const> inputs, void* out, std::size_t count, DataType type,
+                     ReduceOp op) {
+  const int ranks = static_cast<int>(inputs.size());
+  auto reduce = reducer_for(type, op);
+  if (accumulation_type(type) == type) {
+    if (out != inputs[0]) copy_bytes(out, inputs[0], count * size_of(type));
+    for (int r = 1; r < ranks; ++r) reduce(out, inputs[static_cast<std::size_t>(r)], count);
+    if (op == ReduceOp::avg) divide(out, count, type, ranks);
+    return;
+  }
+  std::vector<float> sum(count);
+  std::vector<float> next(count);
+  widen(reinterpret_cast<const bfloat16*>(inputs[0]), sum.data(), count);
+  for (int r = 1; r < ranks; ++r) {
+    widen(reinterpret_cast<const bfloat16*>(inputs[static_cast<std::size_t>(r)]), next.data(), count);
+    reduce(sum.data(), next.data(), count);
+  }
+  if (op == ReduceOp::avg) divide(sum.data(), count, DataType::float32, ranks);
+  narrow(sum.data(), static_cast<bfloat16*>(out), count);
 }
 
 }  // namespace tnt::detail

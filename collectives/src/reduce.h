@@ -1,5 +1,6 @@
 #pragma once
 #include <cstddef>
+#include <span>
 
 #include "tnt/collectives/types.h"
 
@@ -19,5 +20,11 @@ void narrow(const float* in, bfloat16* out, std::size_t count);
 
 // For ReduceOp::avg: divides the summed values by `ranks` in place.
 void divide(void* data, std::size_t count, DataType type, int ranks);
+
+// out = inputs[0] op inputs[1] op ... in this order, each input `count` elements of `type`
+// (avg divides by inputs.size()): every rank that reduces the same inputs this way gets bitwise
+// the same result. `out` may be inputs[0], and no other input.
+void reduce_in_order(std::span<const std::byte* const> inputs, void* out, std::size_t count, DataType type,
+                     ReduceOp op);
 
 }  // namespace tnt::detail

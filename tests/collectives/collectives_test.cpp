@@ -49,7 +49,12 @@ TEST_P(CollectivesCheck, MatchSerialReference) {
   const auto [ranks, ring_only, shm, virtual_hosts, single_copy] = GetParam();
   Job job(ranks);
   Job::Env env;
-  if (ring_only) env = {{"TNT_SMALL_ALLREDUCE_KB", "0"}, {"TNT_SEGMENT_KB", "1"}, {"TNT_PIPELINE_DEPTH", "3"}};
+  if (ring_only) {
+    env = {{"TNT_SMALL_ALLREDUCE_KB", "0"},
+           {"TNT_SEGMENT_KB", "1"},
+           {"TNT_PIPELINE_DEPTH", "3"},
+           {"TNT_HOST_ALLREDUCE_KB", "0"}};
+  }
   env["TNT_SHM"] = shm ? "1" : "0";
   if (!single_copy) {
     env["TNT_SHM_SINGLE_COPY_KB"] = "0";
@@ -240,10 +245,11 @@ TEST(Rendezvous, GarbageFloodDoesNotStopTheJob) {
 // ---- failures while running --------------------------------------------------------------------
 
 // SIGKILL of rank 2 of 4 mid-allreduce: every survivor names it within 5 s. `env` chooses the
-// data plane: same-host ranks use shared memory unless TNT_SHM=0.
-void expect_killed_peer_named_quickly(const Job::Env& env) {
+// data plane: same-host ranks use shared memory unless TNT_SHM=0; `floats` the allreduce's size
+// (small ones go through the host board).
+void expect_killed_peer_named_quickly(const Job::Env& env, const std::string& floats = "262144") {
   Job job(4);
-  job.start_all({kWorker, "loop"}, env);
+  job.start_all({kWorker, "loop", "--floats", floats}, env);
   for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for_output(r, "running", 30s)) << job.output(r);
   std::this_thread::sleep_for(100ms);
   const auto killed_at = std::chrono::steady_clock::now();
@@ -264,6 +270,10 @@ TEST(Failure, PeerKilledMidAllreduceOverTcpFailsEveryRankQuickly) {
   expect_killed_peer_named_quickly({{"TNT_SHM", "0"}});
 }
 
+// The same on the host board (Note [Host board]): no channel carries the data there, so the news
+// comes through the control plane while the survivors sleep in slices.
+TEST(Failure, PeerKilledMidBoardAllreduceFailsEveryRankQuickly) { expect_killed_peer_named_quickly({}, "1024"); }
+
 std::set<std::string> dev_shm_entries() {
   std::set<std::string> names;
   std::error_code ignored;
@@ -280,6 +290,7 @@ TEST(SharedMemory, SameHostRanksUseItAndLeaveNothingWhenAllAreKilled) {
   for (int r = 0; r < 3; ++r) ASSERT_TRUE(job.wait_for_output(r, "running", 30s)) << job.output(r);
   for (int r = 0; r < 3; ++r) {
     EXPECT_NE(job.output(r).find("through shared memory"), std::string::npos) << job.output(r);
+    EXPECT_NE(job.output(r).find("host board: 3 ranks"), std::string::npos) << job.output(r);
   }
   for (int r = 0; r < 3; ++r) job.signal(r, SIGKILL);
   job.wait(10s);
@@ -371,6 +382,29 @@ TEST(Stall, DifferentCollectivesAtOnePlaceFailTheJobNamingBoth) {
     EXPECT_NE(o.output.find("broadcast(root 0, 4096 bytes)"), std::string::npos) << describe(outcomes);
     EXPECT_NE(o.output.find("allreduce(sum, float32, 4096 bytes)"), std::string::npos) << describe(outcomes);
   }
+}
+
+// Allreduces of different sizes at one place, both on the host board: every rank fails at once,
+// naming the other's size and its own call.
+TEST(Stall, DifferentSizesOnTheHostBoardFailTheJobAtOnce) {
+  Job job(3);
+  const auto started = std::chrono::steady_clock::now();
+  job.start_all({kWorker, "stall", "--other-size-rank", "1"});
+  auto outcomes = job.wait(30s);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(elapsed, 10.0);
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out) << describe(outcomes);
+    EXPECT_NE(o.exit_code, 0) << describe(outcomes);
+  }
+  EXPECT_NE(outcomes[0].output.find("rank 1 called another collective (2048 bytes) where rank 0 called allreduce(sum, "
+                                    "float32, 4096 bytes)"),
+            std::string::npos)
+      << describe(outcomes);
+  EXPECT_NE(outcomes[1].output.find("rank 0 called another collective (4096 bytes) where rank 1 called allreduce(sum, "
+                                    "float32, 2048 bytes)"),
+            std::string::npos)
+      << describe(outcomes);
 }
 
 }  // namespace

@@ -256,6 +256,7 @@ int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
   const int calls = std::stoi(option(argc, argv, "--calls", "4"));
   const int skip = std::stoi(option(argc, argv, "--skip-rank", "-1"));
   const int mismatch = std::stoi(option(argc, argv, "--mismatch-rank", "-1"));
+  const int other_size = std::stoi(option(argc, argv, "--other-size-rank", "-1"));
   const auto pause = std::chrono::duration<double>(std::stod(option(argc, argv, "--pause-s", "0")));
   std::vector<float> data(1024, 1.0f);
   for (int call = 0; call < calls; ++call) {
@@ -269,6 +270,8 @@ int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
     }
     if (last && comm.rank() == mismatch) {
       comm.broadcast(data.data(), data.size() * sizeof(float), 0);
+    } else if (last && comm.rank() == other_size) {
+      comm.allreduce(data.data(), data.size() / 2, DataType::float32, ReduceOp::sum);
     } else {
       comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::sum);
     }
@@ -293,7 +296,8 @@ int main(int argc, char** argv) {
     tnt::init_logging(options.environment->rank, options.environment->size);
     tnt::Communicator comm(options);
     if (mode == "check") {
-      const std::vector<std::size_t> counts = {0, 1, 7, 1000, (std::size_t{1} << 20) + 3};
+      // 12345: over the host board's size for reducing whole messages (Note [Host board]).
+      const std::vector<std::size_t> counts = {0, 1, 7, 1000, 12345, (std::size_t{1} << 20) + 3};
       check_type<float>(comm, counts);
       check_type<double>(comm, counts);
       check_type<std::int32_t>(comm, counts);
@@ -307,7 +311,7 @@ int main(int argc, char** argv) {
       return failures == 0 ? 0 : 1;
     }
     if (mode == "loop") {
-      std::vector<float> data(1 << 18, 1.0f);
+      std::vector<float> data(std::stoul(option(argc, argv, "--floats", "262144")), 1.0f);
       for (long iteration = 0;; ++iteration) {
         comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::avg);
         if (iteration == 3) {

@@ -209,18 +209,34 @@ void EventLoop::remove_poller(Poller& poller) { std::erase(pollers_, &poller); }
 // reopens it (at an eighth of the bound) if the data came. Where polling never finds anything
 // (the peer is descheduled for long) it stops; under heavy outside load, where data comes late
 // but within the window, it still costs time: there TNT_WAIT_POLL_US=0 is right.
+// Note [Yielding waits]: after its poll window (or at once, where the window is closed or ranks
+// outnumber cores), a blocked caller yields its core for kYieldWindow, looking for its data
+// between yields, before it sleeps. A yield costs nothing where no other thread wants the core,
+// and where one does (the rank that must send the data, sharing this core; the rank's own compute
+// threads) it runs at once, without the wake-up a sleep would cost the data's arrival. Measured on
+// 2026-11-24 on the 2-core machine, float32 allreduce, time in us:
+//   4 ranks (2 per core), 4 / 16 / 64 KiB through the host board (Note [Host board]): sleeping
+//   at once 92-98 / 102-106 / 128-134, yielding 50 us 14-16 / 23-36 / 56-86, 200 us 15 / 21-27 /
+//   56-87, 1000 us 20-32 / 34 / 97;
+//   2 ranks unbound with a busy loop pinned to one core, compare_mpi.sh --busy-core, 4 / 16 /
+//   64 KiB on the board: sleeping 21.5 / 24.4 / 40.9, yielding 100 us 5.6 / 10.0 / 19.9 (OpenMPI's
+//   shared memory 4.8-4.9 / 17.6-18.6 / 37.5-37.9 in the same runs). Both ranks then often share
+//   the free core (the scheduler places a sleeping waker's partner beside it), and a yield hands
+//   the core to the partner where a sleep needed a wake-up;
+//   4 ranks through the event loop's ring, 256 KiB / 1 MiB: sleeping at once 848 / 2231,
+//   yielding 100 us 643 / 1383.
 namespace {
 constexpr std::chrono::microseconds kProbe{100};
 }  // namespace
 
-std::chrono::microseconds EventLoop::PollWindow::next() {
+std::chrono::microseconds PollWindow::next() {
   const std::int64_t now = now_.load(std::memory_order_relaxed);
   if (now > 0 || most_ == 0) return std::chrono::microseconds(now);
   const std::int64_t probe = std::min<std::int64_t>(most_, kProbe.count());
   return std::chrono::microseconds(closed_waits_.fetch_add(1, std::memory_order_relaxed) % 16 == 15 ? probe : 0);
 }
 
-void EventLoop::PollWindow::report(std::chrono::microseconds used, bool found_data) {
+void PollWindow::report(std::chrono::microseconds used, bool found_data) {
   if (used.count() == 0) return;
   const std::int64_t now = now_.load(std::memory_order_relaxed);
   std::int64_t next = found_data ? std::min(most_, std::max<std::int64_t>(now * 2, most_ / 8)) : now / 2;
@@ -229,28 +245,34 @@ void EventLoop::PollWindow::report(std::chrono::microseconds used, bool found_da
 }
 
 void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Clock::time_point> deadline) {
-  if (const auto window = poll_window_.next(); window.count() > 0) {
-    // Only here is this thread the loop's one runner, so pollers may touch strand state.
-    const bool with_pollers = own_io_ && progress_ == Progress::on_demand;
-    const auto poll_all = [&] {
-      for (std::size_t i = 0; with_pollers && i < pollers_.size(); ++i) pollers_[i]->poll();
-    };
-    const auto set_polling = [&](bool polling) {
-      for (std::size_t i = 0; with_pollers && i < pollers_.size(); ++i) pollers_[i]->set_polling(polling);
-    };
-    const auto started = Clock::now();
-    auto stop_polling = started + window;
-    if (deadline) stop_polling = std::min(stop_polling, *deadline);
-    set_polling(true);
-    bool came = false;
+  // Only here is this thread the loop's one runner, so pollers may touch strand state.
+  const bool with_pollers = own_io_ && progress_ == Progress::on_demand;
+  const auto poll_all = [&] {
+    for (std::size_t i = 0; with_pollers && i < pollers_.size(); ++i) pollers_[i]->poll();
+  };
+  const auto set_polling = [&](bool polling) {
+    for (std::size_t i = 0; with_pollers && i < pollers_.size(); ++i) pollers_[i]->set_polling(polling);
+  };
+  const auto until = [&](Clock::time_point stop) { return deadline ? std::min(stop, *deadline) : stop; };
+  set_polling(true);
+  bool came = ready();
+  if (const auto window = poll_window_.next(); window.count() > 0 && !came) {
+    const auto stop_polling = until(Clock::now() + window);
     while (!(came = ready()) && Clock::now() < stop_polling) {
       poll_all();
       io_->poll();
     }
-    set_polling(false);
-    poll_all();  // what a peer wrote while it still saw us polling
     poll_window_.report(window, came);
   }
+  // Note [Yielding waits]
+  for (const auto stop = until(Clock::now() + kYieldWindow); !came && Clock::now() < stop;) {
+    std::this_thread::yield();
+    poll_all();
+    io_->poll();
+    came = ready();
+  }
+  set_polling(false);
+  poll_all();  // what a peer wrote while it still saw us polling
   const auto slice = own_io_ ? std::chrono::duration_cast<Clock::duration>(kOwnSlice)
                              : std::chrono::duration_cast<Clock::duration>(kSharedSlice);
   while (!ready()) {

@@ -12,12 +12,15 @@
 #include "shm/shm_transport.h"
 #include "tnt/core/error.h"
 #include "tnt/core/settings.h"
+#include "tnt/transport/host_board.h"
 
 namespace tnt::transport {
 namespace {
 
-// What separates the network address from the shared-memory part in a published address.
+// What separates the network address from the shared-memory part in a published address, and
+// the host board's part (Note [Host board]) from the rest.
 constexpr std::string_view kShmMark = " shm=";
+constexpr std::string_view kBoardMark = " board=";
 
 std::string namespace_inode(const char* kind) {
   struct stat status {};
@@ -25,21 +28,27 @@ std::string namespace_inode(const char* kind) {
   return std::to_string(status.st_ino);
 }
 
-// A published address, split into its network part and (when the rank offers one) its
-// shared-memory part "HOSTKEY@ip:port".
+// A published address, split into its network part, (when the rank offers one) its
+// shared-memory part "HOSTKEY@ip:port", and its host board "pid:fd".
 struct Published {
   std::string network;
   std::string host_key;
   std::string shm_address;
+  std::string board_address;
 };
 
-Published split(const std::string& address) {
+Published split(std::string address) {
+  std::string board;
+  if (const auto mark = address.find(kBoardMark); mark != std::string::npos) {
+    board = address.substr(mark + kBoardMark.size());
+    address.resize(mark);
+  }
   const auto mark = address.find(kShmMark);
-  if (mark == std::string::npos) return {address, {}, {}};
+  if (mark == std::string::npos) return {address, {}, {}, board};
   const std::string shm = address.substr(mark + kShmMark.size());
   const auto at = shm.rfind('@');
   if (at == std::string::npos) throw JobError("malformed data-plane address '" + address + "'");
-  return {address.substr(0, mark), shm.substr(0, at), shm.substr(at + 1)};
+  return {address.substr(0, mark), shm.substr(0, at), shm.substr(at + 1), board};
 }
 
 // Pairs of ranks on the same host talk through shared memory; the others through the network
@@ -48,12 +57,18 @@ Published split(const std::string& address) {
 // its address names its host but no segment) is reached over the network by everyone.
 class NodeTransport final : public Transport {
  public:
-  NodeTransport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm, int rank)
-      : network_(std::move(network)), shm_(std::move(shm)), rank_(rank), host_key_(this_host_key()) {}
+  NodeTransport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm, int rank, std::size_t board_bytes)
+      : network_(std::move(network)),
+        shm_(std::move(shm)),
+        rank_(rank),
+        host_key_(this_host_key()),
+        board_offer_(rank, shm_ ? board_bytes : 0) {}
 
   std::string listen(const std::string& local_ip) override {
-    return network_->listen(local_ip) + std::string(kShmMark) + host_key_ + "@" +
-           (shm_ ? shm_->listen(local_ip) : std::string());
+    std::string address = network_->listen(local_ip) + std::string(kShmMark) + host_key_ + "@" +
+                          (shm_ ? shm_->listen(local_ip) : std::string());
+    if (const std::string board = board_offer_.address(); !board.empty()) address += std::string(kBoardMark) + board;
+    return address;
   }
 
   void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) override {
@@ -63,12 +78,19 @@ class NodeTransport final : public Transport {
     std::vector<int> shm_peers;
     const std::vector<int> hosts = hosts_of(book);
     on_shm_.assign(book.size(), false);
+    std::vector<int> board_members;
+    std::vector<std::string> board_addresses;
     for (std::size_t rank = 0; rank < book.size(); ++rank) {
       const Published published = split(book[rank].data_address);
       network_book[rank].data_address = published.network;
       shm_book[rank].data_address = published.shm_address;
       on_shm_[rank] = shm_ && !published.shm_address.empty() && hosts[rank] == hosts.at(rank_);
+      if ((on_shm_[rank] || static_cast<int>(rank) == rank_) && !published.board_address.empty()) {
+        board_members.push_back(static_cast<int>(rank));
+        board_addresses.push_back(published.board_address);
+      }
     }
+    board_ = board_offer_.join(board_members, board_addresses);
     for (int peer : peers) (on_shm_.at(peer) ? shm_peers : network_peers).push_back(peer);
     spdlog::debug("data plane: ranks [{}] through shared memory, ranks [{}] through the network",
                   fmt::join(shm_peers, " "), fmt::join(network_peers, " "));
@@ -83,6 +105,8 @@ class NodeTransport final : public Transport {
   }
 
   Executor executor() const override { return network_->executor(); }
+
+  HostBoard* host_board() override { return board_.get(); }
 
   void set_error_handler(ErrorHandler handler) override {
     if (shm_) shm_->set_error_handler(handler);
@@ -100,6 +124,8 @@ class NodeTransport final : public Transport {
   int rank_;
   std::string host_key_;
   std::vector<bool> on_shm_;
+  BoardOffer board_offer_;
+  std::unique_ptr<HostBoard> board_;
 };
 
 }  // namespace
@@ -114,8 +140,8 @@ std::string this_host_key() {
 }
 
 std::unique_ptr<Transport> make_node_transport(std::unique_ptr<Transport> network, std::unique_ptr<Transport> shm,
-                                               int rank) {
-  return std::make_unique<NodeTransport>(std::move(network), std::move(shm), rank);
+                                               int rank, std::size_t board_bytes) {
+  return std::make_unique<NodeTransport>(std::move(network), std::move(shm), rank, board_bytes);
 }
 
 std::vector<int> hosts_of(const std::vector<PeerAddress>& book) {

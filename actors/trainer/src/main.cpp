@@ -199,7 +199,7 @@ int report_failure() {
     return tnt::trainer::kPreemptedExitStatus;
   } catch (const std::exception& e) {
     spdlog::error("tnt-train failed: {}", e.what());
-    return 1;
+    return tnt::exit_status_of(e);  // a run file's or option's error is 2 wherever it is found
   }
 }
 

@@ -105,12 +105,6 @@ bool output_here(const Session& session) {
   return settings::kOutputOnAllDevices.read();
 }
 
-// The compiled loss and metrics; before compile(), Keras's defaults (cross-entropy, accuracy).
-Objective objective_of(const Trainer::State& s) {
-  if (s.objective) return *s.objective;
-  return Objective(CompileOptions{}, compute::element_count(s.model.output_shape()));
-}
-
 }  // namespace
 
 RunControl& Callback::run() const {
@@ -296,35 +290,21 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
   if (!source) throw ConfigError("evaluate: no data");
   if (global_batch == 0) throw ConfigError("evaluate: the batch must be at least 1");
   check_data(*source, "the data to evaluate");
-  data::LoaderOptions lo;
-  lo.plan.num_samples = source->size();
-  lo.plan.rank = comm.rank();
-  lo.plan.world_size = comm.size();
-  lo.plan.distribute = distribute;
+  data::BatchPlanOptions plan;
+  plan.rank = comm.rank();
+  plan.world_size = comm.size();
+  plan.distribute = distribute;
   // Without distribution each rank walks its own source alone, in batches of `global_batch`.
   if (distribute) {
-    lo.plan.global_batch = std::max<std::size_t>(global_batch, static_cast<std::size_t>(comm.size()));
+    plan.global_batch = std::max<std::size_t>(global_batch, static_cast<std::size_t>(comm.size()));
   } else {
-    lo.plan.micro_batch = global_batch;
+    plan.micro_batch = global_batch;
   }
-  lo.plan.shuffle = false;
-  lo.transform = transform;
-  lo.end_epoch = 1;
-  lo.prefetch = 0;
-  data::Loader loader(source, lo);
   Objective objective = objective_of(s);
-  compute::Tensor input;
   std::vector<double> sums(objective.figure_count(), 0.0), figures(sums.size());
-  s.compute.run([&] {
-    while (auto batch = loader.next()) {
-      if (batch->local_count == 0) continue;
-      const auto& sh = batch->shape;
-      input.resize({static_cast<int64_t>(batch->local_count), static_cast<int64_t>(sh.channels),
-                    static_cast<int64_t>(sh.height), static_cast<int64_t>(sh.width)});
-      std::memcpy(input.data(), batch->data.data(), batch->data.size() * sizeof(float));
-      objective.forward(s.model.forward(input, compute::Mode::inference), batch->labels, figures);
-      for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += figures[i];
-    }
+  run_inference(s, source, plan, transform, [&](const compute::Tensor& output, const data::MicroBatch& batch) {
+    objective.forward(output, batch.labels, figures);
+    for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += figures[i];
   });
   comm.allreduce(std::span<double>(sums), ReduceOp::sum);
   Logs logs = logs_from_figures(sums, *objective.metric_names());

@@ -38,32 +38,48 @@ namespace {
 // Forward passes of `batch` samples over all of `source`, in order, into `out` (rows of `classes`).
 void predict_rows(Trainer::State& s, const std::shared_ptr<const data::Source>& source, std::size_t batch,
                   const data::TransformOptions& transform, float* out, int64_t classes) {
+  data::BatchPlanOptions plan;
+  plan.global_batch = batch;
+  Objective objective = objective_of(s);
+  std::size_t row = 0;
+  run_inference(s, source, plan, transform, [&](const compute::Tensor& output, const data::MicroBatch& b) {
+    const auto p = objective.predictions(output, b.labels);
+    std::memcpy(out + row * static_cast<std::size_t>(classes), p.data(),
+                static_cast<std::size_t>(p.size()) * sizeof(float));
+    row += b.local_count;
+  });
+}
+
+}  // namespace
+
+Objective objective_of(const Trainer::State& s) {
+  if (s.objective) return *s.objective;
+  return Objective(CompileOptions{}, compute::element_count(s.model.output_shape()));
+}
+
+void run_inference(Trainer::State& s, const std::shared_ptr<const data::Source>& source, data::BatchPlanOptions plan,
+                   const data::TransformOptions& transform,
+                   const std::function<void(const compute::Tensor& output, const data::MicroBatch& batch)>& each) {
   data::LoaderOptions lo;
+  lo.plan = plan;
   lo.plan.num_samples = source->size();
-  lo.plan.global_batch = batch;
   lo.plan.shuffle = false;
   lo.transform = transform;
   lo.end_epoch = 1;
   lo.prefetch = 0;
   data::Loader loader(source, lo);
-  Objective objective = s.objective ? *s.objective : Objective(CompileOptions{}, classes);
   compute::Tensor input;
-  std::size_t row = 0;
   s.compute.run([&] {
-    while (auto b = loader.next()) {
-      const auto& sh = b->shape;
-      input.resize({static_cast<int64_t>(b->local_count), static_cast<int64_t>(sh.channels),
+    while (auto batch = loader.next()) {
+      if (batch->local_count == 0) continue;
+      const auto& sh = batch->shape;
+      input.resize({static_cast<int64_t>(batch->local_count), static_cast<int64_t>(sh.channels),
                     static_cast<int64_t>(sh.height), static_cast<int64_t>(sh.width)});
-      std::memcpy(input.data(), b->data.data(), b->data.size() * sizeof(float));
-      const auto p = objective.predictions(s.model.forward(input, compute::Mode::inference), b->labels);
-      std::memcpy(out + row * static_cast<std::size_t>(classes), p.data(),
-                  static_cast<std::size_t>(p.size()) * sizeof(float));
-      row += b->local_count;
+      std::memcpy(input.data(), batch->data.data(), batch->data.size() * sizeof(float));
+      each(s.model.forward(input, compute::Mode::inference), *batch);
     }
   });
 }
-
-}  // namespace
 
 compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std::size_t batch,
                                  const data::TransformOptions& transform, PredictionsOn on) {

@@ -18,6 +18,7 @@
 
 #include "../pair_transport.h"
 #include "../side_channel.h"
+#include "tnt/core/copy.h"
 #include "tnt/core/error.h"
 #include "tnt/core/settings.h"
 
@@ -146,15 +147,15 @@ struct Ring {
     if (bytes == 0) return;
     const std::size_t at = position % kRingBytes;
     const std::size_t first = std::min<std::size_t>(bytes, kRingBytes - at);
-    std::memcpy(data + at, from, first);
-    std::memcpy(data, static_cast<const std::byte*>(from) + first, bytes - first);
+    copy_bytes(data + at, from, first);
+    copy_bytes(data, static_cast<const std::byte*>(from) + first, bytes - first);
   }
   void copy_out(std::uint64_t position, void* to, std::size_t bytes) const {
     if (bytes == 0) return;
     const std::size_t at = position % kRingBytes;
     const std::size_t first = std::min<std::size_t>(bytes, kRingBytes - at);
-    std::memcpy(to, data + at, first);
-    std::memcpy(static_cast<std::byte*>(to) + first, data, bytes - first);
+    copy_bytes(to, data + at, first);
+    copy_bytes(static_cast<std::byte*>(to) + first, data, bytes - first);
   }
 };
 
@@ -403,7 +404,7 @@ void ShmPair::recv(std::uint64_t tag, void* data, std::size_t capacity, Completi
            " bytes but the matching receive holds " + std::to_string(capacity));
       return;
     } else {
-      if (staged.bytes) std::memcpy(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
+      if (staged.bytes) copy_bytes(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
       spare_.push_back(std::move(staged.buffer));
     }
     const std::size_t bytes = staged.bytes;
@@ -672,6 +673,11 @@ void ShmPair::start() {
 void ShmPair::close() {
   owner_.loop().remove_poller(*this);
   closing_ = true;
+  // Nothing may complete any more: the operations whose receives are still posted here may be
+  // gone with their buffers (a failed job completes them before the transport is destroyed), and
+  // a wake-up read before the close can still run read_some(). Under ASan a kReadMe read so
+  // (Note [Single copy]) wrote into a freed buffer.
+  failed_ = true;
   boost::system::error_code ignored;
   side_.shutdown(tcp::socket::shutdown_both, ignored);
   side_.close(ignored);

@@ -12,6 +12,7 @@
 
 #include "../pair_transport.h"
 #include "../side_channel.h"
+#include "tnt/core/copy.h"
 #include "tnt/core/error.h"
 
 namespace tnt::transport {
@@ -70,7 +71,7 @@ class TcpPair final : public Pair {
         fail_protocol(tag, staged.bytes, capacity);
         return;
       }
-      if (staged.bytes) std::memcpy(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
+      if (staged.bytes) copy_bytes(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
       const std::size_t bytes = staged.bytes;
       spare_.push_back(std::move(staged.buffer));
       // Complete later, never inside the caller's own call (it may hold state mid-update).

@@ -40,6 +40,25 @@ class Poller {
   ~Poller() = default;
 };
 
+// After its poll window, a blocked caller yields its core this long before it sleeps (Note
+// [Yielding waits] in event_loop.cpp).
+inline constexpr std::chrono::microseconds kYieldWindow{100};
+
+// How long the next blocked caller polls before it sleeps (Note [Adaptive poll window] in
+// event_loop.cpp); at most the bound it was made with. Any thread may use it.
+class PollWindow {
+ public:
+  explicit PollWindow(std::chrono::microseconds most) : most_(most.count()), now_(most.count()) {}
+  std::chrono::microseconds next();
+  // `found_data`: the data came while polling.
+  void report(std::chrono::microseconds used, bool found_data);
+
+ private:
+  const std::int64_t most_;
+  std::atomic<std::int64_t> now_;  // microseconds; 0: closed
+  std::atomic<std::uint32_t> closed_waits_{0};
+};
+
 // An event loop that drives a rank's transport and collectives: an io_context, a strand that
 // serialises all of tnt's handlers on it, and either a progress thread of its own or an
 // io_context that the embedding code runs. Nothing spins for long: a blocked caller that runs
@@ -102,20 +121,6 @@ class EventLoop {
   void call(const std::function<void()>& task);
 
  private:
-  // How long the next blocked caller polls (Note [Adaptive poll window]).
-  class PollWindow {
-   public:
-    explicit PollWindow(std::chrono::microseconds most) : most_(most.count()), now_(most.count()) {}
-    std::chrono::microseconds next();
-    // `found_data`: the data came while polling.
-    void report(std::chrono::microseconds used, bool found_data);
-
-   private:
-    const std::int64_t most_;
-    std::atomic<std::int64_t> now_;  // microseconds; 0: closed
-    std::atomic<std::uint32_t> closed_waits_{0};
-  };
-
   void progress_thread_main();
   void drive_until(const std::function<bool()>& ready, std::optional<std::chrono::steady_clock::time_point> deadline);
 

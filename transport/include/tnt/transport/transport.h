@@ -11,6 +11,8 @@
 
 namespace tnt::transport {
 
+class HostBoard;
+
 struct PeerAddress {
   int rank = 0;
   std::string hostname;      // for error messages: "rank 3 (node07)"
@@ -39,6 +41,9 @@ class Transport {
   virtual Executor executor() const = 0;
   // Called once per failed channel, on executor().
   virtual void set_error_handler(ErrorHandler handler) = 0;
+  // This host's board after connect() (Note [Host board]), or null where there is none (no
+  // shared memory, TNT_HOST_ALLREDUCE_KB=0, or this rank alone on its host).
+  virtual HostBoard* host_board() { return nullptr; }
   // Closes every channel; pending operations complete no more. Errors seen after this are
   // not reported (the job is ending on purpose).
   virtual void close() = 0;

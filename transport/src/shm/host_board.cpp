@@ -1,0 +1,330 @@
+#include "tnt/transport/host_board.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <climits>
+#include <cstring>
+#include <new>
+
+#include "tnt/core/error.h"
+
+namespace tnt::transport {
+
+// Note [Host board]: where every rank of a job shares one host, a blocking allreduce needs no
+// channel at all. Each rank owns a segment (memfd_create, opened by the others through
+// /proc/<pid>/fd/<fd> as in Note [Shared-memory channel]) with a message area that every other
+// rank of the host maps and reads in place. A round starts alike for every size: wait until the
+// others have finished with this rank's area, copy the buffer in, publish a step, wait until every
+// rank has published as many steps (gather). Up to 8 KiB every rank then reduces all areas in rank
+// order straight into its buffer. Above, each rank reduces only its own block of all areas into
+// its buffer and copies the result back into that block of its own area (in that step no other
+// rank reads that block of it), publishes a second step, gathers, and copies the other blocks out
+// of their owners' areas: N times less reduction work and reading per rank, for one step more.
+// Either way every rank ends with bitwise the same result. Last, each rank records in its own
+// segment up to which step it has read every area. No system call on the way while the ranks keep
+// up with each other. The collectives (collectives/src/communicator.cpp) use it up to
+// TNT_HOST_ALLREDUCE_KB (4 MiB; 1 MiB for 2 ranks: transport/src/make_transport.cpp).
+//
+// Measured (2026-11-23/24, the 2-core machine, tnt-bench-allreduce, float32 sum, medians of 2-3
+// alternating runs, time in us): through the pair channels and the event loop, 2 ranks, 4 KiB
+// took 16.4 us (OpenMPI shared memory: 1.2-4.5 us); strace counted 4.4 epoll_wait per allreduce:
+// the loop's handlers, posts and polls, not the data, were the cost. On the board:
+//             16 KiB   64 KiB  256 KiB    1 MiB    4 MiB   16 MiB   64 MiB
+//   2 ranks
+//   ring        13.1     19.4     59.3    217.5  821-922   4.9-7.4k  19-22k
+//   whole        4.1     11.7     45.9    181.4
+//   blocks       3.5      9.9     35.8    111.8  713-1563  6.9-7.0k  31-38k
+//   4 ranks (2 per core)
+//   ring        87.3    114.9    791.8   1502.7  4.3-4.9k  15-19k    60-63k
+//   whole       32.7     83.4    206.8    820.1
+//   blocks      19.5     38.7    111.4    323.6  2.7-3.0k  16k       69-70k
+// ("whole": every rank reduces everything; "blocks": each its own block.) At 2 MiB, 4 alternating
+// runs: 2 ranks, ring 477-725, board 255-1416 (median ~725); 4 ranks, ring 3553-5515, board
+// 1039-1607. So with 2 ranks, whose ring's single copy (Note [Single copy]) moves less memory, the
+// board stops at 1 MiB; with more, whose ring takes more steps, at 4 MiB. These figures hold only with copy_bytes():
+// with glibc's memcpy the board's copies ran at a twentieth of their speed whenever the caller's buffer lay 16 bytes
+// after a page start (Note [Copies at any distance]).
+//
+// Waiting: a rank polls its condition for what the poll window allows (Note [Adaptive poll
+// window]; 0 where ranks outnumber cores), then sleeps on a futex in its own segment, its
+// doorbell. Before it sleeps it raises `sleeping` and looks once more; a rank that changed what
+// others wait for (published, or finished reading) looks at each member's `sleeping` afterwards
+// and rings its doorbell if raised. All of these are sequentially consistent, so one side always
+// sees the other and no wake-up is lost. Sleeps last at most kSleepSlice, after which the caller
+// may abandon the wait: a failed job (a dead rank, a stall) reaches the waiting rank through the
+// control plane within one slice.
+namespace {
+
+constexpr std::array<char, 8> kMagic{'T', 'N', 'T', 'B', 'O', 'A', 'R', 'D'};
+constexpr std::uint32_t kVersion = 1;
+// Ranks per host the board serves; a host with more ranks goes without (collectives fall back).
+constexpr std::size_t kMaxMembers = 512;
+constexpr auto kSleepSlice = std::chrono::milliseconds(10);
+
+struct alignas(64) Counter {
+  std::atomic<std::uint64_t> value{0};
+};
+
+struct Control {
+  std::array<char, 8> magic;
+  std::uint32_t version;
+  std::int32_t owner_rank;
+  std::uint64_t capacity;
+  alignas(64) std::atomic<std::uint64_t> published{0};  // steps published (a round has one or more)
+  std::uint64_t bytes = 0;                              // written before `published`
+  std::uint64_t signature = 0;
+  alignas(64) std::atomic<std::uint32_t> sleeping{0};
+  std::atomic<std::uint32_t> doorbell{0};  // the futex word
+  // read[p]: the step of member p up to which this rank has finished reading p's area.
+  std::array<Counter, kMaxMembers> read;
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free);
+
+constexpr std::size_t kAreaOffset = (sizeof(Control) + 4095) / 4096 * 4096;
+
+std::string errno_text() { return std::strerror(errno); }
+
+void futex_wait(std::atomic<std::uint32_t>& word, std::uint32_t seen, std::chrono::nanoseconds timeout) {
+  const timespec slice{static_cast<time_t>(timeout.count() / 1'000'000'000),
+                       static_cast<long>(timeout.count() % 1'000'000'000)};
+  // Shared, not FUTEX_PRIVATE: the waker is another process.
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT, seen, &slice, nullptr, 0);
+}
+
+void futex_wake(std::atomic<std::uint32_t>& word) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+}  // namespace
+
+// One member's mapped segment.
+struct BoardOffer::Segment {
+  Segment(int fd, std::size_t size) : bytes(size) {
+    base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) throw JobError("mmap of a host board segment failed: " + errno_text());
+  }
+  ~Segment() { ::munmap(base, bytes); }
+  Segment(const Segment&) = delete;
+  Segment& operator=(const Segment&) = delete;
+  Control& control() const { return *static_cast<Control*>(base); }
+  std::byte* area() const { return static_cast<std::byte*>(base) + kAreaOffset; }
+
+  void* base;
+  std::size_t bytes;
+};
+
+namespace {
+
+class SharedBoard final : public HostBoard {
+ public:
+  using Segment = BoardOffer::Segment;
+
+  SharedBoard(std::vector<int> members, int place, std::vector<std::shared_ptr<Segment>> segments)
+      : members_(std::move(members)), place_(place), segments_(std::move(segments)) {
+    capacity_ = segments_[0]->control().capacity;
+    for (const auto& segment : segments_) capacity_ = std::min<std::size_t>(capacity_, segment->control().capacity);
+  }
+
+  const std::vector<int>& members() const override { return members_; }
+  int place() const override { return place_; }
+  std::size_t capacity() const override { return capacity_; }
+
+  std::byte* post_area(const Wait& wait) override {
+    const std::uint64_t previous = steps_;
+    const bool free = wait_for(
+        [&] {
+          for (std::size_t p = 0; p < segments_.size(); ++p) {
+            if (static_cast<int>(p) == place_) continue;
+            if (segments_[p]->control().read[static_cast<std::size_t>(place_)].value.load() < previous) return false;
+          }
+          return true;
+        },
+        wait);
+    return free ? own().area() : nullptr;
+  }
+
+  void publish(std::size_t bytes, std::uint64_t signature) override {
+    Control& control = own().control();
+    control.bytes = bytes;
+    control.signature = signature;
+    publish_step();
+  }
+
+  void publish_step() override {
+    own().control().published.store(++steps_);
+    ring_sleepers();
+  }
+
+  bool gather(const Wait& wait) override {
+    const std::uint64_t step = steps_;
+    return wait_for(
+        [&] {
+          for (const auto& segment : segments_) {
+            if (segment->control().published.load() < step) return false;
+          }
+          return true;
+        },
+        wait);
+  }
+
+  Message message(int member_place) const override {
+    const Segment& segment = *segments_.at(static_cast<std::size_t>(member_place));
+    return {segment.area(), segment.control().bytes, segment.control().signature};
+  }
+
+  void finish_round() override {
+    Control& control = own().control();
+    for (std::size_t p = 0; p < segments_.size(); ++p) control.read[p].value.store(steps_);
+    ring_sleepers();
+  }
+
+ private:
+  Segment& own() const { return *segments_[static_cast<std::size_t>(place_)]; }
+
+  template <class Ready>
+  bool wait_for(const Ready& ready, const Wait& wait) {
+    using Clock = std::chrono::steady_clock;
+    if (ready()) return true;
+    if (const auto window = wait.window.next(); window.count() > 0) {
+      const auto stop = Clock::now() + window;
+      bool came = false;
+      while (!(came = ready()) && Clock::now() < stop) cpu_relax();
+      wait.window.report(window, came);
+      if (came) return true;
+    }
+    // Note [Yielding waits]
+    for (const auto stop = Clock::now() + kYieldWindow; Clock::now() < stop;) {
+      if (ready()) return true;
+      ::sched_yield();
+    }
+    Control& control = own().control();
+    for (;;) {
+      const std::uint32_t bell = control.doorbell.load();
+      control.sleeping.store(1);
+      if (ready()) {
+        control.sleeping.store(0);
+        return true;
+      }
+      futex_wait(control.doorbell, bell, kSleepSlice);
+      control.sleeping.store(0);
+      if (ready()) return true;
+      if (wait.abandon()) return false;
+    }
+  }
+
+  void ring_sleepers() {
+    for (std::size_t p = 0; p < segments_.size(); ++p) {
+      if (static_cast<int>(p) == place_) continue;
+      Control& other = segments_[p]->control();
+      if (other.sleeping.load() == 0) continue;
+      other.doorbell.fetch_add(1);
+      futex_wake(other.doorbell);
+    }
+  }
+
+  std::vector<int> members_;
+  int place_;
+  std::vector<std::shared_ptr<Segment>> segments_;  // by place
+  std::size_t capacity_ = 0;
+  // Steps this rank has published; every member publishes the same steps, in the same order.
+  std::uint64_t steps_ = 0;
+};
+
+}  // namespace
+
+BoardOffer::BoardOffer(int rank, std::size_t capacity) : rank_(rank) {
+  if (capacity == 0) return;
+  fd_ = ::memfd_create("tnt-board", MFD_CLOEXEC);
+  if (fd_ < 0) throw JobError("memfd_create failed: " + errno_text() + " (TNT_HOST_ALLREDUCE_KB=0 goes without)");
+  const std::size_t bytes = kAreaOffset + capacity;
+  if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
+    ::close(fd_);
+    throw JobError("ftruncate of a memfd failed: " + errno_text());
+  }
+  try {
+    own_ = std::make_shared<Segment>(fd_, bytes);
+  } catch (...) {
+    ::close(fd_);
+    throw;
+  }
+  auto* control = new (own_->base) Control();
+  control->magic = kMagic;
+  control->version = kVersion;
+  control->owner_rank = rank;
+  control->capacity = capacity;
+}
+
+BoardOffer::~BoardOffer() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::string BoardOffer::address() const {
+  return own_ ? std::to_string(::getpid()) + ":" + std::to_string(fd_) : std::string();
+}
+
+std::unique_ptr<HostBoard> BoardOffer::join(const std::vector<int>& members,
+                                            const std::vector<std::string>& addresses) {
+  if (!own_ || members.size() < 2 || members.size() > kMaxMembers) return nullptr;
+  const auto mine = std::find(members.begin(), members.end(), rank_);
+  if (mine == members.end()) return nullptr;
+  std::vector<std::shared_ptr<Segment>> segments;
+  for (std::size_t p = 0; p < members.size(); ++p) {
+    if (members[p] == rank_) {
+      segments.push_back(own_);
+      continue;
+    }
+    const std::string& address = addresses.at(p);
+    const auto colon = address.find(':');
+    long pid = 0;
+    int fd = -1;
+    if (colon == std::string::npos || std::from_chars(address.data(), address.data() + colon, pid).ec != std::errc() ||
+        std::from_chars(address.data() + colon + 1, address.data() + address.size(), fd).ec != std::errc()) {
+      throw JobError("rank " + std::to_string(members[p]) + " published a malformed host board address '" + address +
+                     "'");
+    }
+    const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+    const int opened = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (opened < 0) {
+      throw JobError("cannot open rank " + std::to_string(members[p]) + "'s host board " + path + ": " + errno_text() +
+                     " (TNT_HOST_ALLREDUCE_KB=0 goes without)");
+    }
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{opened};
+    struct stat status {};
+    if (::fstat(opened, &status) != 0 || static_cast<std::size_t>(status.st_size) <= kAreaOffset) {
+      throw JobError("rank " + std::to_string(members[p]) + "'s host board " + path + " is too small");
+    }
+    auto segment = std::make_shared<Segment>(opened, static_cast<std::size_t>(status.st_size));
+    const Control& control = segment->control();
+    if (control.magic != kMagic || control.version != kVersion || control.owner_rank != members[p] ||
+        kAreaOffset + control.capacity != segment->bytes) {
+      throw JobError("rank " + std::to_string(members[p]) + "'s host board " + path +
+                     " is not what it published (different tnt builds on one host?)");
+    }
+    segments.push_back(std::move(segment));
+  }
+  return std::make_unique<SharedBoard>(members, static_cast<int>(mine - members.begin()), std::move(segments));
+}
+
+}  // namespace tnt::transport
