@@ -113,9 +113,13 @@ def torch_worker(model_name, batch, threads, seconds, repeats):
 def run_torch(model, batch, threads, seconds, repeats):
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
                MKL_NUM_THREADS=str(threads))
-    out = subprocess.run([sys.executable, __file__, "--worker", model, str(batch), str(threads), str(seconds),
-                          str(repeats)], env=env, check=True, capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run([sys.executable, __file__, "--worker", model, str(batch), str(threads), str(seconds),
+                           str(repeats)], env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        sys.exit(f"torch_compare.py: the PyTorch side of {model}:{batch} failed under {sys.executable}: {last}"
+                 " (run it with Debian's /usr/bin/python3, which has python3-torch and python3-torchvision)")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def run_tnt(binary, model, batch, threads, seconds, repeats):
