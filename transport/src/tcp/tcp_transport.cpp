@@ -87,6 +87,11 @@ class TcpPair final : public Pair {
 
   void close() {
     closing_ = true;
+    // Nothing may complete any more: a failed job has completed its operations, whose buffers
+    // may be gone, and a read or write that finished before the close still has its handler
+    // queued. Under ASan such a read's completion reduced from a freed buffer (the collectives'
+    // Failure.PeerKilledMidAllreduceOverTcp..., 1 run in 3), as ShmPair::close says for shared memory.
+    failed_ = true;
     boost::system::error_code ignored;
     socket_.shutdown(tcp::socket::shutdown_both, ignored);
     socket_.close(ignored);
@@ -231,6 +236,7 @@ void TcpPair::write_more() {
       fail("sending to " + peer_name_ + " failed: " + error_text(ec));
       return;
     }
+    if (failed_) return;  // closed meanwhile
     // Completions may post new sends: take the batch out first.
     for (const Outgoing& message : writing_) message.sink->on_send_complete(message.cookie);
     writing_.clear();
@@ -247,6 +253,7 @@ void TcpPair::read_header() {
                        fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
                        return;
                      }
+                     if (failed_) return;  // closed meanwhile
                      on_header();
                    });
 }
@@ -274,6 +281,7 @@ void TcpPair::on_header() {
                          fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
                          return;
                        }
+                       if (failed_) return;  // closed meanwhile
                        target.sink->on_recv_complete(target.cookie, bytes);
                        if (!failed_) read_header();
                      });
@@ -297,6 +305,7 @@ void TcpPair::on_header() {
                        fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
                        return;
                      }
+                     if (failed_) return;  // closed meanwhile
                      on_staged(tag);
                      if (!failed_) read_header();
                    });
