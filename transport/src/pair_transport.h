@@ -49,6 +49,14 @@ class PairTransport : public Transport {
 
   // For the pairs: every asynchronous handler that refers to the transport is counted.
   void begin_io() { ++outstanding_; }
+  // Ends an I/O as the handler that began it returns, after its last touch of the pair or the
+  // transport: once the count is 0 the destructor may go on (on another thread, where the loop
+  // has a progress thread of its own). UBSan caught an IB side-channel handler reading its pair
+  // after end_io() had let the fake-fabric test destroy it.
+  struct IoScope {
+    PairTransport& owner;
+    ~IoScope() { owner.end_io(); }
+  };
   void end_io() {
     EventLoop& loop = loop_;  // at 0 the destructor may go on: touch only the loop after it
     if (--outstanding_ == 0) loop.wake();

@@ -227,7 +227,7 @@ class IbTransport final : public PairTransport<IbPair> {
   void defer(std::function<void()> task) {
     begin_io();
     asio::post(loop_.strand(), [this, task = std::move(task)] {
-      end_io();
+      const IoScope io{*this};
       if (!closed()) task();
     });
   }
@@ -388,7 +388,7 @@ class IbTransport final : public PairTransport<IbPair> {
   void wait_for_completions() {
     begin_io();
     completion_fd_.async_wait(asio::posix::stream_descriptor::wait_read, [this](const boost::system::error_code& ec) {
-      end_io();
+      const IoScope io{*this};
       if (ec || closed()) return;
       // Each event names a CQ that has new completions; read until none is left (the fd is
       // non-blocking) and acknowledge each one, as ibv_destroy_cq waits for that.
@@ -549,7 +549,7 @@ void IbPair::watch(tcp::socket socket) {
   side_ = std::move(socket);
   owner_.begin_io();
   asio::async_read(side_, asio::buffer(&side_byte_, 1), [this](const boost::system::error_code& ec, std::size_t) {
-    owner_.end_io();
+    const IbTransport::IoScope io{owner_};
     if (closing_ || owner_.closed()) return;
     if (ec)
       channel_->fail("the connection to " + peer_name_ + " was lost: " + error_text(ec));
