@@ -23,18 +23,26 @@ namespace tnt::transport {
 
 // Note [Host board]: where every rank of a job shares one host, a blocking allreduce needs no
 // channel at all. Each rank owns a segment (memfd_create, opened by the others through
-// /proc/<pid>/fd/<fd> as in Note [Shared-memory channel]) with a message area that every other
-// rank of the host maps and reads in place. A round starts alike for every size: wait until the
-// others have finished with this rank's area, copy the buffer in, publish a step, wait until every
+// /proc/<pid>/fd/<fd> as in Note [Shared-memory channel]) with two message areas, used in turn by
+// successive rounds, that every other rank of the host maps and reads in place. A round starts
+// alike for every size: copy the buffer into this round's area, publish a step, wait until every
 // rank has published as many steps (gather). Up to 8 KiB every rank then reduces all areas in rank
 // order straight into its buffer. Above, each rank reduces only its own block of all areas into
 // its buffer and copies the result back into that block of its own area (in that step no other
 // rank reads that block of it), publishes a second step, gathers, and copies the other blocks out
 // of their owners' areas: N times less reduction work and reading per rank, for one step more.
-// Either way every rank ends with bitwise the same result. Last, each rank records in its own
-// segment up to which step it has read every area. No system call on the way while the ranks keep
-// up with each other. The collectives (collectives/src/communicator.cpp) use it up to
+// Either way every rank ends with bitwise the same result. No system call on the way while the
+// ranks keep up with each other. The collectives (collectives/src/communicator.cpp) use it up to
 // TNT_HOST_ALLREDUCE_KB (4 MiB; 1 MiB for 2 ranks: transport/src/make_transport.cpp).
+//
+// Two areas, so that a round never waits for the others to finish reading: a rank writes an area
+// again two rounds later, after it has gathered every member's first step of the round between,
+// which each member published only after it had read everything of the round before. Each area
+// carries its own size and signature for the same reason. (With one area and a "read up to"
+// counter per member, every round began by waiting for the slowest reader. Measured 2026-11-26,
+// tnt-bench-allreduce, one area against two, medians of 7 alternating rounds, in us: 2 ranks,
+// 4 KiB 1.83 -> 1.04, 16 KiB 4.11 -> 3.38, 256 KiB 49.9 -> 43.0, 64 KiB and 1 MiB unchanged;
+// 4 ranks on 2 cores, 4 KiB 15.5 -> 8.7, 16 KiB 17.5 -> 14.1, but 64 KiB 34.0 -> 36.8.)
 //
 // Measured (2026-11-23/24, the 2-core machine, tnt-bench-allreduce, float32 sum, medians of 2-3
 // alternating runs, time in us): through the pair channels and the event loop, 2 ranks, 4 KiB
@@ -59,7 +67,7 @@ namespace tnt::transport {
 // Waiting: a rank polls its condition for what the poll window allows (Note [Adaptive poll
 // window]; 0 where ranks outnumber cores), then sleeps on a futex in its own segment, its
 // doorbell. Before it sleeps it raises `sleeping` and looks once more; a rank that changed what
-// others wait for (published, or finished reading) looks at each member's `sleeping` afterwards
+// others wait for (published a step) looks at each member's `sleeping` afterwards
 // and rings its doorbell if raised. All of these are sequentially consistent, so one side always
 // sees the other and no wake-up is lost. Sleeps last at most kSleepSlice, after which the caller
 // may abandon the wait: a failed job (a dead rank, a stall) reaches the waiting rank through the
@@ -67,13 +75,15 @@ namespace tnt::transport {
 namespace {
 
 constexpr std::array<char, 8> kMagic{'T', 'N', 'T', 'B', 'O', 'A', 'R', 'D'};
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 // Ranks per host the board serves; a host with more ranks goes without (collectives fall back).
 constexpr std::size_t kMaxMembers = 512;
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);
 
-struct alignas(64) Counter {
-  std::atomic<std::uint64_t> value{0};
+// What a message holds besides its data; one per area.
+struct Posted {
+  std::uint64_t bytes = 0;
+  std::uint64_t signature = 0;
 };
 
 struct Control {
@@ -82,12 +92,9 @@ struct Control {
   std::int32_t owner_rank;
   std::uint64_t capacity;
   alignas(64) std::atomic<std::uint64_t> published{0};  // steps published (a round has one or more)
-  std::uint64_t bytes = 0;                              // written before `published`
-  std::uint64_t signature = 0;
+  std::array<Posted, 2> posted;                         // by area; written before `published`
   alignas(64) std::atomic<std::uint32_t> sleeping{0};
   std::atomic<std::uint32_t> doorbell{0};  // the futex word
-  // read[p]: the step of member p up to which this rank has finished reading p's area.
-  std::array<Counter, kMaxMembers> read;
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free && std::atomic<std::uint32_t>::is_always_lock_free);
 
@@ -126,7 +133,9 @@ struct BoardOffer::Segment {
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
   Control& control() const { return *static_cast<Control*>(base); }
-  std::byte* area() const { return static_cast<std::byte*>(base) + kAreaOffset; }
+  std::byte* area(std::size_t which) const {
+    return static_cast<std::byte*>(base) + kAreaOffset + which * control().capacity;
+  }
 
   void* base;
   std::size_t bytes;
@@ -148,24 +157,13 @@ class SharedBoard final : public HostBoard {
   int place() const override { return place_; }
   std::size_t capacity() const override { return capacity_; }
 
-  std::byte* post_area(const Wait& wait) override {
-    const std::uint64_t previous = steps_;
-    const bool free = wait_for(
-        [&] {
-          for (std::size_t p = 0; p < segments_.size(); ++p) {
-            if (static_cast<int>(p) == place_) continue;
-            if (segments_[p]->control().read[static_cast<std::size_t>(place_)].value.load() < previous) return false;
-          }
-          return true;
-        },
-        wait);
-    return free ? own().area() : nullptr;
+  std::byte* post_area() override {
+    area_ = static_cast<std::size_t>(++rounds_ % 2);
+    return own().area(area_);
   }
 
   void publish(std::size_t bytes, std::uint64_t signature) override {
-    Control& control = own().control();
-    control.bytes = bytes;
-    control.signature = signature;
+    own().control().posted[area_] = {bytes, signature};
     publish_step();
   }
 
@@ -188,13 +186,8 @@ class SharedBoard final : public HostBoard {
 
   Message message(int member_place) const override {
     const Segment& segment = *segments_.at(static_cast<std::size_t>(member_place));
-    return {segment.area(), segment.control().bytes, segment.control().signature};
-  }
-
-  void finish_round() override {
-    Control& control = own().control();
-    for (std::size_t p = 0; p < segments_.size(); ++p) control.read[p].value.store(steps_);
-    ring_sleepers();
+    const Posted& posted = segment.control().posted[area_];
+    return {segment.area(area_), posted.bytes, posted.signature};
   }
 
  private:
@@ -245,8 +238,11 @@ class SharedBoard final : public HostBoard {
   int place_;
   std::vector<std::shared_ptr<Segment>> segments_;  // by place
   std::size_t capacity_ = 0;
-  // Steps this rank has published; every member publishes the same steps, in the same order.
+  // Rounds begun and steps published by this rank; every member takes part in the same rounds
+  // and publishes the same steps, in the same order.
+  std::uint64_t rounds_ = 0;
   std::uint64_t steps_ = 0;
+  std::size_t area_ = 0;  // this round's area of every member
 };
 
 }  // namespace
@@ -255,7 +251,7 @@ BoardOffer::BoardOffer(int rank, std::size_t capacity) : rank_(rank) {
   if (capacity == 0) return;
   fd_ = ::memfd_create("tnt-board", MFD_CLOEXEC);
   if (fd_ < 0) throw JobError("memfd_create failed: " + errno_text() + " (TNT_HOST_ALLREDUCE_KB=0 goes without)");
-  const std::size_t bytes = kAreaOffset + capacity;
+  const std::size_t bytes = kAreaOffset + 2 * capacity;
   if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
     ::close(fd_);
     throw JobError("ftruncate of a memfd failed: " + errno_text());
@@ -318,7 +314,7 @@ std::unique_ptr<HostBoard> BoardOffer::join(const std::vector<int>& members,
     auto segment = std::make_shared<Segment>(opened, static_cast<std::size_t>(status.st_size));
     const Control& control = segment->control();
     if (control.magic != kMagic || control.version != kVersion || control.owner_rank != members[p] ||
-        kAreaOffset + control.capacity != segment->bytes) {
+        kAreaOffset + 2 * control.capacity != segment->bytes) {
       throw JobError("rank " + std::to_string(members[p]) + "'s host board " + path +
                      " is not what it published (different tnt builds on one host?)");
     }

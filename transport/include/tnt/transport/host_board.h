@@ -15,10 +15,11 @@ namespace tnt::transport {
 // collectives whose ranks all share a host: a small allreduce is one round, with no event loop, no
 // socket and no system call on the way while the ranks keep up with each other.
 //
-// Rounds: every member takes part in every round, in the same order; a rank calls
-// post_area(), publish(), gather(), reads message() of every member, then finish_round(). A
-// round may have more steps: after a gather(), a rank may change its own area (never the part
-// another rank reads in that step), publish_step() and gather() again.
+// Rounds: every member takes part in every round, in the same order; a rank calls post_area(),
+// writes its message there, publish(), gather(), and reads message() of every member. A round may
+// have more steps: after a gather(), a rank may change its own area (never the part another rank
+// reads in that step), publish_step() and gather() again. What a rank reads stays valid until
+// it begins its next round.
 // Threading: one thread at a time per rank.
 class HostBoard {
  public:
@@ -40,18 +41,17 @@ class HostBoard {
   virtual int place() const = 0;
   // Bytes every member's message may hold: the least any member offers, so all ranks agree.
   virtual std::size_t capacity() const = 0;
-  // Where this rank writes its next message (capacity() bytes), once every member has read its
-  // previous one; null if the wait was abandoned.
-  virtual std::byte* post_area(const Wait& wait) = 0;
+  // Begins a round: where this rank writes its message (capacity() bytes). Never waits: the
+  // rounds use two areas in turn (Note [Host board]).
+  virtual std::byte* post_area() = 0;
   // Makes the message written to post_area() visible, with a signature of the call it belongs to.
   virtual void publish(std::size_t bytes, std::uint64_t signature) = 0;
   // Another step of the round: what this rank changed in its area since the last gather().
   virtual void publish_step() = 0;
   // Waits until every member has published as many steps as this rank; false if abandoned.
   virtual bool gather(const Wait& wait) = 0;
+  // Member `member_place`'s message of this round.
   virtual Message message(int member_place) const = 0;
-  // This rank has read every area for the last time this round; their writers may reuse them.
-  virtual void finish_round() = 0;
 };
 
 // This rank's board segment, made before the address book exists, and what the other ranks of
