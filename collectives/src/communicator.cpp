@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <list>
 #include <optional>
@@ -203,54 +204,77 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     auto* out = static_cast<std::byte*>(data);
     const std::size_t element = size_of(type);
     auto area_of = [&](int r) { return board_->message(r).data; };
+    const BoardCall record(*this, call);
     if (bytes <= kBoardWholeBytes) {
       // Every rank reduces every message: one step.
-      board_round(call, data, bytes, [&](std::byte*) {
+      board_round(record, data, bytes, [&](std::byte*) {
         for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r);
         detail::reduce_in_order(board_inputs_, out, count, type, op);
       });
       return true;
     }
-    // Each rank reduces its own block of every message into the caller's buffer and puts it back
-    // in its own area (no other rank reads that block of it in this step); then every rank copies
-    // the other blocks out of their owners' areas.
-    board_round(call, data, bytes, [&](std::byte* own_area) {
-      const auto mine = Communicator::block(count, env_.size, env_.rank);
-      const std::size_t offset = mine.offset * element;
-      for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r) + offset;
-      detail::reduce_in_order(board_inputs_, out + offset, mine.count, type, op);
-      copy_bytes(own_area + offset, out + offset, mine.count * element);
-      board_->publish_step();
-      if (!board_->gather(board_wait())) throw JobError(failure_);
-      for (int r = 0; r < env_.size; ++r) {
-        if (r == env_.rank) continue;
-        const auto theirs = Communicator::block(count, env_.size, r);
-        copy_bytes(out + theirs.offset * element, area_of(r) + theirs.offset * element, theirs.count * element);
-      }
-    });
+    // Piece by piece, one round each: each rank reduces its own block of every message into the
+    // caller's buffer and puts it back in its own area (no other rank reads that block of it in
+    // this step); then every rank copies the other blocks out of their owners' areas.
+    const std::size_t piece_count = std::max<std::size_t>(1, board_->area_bytes() / element);
+    for (std::size_t first = 0; first < count; first += piece_count) {
+      const std::size_t in_piece = std::min(piece_count, count - first);
+      std::byte* piece = out + first * element;
+      board_round(record, piece, in_piece * element, [&](std::byte* own_area) {
+        const auto mine = Communicator::block(in_piece, env_.size, env_.rank);
+        const std::size_t offset = mine.offset * element;
+        for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r) + offset;
+        detail::reduce_in_order(board_inputs_, piece + offset, mine.count, type, op);
+        copy_bytes(own_area + offset, piece + offset, mine.count * element);
+        board_->publish_step();
+        if (!board_->gather(board_wait())) throw JobError(failure_);
+        for (int r = 0; r < env_.size; ++r) {
+          if (r == env_.rank) continue;
+          const auto theirs = Communicator::block(in_piece, env_.size, r);
+          copy_bytes(piece + theirs.offset * element, area_of(r) + theirs.offset * element, theirs.count * element);
+        }
+      });
+    }
     return true;
   }
 
   bool board_barrier(const CallSignature& call) {
     if (!board_) return false;
-    board_round(call, nullptr, 0, [](std::byte*) {});
+    board_round(BoardCall(*this, call), nullptr, 0, [](std::byte*) {});
     return true;
   }
+
+  // One collective on the board, one or more rounds: recorded as issued for the stall watch on
+  // construction, as completed when all its rounds are done (not when one threw).
+  struct BoardCall {
+    BoardCall(Impl& impl, const CallSignature& call) : impl(impl), call(call), signature(call.hash(true)) {
+      if (impl.failed_) throw JobError(impl.failure_);
+      std::lock_guard lock(impl.issue_mutex_);
+      sequence = impl.next_sequence_++;
+      impl.record_issued({sequence, signature, call});
+    }
+    ~BoardCall() {
+      if (std::uncaught_exceptions() == exceptions_at_start) impl.record_completed(sequence);
+    }
+    BoardCall(const BoardCall&) = delete;
+    BoardCall& operator=(const BoardCall&) = delete;
+
+    Impl& impl;
+    const CallSignature& call;
+    std::uint64_t signature;
+    std::uint64_t sequence = 0;
+    int exceptions_at_start = std::uncaught_exceptions();
+  };
 
   transport::HostBoard::Wait board_wait() { return {*board_window_, abandon_board_}; }
 
   // One round on the board: this rank's `bytes` from `data` go up, and `read(own area)` runs
   // once every rank's message of the round is there and matches this rank's call.
   template <class Read>
-  void board_round(const CallSignature& call, const void* data, std::size_t bytes, const Read& read) {
+  void board_round(const BoardCall& record, const void* data, std::size_t bytes, const Read& read) {
     if (failed_) throw JobError(failure_);
-    const std::uint64_t signature = call.hash(true);
-    std::uint64_t sequence = 0;
-    {
-      std::lock_guard lock(issue_mutex_);
-      sequence = next_sequence_++;
-      record_issued({sequence, signature, call});
-    }
+    const CallSignature& call = record.call;
+    const std::uint64_t signature = record.signature;
     board_inputs_.resize(static_cast<std::size_t>(env_.size));
     const auto wait = board_wait();
     std::byte* area = board_->post_area();
@@ -269,7 +293,6 @@ class Communicator::Impl final : public detail::CommunicatorCore {
       throw JobError(reason);
     }
     read(area);
-    record_completed(sequence);
   }
 
   // The neighbours in every ring an algorithm may use: the job's (Note [Node-aware order]), the

@@ -33,7 +33,8 @@ namespace tnt::transport {
 // of their owners' areas: N times less reduction work and reading per rank, for one step more.
 // Either way every rank ends with bitwise the same result. No system call on the way while the
 // ranks keep up with each other. The collectives (collectives/src/communicator.cpp) use it up to
-// TNT_HOST_ALLREDUCE_KB (4 MiB; 1 MiB for 2 ranks: transport/src/make_transport.cpp).
+// TNT_HOST_ALLREDUCE_KB (1 GiB), larger allreduces in pieces of at most kLargestArea (1 MiB), one
+// round each.
 //
 // Two areas, so that a round never waits for the others to finish reading: a rank writes an area
 // again two rounds later, after it has gathered every member's first step of the round between,
@@ -44,25 +45,25 @@ namespace tnt::transport {
 // 4 KiB 1.83 -> 1.04, 16 KiB 4.11 -> 3.38, 256 KiB 49.9 -> 43.0, 64 KiB and 1 MiB unchanged;
 // 4 ranks on 2 cores, 4 KiB 15.5 -> 8.7, 16 KiB 17.5 -> 14.1, but 64 KiB 34.0 -> 36.8.)
 //
-// Measured (2026-11-23/24, the 2-core machine, tnt-bench-allreduce, float32 sum, medians of 2-3
-// alternating runs, time in us): through the pair channels and the event loop, 2 ranks, 4 KiB
-// took 16.4 us (OpenMPI shared memory: 1.2-4.5 us); strace counted 4.4 epoll_wait per allreduce:
-// the loop's handlers, posts and polls, not the data, were the cost. On the board:
-//             16 KiB   64 KiB  256 KiB    1 MiB    4 MiB   16 MiB   64 MiB
-//   2 ranks
-//   ring        13.1     19.4     59.3    217.5  821-922   4.9-7.4k  19-22k
-//   whole        4.1     11.7     45.9    181.4
-//   blocks       3.5      9.9     35.8    111.8  713-1563  6.9-7.0k  31-38k
-//   4 ranks (2 per core)
-//   ring        87.3    114.9    791.8   1502.7  4.3-4.9k  15-19k    60-63k
-//   whole       32.7     83.4    206.8    820.1
-//   blocks      19.5     38.7    111.4    323.6  2.7-3.0k  16k       69-70k
-// ("whole": every rank reduces everything; "blocks": each its own block.) At 2 MiB, 4 alternating
-// runs: 2 ranks, ring 477-725, board 255-1416 (median ~725); 4 ranks, ring 3553-5515, board
-// 1039-1607. So with 2 ranks, whose ring's single copy (Note [Single copy]) moves less memory, the
-// board stops at 1 MiB; with more, whose ring takes more steps, at 4 MiB. These figures hold only with copy_bytes():
-// with glibc's memcpy the board's copies ran at a twentieth of their speed whenever the caller's buffer lay 16 bytes
-// after a page start (Note [Copies at any distance]).
+// Pieces, so that what the ranks exchange stays in the caches: each rank reads its buffer from
+// memory once and writes the result once, where a whole 16 MiB message went through memory
+// three times more. Before pieces, the board lost to the ring's single copy (Note [Single copy])
+// from 1 MiB on with 2 ranks and from 4 MiB on with 4, and stopped there. Measured 2026-11-26,
+// tnt-bench-allreduce, float32 sum, medians of 3 alternating runs, time in us:
+//   piece           1 MiB   4 MiB   16 MiB   64 MiB
+//   2 ranks  64K      174     737     3562    13449
+//           256K      138     560     2217     9268
+//           512K       93     326     2085     9290
+//             1M       76     313     2107     8988
+//             4M       91     558     3654    13541
+//   ring (no board)   131     650     4220    15935
+//   4 ranks 256K      234    1105     4917    20156
+//             1M      269    1289     5129    19899
+//   ring, board to 4M 262    1123    12481    50641
+// With 1 MiB pieces the board beats the ring at every size from 4 KiB to 256 MiB with 2 ranks
+// (256 MiB: 33 against 57 ms). These figures hold only with copy_bytes(): with glibc's memcpy the
+// board's copies ran at a twentieth of their speed whenever the caller's buffer lay 16 bytes after
+// a page start (Note [Copies at any distance]).
 //
 // Waiting: a rank polls its condition for what the poll window allows (Note [Adaptive poll
 // window]; 0 where ranks outnumber cores), then sleeps on a futex in its own segment, its
@@ -79,6 +80,10 @@ constexpr std::uint32_t kVersion = 2;
 // Ranks per host the board serves; a host with more ranks goes without (collectives fall back).
 constexpr std::size_t kMaxMembers = 512;
 constexpr auto kSleepSlice = std::chrono::milliseconds(10);
+// Larger allreduces go in pieces of at most this (Note [Host board]).
+constexpr std::size_t kLargestArea = std::size_t{1} << 20;
+
+std::size_t area_bytes(std::size_t capacity) { return std::min(capacity, kLargestArea); }
 
 // What a message holds besides its data; one per area.
 struct Posted {
@@ -134,7 +139,7 @@ struct BoardOffer::Segment {
   Segment& operator=(const Segment&) = delete;
   Control& control() const { return *static_cast<Control*>(base); }
   std::byte* area(std::size_t which) const {
-    return static_cast<std::byte*>(base) + kAreaOffset + which * control().capacity;
+    return static_cast<std::byte*>(base) + kAreaOffset + which * area_bytes(control().capacity);
   }
 
   void* base;
@@ -156,6 +161,7 @@ class SharedBoard final : public HostBoard {
   const std::vector<int>& members() const override { return members_; }
   int place() const override { return place_; }
   std::size_t capacity() const override { return capacity_; }
+  std::size_t area_bytes() const override { return tnt::transport::area_bytes(capacity_); }
 
   std::byte* post_area() override {
     area_ = static_cast<std::size_t>(++rounds_ % 2);
@@ -251,7 +257,7 @@ BoardOffer::BoardOffer(int rank, std::size_t capacity) : rank_(rank) {
   if (capacity == 0) return;
   fd_ = ::memfd_create("tnt-board", MFD_CLOEXEC);
   if (fd_ < 0) throw JobError("memfd_create failed: " + errno_text() + " (TNT_HOST_ALLREDUCE_KB=0 goes without)");
-  const std::size_t bytes = kAreaOffset + 2 * capacity;
+  const std::size_t bytes = kAreaOffset + 2 * area_bytes(capacity);
   if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0) {
     ::close(fd_);
     throw JobError("ftruncate of a memfd failed: " + errno_text());
@@ -314,7 +320,7 @@ std::unique_ptr<HostBoard> BoardOffer::join(const std::vector<int>& members,
     auto segment = std::make_shared<Segment>(opened, static_cast<std::size_t>(status.st_size));
     const Control& control = segment->control();
     if (control.magic != kMagic || control.version != kVersion || control.owner_rank != members[p] ||
-        kAreaOffset + 2 * control.capacity != segment->bytes) {
+        kAreaOffset + 2 * area_bytes(control.capacity) != segment->bytes) {
       throw JobError("rank " + std::to_string(members[p]) + "'s host board " + path +
                      " is not what it published (different tnt builds on one host?)");
     }

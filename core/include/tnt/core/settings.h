@@ -148,10 +148,10 @@ inline constexpr Flag kShm{"TNT_SHM", true, "ranks on the same host exchange dat
 inline constexpr Kib kShmSingleCopyKb{"TNT_SHM_SINGLE_COPY_KB", 64, 0, 1 << 30,
                                       "shared memory: messages from this size on are read straight from the sender's "
                                       "buffer (process_vm_readv) instead of passing the ring; 0 never"};
-inline constexpr Kib kHostAllreduceKb{"TNT_HOST_ALLREDUCE_KB", 4096, 0, 1 << 20,
+inline constexpr Kib kHostAllreduceKb{"TNT_HOST_ALLREDUCE_KB", 1 << 20, 0, 1 << 20,
                                       "where all ranks share one host: blocking allreduces and barriers up to this "
-                                      "size go through a board in shared memory, without the event loop (unset: "
-                                      "4096, but 1024 for 2 ranks); 0 never"};
+                                      "size go through a board in shared memory, in rounds of up to 1 MiB, without "
+                                      "the event loop; 0 never"};
 inline constexpr Integer kVirtualHosts{"TNT_VIRTUAL_HOSTS", 0, 0, 1 << 20,
                                        "tests: each host's ranks form this many hosts (contiguous rank blocks); 0 off"};
 

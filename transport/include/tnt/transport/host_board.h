@@ -39,9 +39,11 @@ class HostBoard {
   // The host's ranks on the board, in rank order, and this rank's place among them.
   virtual const std::vector<int>& members() const = 0;
   virtual int place() const = 0;
-  // Bytes every member's message may hold: the least any member offers, so all ranks agree.
+  // The largest collective the board serves: the least any member offers, so all ranks agree.
   virtual std::size_t capacity() const = 0;
-  // Begins a round: where this rank writes its message (capacity() bytes). Never waits: the
+  // Bytes a message may hold (at most capacity()); larger collectives take several rounds.
+  virtual std::size_t area_bytes() const = 0;
+  // Begins a round: where this rank writes its message (area_bytes()). Never waits: the
   // rounds use two areas in turn (Note [Host board]).
   virtual std::byte* post_area() = 0;
   // Makes the message written to post_area() visible, with a signature of the call it belongs to.
