@@ -238,6 +238,8 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     return true;
   }
 
+  bool board_serves(std::size_t bytes) const { return board_ && bytes <= board_->capacity(); }
+
   bool board_barrier(const CallSignature& call) {
     if (!board_) return false;
     board_round(BoardCall(*this, call), nullptr, 0, [](std::byte*) {});
@@ -563,6 +565,8 @@ Request Communicator::allreduce_async(void* data, std::size_t count, DataType ty
   }
   return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type, op);
 }
+
+bool Communicator::host_board_serves(std::size_t bytes) const { return impl_->board_serves(bytes); }
 
 void Communicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
   check_data(data, count, "allreduce");

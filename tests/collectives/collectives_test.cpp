@@ -245,12 +245,15 @@ TEST(Rendezvous, GarbageFloodDoesNotStopTheJob) {
 // ---- failures while running --------------------------------------------------------------------
 
 // SIGKILL of rank 2 of 4 mid-allreduce: every survivor names it within 5 s. `env` chooses the
-// data plane: same-host ranks use shared memory unless TNT_SHM=0; `floats` the allreduce's size
-// (small ones go through the host board).
-void expect_killed_peer_named_quickly(const Job::Env& env, const std::string& floats = "262144") {
+// data plane: same-host ranks use shared memory unless TNT_SHM=0, and the host board unless
+// TNT_HOST_ALLREDUCE_KB=0 (`board` says which); `floats` the allreduce's size.
+void expect_killed_peer_named_quickly(const Job::Env& env, bool board, const std::string& floats = "262144") {
   Job job(4);
   job.start_all({kWorker, "loop", "--floats", floats}, env);
   for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for_output(r, "running", 30s)) << job.output(r);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_NE(job.output(r).find(board ? "board=yes" : "board=no"), std::string::npos) << job.output(r);
+  }
   std::this_thread::sleep_for(100ms);
   const auto killed_at = std::chrono::steady_clock::now();
   job.signal(2, SIGKILL);
@@ -264,15 +267,23 @@ void expect_killed_peer_named_quickly(const Job::Env& env, const std::string& fl
   }
 }
 
-TEST(Failure, PeerKilledMidAllreduceFailsEveryRankQuickly) { expect_killed_peer_named_quickly({}); }
+// Through the shared-memory channels and the event loop.
+TEST(Failure, PeerKilledMidAllreduceFailsEveryRankQuickly) {
+  expect_killed_peer_named_quickly({{"TNT_HOST_ALLREDUCE_KB", "0"}}, false);
+}
 
 TEST(Failure, PeerKilledMidAllreduceOverTcpFailsEveryRankQuickly) {
-  expect_killed_peer_named_quickly({{"TNT_SHM", "0"}});
+  expect_killed_peer_named_quickly({{"TNT_SHM", "0"}}, false);
 }
 
 // The same on the host board (Note [Host board]): no channel carries the data there, so the news
 // comes through the control plane while the survivors sleep in slices.
-TEST(Failure, PeerKilledMidBoardAllreduceFailsEveryRankQuickly) { expect_killed_peer_named_quickly({}, "1024"); }
+TEST(Failure, PeerKilledMidBoardAllreduceFailsEveryRankQuickly) { expect_killed_peer_named_quickly({}, true, "1024"); }
+
+// 4 MiB: four rounds of 1 MiB pieces each.
+TEST(Failure, PeerKilledMidLargeBoardAllreduceFailsEveryRankQuickly) {
+  expect_killed_peer_named_quickly({}, true, "1048576");
+}
 
 std::set<std::string> dev_shm_entries() {
   std::set<std::string> names;
@@ -291,6 +302,7 @@ TEST(SharedMemory, SameHostRanksUseItAndLeaveNothingWhenAllAreKilled) {
   for (int r = 0; r < 3; ++r) {
     EXPECT_NE(job.output(r).find("through shared memory"), std::string::npos) << job.output(r);
     EXPECT_NE(job.output(r).find("host board: 3 ranks"), std::string::npos) << job.output(r);
+    EXPECT_NE(job.output(r).find("board=yes"), std::string::npos) << job.output(r);
   }
   for (int r = 0; r < 3; ++r) job.signal(r, SIGKILL);
   job.wait(10s);

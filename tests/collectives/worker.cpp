@@ -315,7 +315,8 @@ int main(int argc, char** argv) {
       for (long iteration = 0;; ++iteration) {
         comm.allreduce(data.data(), data.size(), DataType::float32, ReduceOp::avg);
         if (iteration == 3) {
-          std::printf("running rank=%d pid=%d\n", comm.rank(), static_cast<int>(getpid()));
+          std::printf("running rank=%d pid=%d board=%s\n", comm.rank(), static_cast<int>(getpid()),
+                      comm.host_board_serves(data.size() * sizeof(float)) ? "yes" : "no");
           std::fflush(stdout);
         }
       }

@@ -94,6 +94,11 @@ class Communicator {
   // integers divides the sum by size() rounding toward zero.
   Request allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op, CompletionCallback done = {});
   void allreduce(void* data, std::size_t count, DataType type, ReduceOp op);
+  // Whether a blocking allreduce of `bytes` goes through the host board (every rank on one host:
+  // Note [Host board] in transport/src/shm/host_board.cpp), which needs no event loop. There a
+  // thread that may wait, such as a communication thread, gets its result sooner by blocking
+  // than by allreduce_async.
+  bool host_board_serves(std::size_t bytes) const;
   template <class T>
   void allreduce(std::span<T> data, ReduceOp op) {
     allreduce(data.data(), data.size(), data_type_of<std::remove_const_t<T>>(), op);
