@@ -168,7 +168,7 @@ def read_pty(cmd, timeout):
 
 
 def progress_tty(a):
-    cmd = [a.launch, "-n", "2", "--", a.train, "--dataset", "synthetic", "--train-size", "4000", "--shape", "1", "8",
+    cmd = [a.launch, "-n", "2", "--", a.train, "--dataset", "synthetic", "--train-size", "20000", "--shape", "1", "8",
            "8", "--model", "mlp", "--global-batch", "10", "--epochs", "1"]
     chunks = read_pty(cmd, 90)
     seen = b""

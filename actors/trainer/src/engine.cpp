@@ -80,17 +80,42 @@ std::size_t step_of(const StepBatch& batch) {
 namespace {
 
 // The Communicator as the CommActor sees it (step_actors.h).
+//
+// Note [Buckets on the host board]: where every rank shares one host, the CommActor reduces each
+// bucket with a blocking allreduce on the host board (Note [Host board] in
+// transport/src/shm/host_board.cpp) instead of an asynchronous one through the event loop: its
+// pool's thread exists to wait for communication, and backprop goes on on the compute thread.
+// The board's waits poll, then yield the core, then sleep, so a rank that waits for a slower one
+// gives its core back. Measured 2026-11-26 (bench/trainer/bench_trainer.py, LeNet-5, global
+// batch 64, 2 ranks x 1 thread, samples/s with the allreduce on / off, 5 alternating pairs of
+// runs): asynchronous 0.761 0.690 0.885 1.018 0.866 (median 0.866), blocking on the board
+// 0.996 0.910 0.956 1.227 1.002 (median 0.996). Calls stay one at a time and in the same order
+// on every rank: the CommActor issues them all, from its one thread.
 class CommunicatorCollectives final : public Collectives {
  public:
   explicit CommunicatorCollectives(Communicator& comm) : comm_(comm) {}
   void allreduce_sum(float* data, std::size_t count, Done done) override {
-    comm_.allreduce_async(data, count, DataType::float32, ReduceOp::sum, std::move(done));
+    allreduce(data, count, DataType::float32, std::move(done));
   }
   void allreduce_sum(double* data, std::size_t count, Done done) override {
-    comm_.allreduce_async(data, count, DataType::float64, ReduceOp::sum, std::move(done));
+    allreduce(data, count, DataType::float64, std::move(done));
   }
 
  private:
+  void allreduce(void* data, std::size_t count, DataType type, Done done) {
+    if (!comm_.host_board_serves(count * size_of(type))) {
+      comm_.allreduce_async(data, count, type, ReduceOp::sum, std::move(done));
+      return;
+    }
+    std::string error;
+    try {
+      comm_.allreduce(data, count, type, ReduceOp::sum);
+    } catch (const Error& failure) {
+      error = failure.what();
+    }
+    done(error);
+  }
+
   Communicator& comm_;
 };
 
