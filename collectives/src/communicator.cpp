@@ -440,8 +440,8 @@ class Communicator::Impl final : public detail::CommunicatorCore {
  private:
   // ---- What the heartbeats report (Note [Stall watch]) ---------------------------------------
   // Called in sequence order (under issue_mutex_), so pending_calls_ stays sorted. Calls are
-  // described only when progress() is asked: a small allreduce on the host board takes about
-  // two microseconds, and building the strings cost a tenth of that.
+  // described only when progress() asks: describing one took several string allocations, on a
+  // path that takes about a microsecond for a small allreduce on the host board.
   void record_issued(const CallRecord& call) {
     std::lock_guard lock(progress_mutex_);
     last_issued_ = call;
