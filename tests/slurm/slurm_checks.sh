@@ -55,7 +55,7 @@ srun_sigkill() {
   local srun_pid=$!
   wait_lines kill.out 60 3 '^[0-2]: running rank=' || { kill -INT "$srun_pid"; fail "the ranks did not start"; }
   local -a pids
-  for r in 0 1 2; do pids[r]=$(sed -n "s/^$r: running rank=$r pid=\([0-9]*\)$/\1/p" kill.out); done
+  for r in 0 1 2; do pids[r]=$(sed -n "s/^$r: running rank=$r pid=\([0-9]*\) .*$/\1/p" kill.out); done
   local t0
   t0=$(now)
   kill -KILL "${pids[1]}"
