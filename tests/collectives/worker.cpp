@@ -1,6 +1,6 @@
 // One rank of the multi-process collective tests (tests/collectives/*_test.cpp start it).
 //   tnt-test-worker check        every collective, dtype, op and count against a serial reference
-//   tnt-test-worker loop         allreduces until killed (failure tests); prints "running rank=R pid=P board=yes/no" once
+//   tnt-test-worker loop         allreduces until killed; prints "running rank=R pid=P board=yes/no" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
 //   tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
 // --config TEXT sets the run configuration (ranks must agree).
