@@ -137,6 +137,36 @@ TEST(Fusion, BlockedMaxPoolMatchesPlainMaxPool) {
   expect_close(blocked.gradient(0), convolution.gradient(0), blocked.parameter(0).size, "weight gradient");
 }
 
+// 2x2 windows at stride 2 on plain input take a vector loop of their own, four windows at a time
+// (widths 19 and 9: whole groups of four and a tail). Against windows taken one by one here, with
+// many ties (values in steps of 1/4), which must go to the first maximum in row order.
+TEST(Fusion, PlainTwoByTwoMaxPoolMatchesAWindowByWindowReference) {
+  const Shape sample{3, 19, 38};
+  Model pooling = make(sample, {max_pool2d(2)});
+  Tensor x = random_tensor({2, 3, 19, 38}, 5);
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::round(x[i] * 4.0f) / 4.0f;
+  const Tensor y = pooling.forward(x, Mode::training);
+  ASSERT_EQ(y.shape(), (Shape{2, 3, 9, 19}));
+  const Tensor dy = random_tensor(y.shape(), 6);
+  const Tensor dx = *pooling.backward(dy, {}, true);
+  std::vector<float> y_ref(static_cast<size_t>(y.size())), dx_ref(static_cast<size_t>(x.size()), 0.0f);
+  for (int64_t plane = 0; plane < 2 * 3; ++plane) {
+    for (int64_t oy = 0; oy < 9; ++oy) {
+      for (int64_t ox = 0; ox < 19; ++ox) {
+        int64_t best = plane * 19 * 38 + 2 * oy * 38 + 2 * ox;
+        for (int64_t pixel : {best + 1, best + 38, best + 39}) {
+          if (x[pixel] > x[best]) best = pixel;
+        }
+        const int64_t o = (plane * 9 + oy) * 19 + ox;
+        y_ref[static_cast<size_t>(o)] = x[best];
+        dx_ref[static_cast<size_t>(best)] += dy[o];
+      }
+    }
+  }
+  for (int64_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y_ref[static_cast<size_t>(i)]) << "output " << i;
+  for (int64_t i = 0; i < dx.size(); ++i) ASSERT_EQ(dx[i], dx_ref[static_cast<size_t>(i)]) << "input gradient " << i;
+}
+
 TEST(Fusion, ResidualSumAndReluMatchTheirComposition) {
   const Shape sample{3, 5, 5};
   const std::vector<LayerSpec> main{conv2d(conv(16, 3, 1)), batch_norm()};
