@@ -757,10 +757,11 @@ class MaxPool2D final : public Layer {
           std::memcpy(&t1, top + 2 * ox + 4, sizeof(F4));
           std::memcpy(&b0, bottom + 2 * ox, sizeof(F4));
           std::memcpy(&b1, bottom + 2 * ox + 4, sizeof(F4));
-          const I4 even{0, 2, 4, 6}, odd{1, 3, 5, 7};
-          const F4 candidates[4] = {__builtin_shuffle(t0, t1, even), __builtin_shuffle(t0, t1, odd),
-                                    __builtin_shuffle(b0, b1, even), __builtin_shuffle(b0, b1, odd)};
-          const I4 first = I4{} + static_cast<int32_t>(2 * oy * iw + 2 * ox) + even;
+          // Even and odd columns of each row pair: the windows' left and right halves.
+          const F4 candidates[4] = {
+              __builtin_shufflevector(t0, t1, 0, 2, 4, 6), __builtin_shufflevector(t0, t1, 1, 3, 5, 7),
+              __builtin_shufflevector(b0, b1, 0, 2, 4, 6), __builtin_shufflevector(b0, b1, 1, 3, 5, 7)};
+          const I4 first = I4{} + static_cast<int32_t>(2 * oy * iw + 2 * ox) + I4{0, 2, 4, 6};
           const I4 offsets[4] = {I4{}, I4{} + 1, I4{} + static_cast<int32_t>(iw), I4{} + static_cast<int32_t>(iw + 1)};
           F4 value = candidates[0];
           I4 best = first;
