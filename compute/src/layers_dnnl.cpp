@@ -377,6 +377,20 @@ class Conv2D final : public Layer {
 
   // Otherwise: every pair of input and output layout, the cheapest kernels
   // win (oneDNN 2.6 has only reference kernels for some pairs on some ISAs).
+  // An output padded to whole channel blocks costs every layer after it the
+  // padding too, so it loses to any unpadded one with JIT kernels, even one
+  // that needs its input reordered or runs on gemm. LeNet-5's first
+  // convolution (6 filters) wrote nChw16c, 2.7 times its data, which the
+  // activation then processed and the pooling reordered; with NHWC output,
+  // samples/s at batch 256 / 64 went from 15645 15000 15120 15590 / 16140
+  // 16400 16060 16420 to 15370 16760 17030 17310 / 16810 16970 18470 17900
+  // (tnt-bench-compute, 1 thread, 4 alternating rounds, 2026-11-26, AVX-512).
+  static constexpr int kPaddedOutputCost = 5;
+
+  bool pads_channels(const memory::desc& output) const {
+    return output.get_size() > sizeof(float) * static_cast<std::size_t>(batch_ * filters_ * out_hw_[0] * out_hw_[1]);
+  }
+
   void search_layouts(const memory::desc& input, bool input_gradient, const Shape& wdims) {
     int best = -1;
     const memory::dims out_dims{batch_, filters_, out_hw_[0], out_hw_[1]};
@@ -400,7 +414,8 @@ class Conv2D final : public Layer {
         if (strided_1x1 && std::string(detail::layout_name(candidate)) == "nhwc") {
           continue;
         }
-        const int cost = (candidate == input ? 0 : 1) + cost_of(p, input_gradient);
+        const int cost =
+            (candidate == input ? 0 : 1) + (pads_channels(p.dst) ? kPaddedOutputCost : 0) + cost_of(p, input_gradient);
         if (best < 0 || cost < best) {
           best = cost;
           prims_ = std::move(p);
