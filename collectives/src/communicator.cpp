@@ -249,7 +249,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   // One collective on the board, one or more rounds: recorded as issued for the stall watch on
   // construction, as completed when all its rounds are done (not when one threw).
   struct BoardCall {
-    BoardCall(Impl& impl, const CallSignature& call) : impl(impl), call(call), signature(call.hash(true)) {
+    BoardCall(Impl& owner, const CallSignature& issued) : impl(owner), call(issued), signature(issued.hash(true)) {
       if (impl.failed_) throw JobError(impl.failure_);
       std::lock_guard lock(impl.issue_mutex_);
       sequence = impl.next_sequence_++;
