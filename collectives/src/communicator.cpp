@@ -200,7 +200,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   // alike: the board holds all ranks or none, and its capacity is the least any rank offers.
   bool board_allreduce(void* data, std::size_t count, DataType type, ReduceOp op, const CallSignature& call) {
     const std::size_t bytes = count * size_of(type);
-    if (!board_ || count == 0 || bytes > board_->capacity()) return false;
+    if (count == 0 || !board_serves(bytes)) return false;
     auto* out = static_cast<std::byte*>(data);
     const std::size_t element = size_of(type);
     auto area_of = [&](int r) { return board_->message(r).data; };
