@@ -29,7 +29,8 @@ struct OperationState {
   bool held = false;            // holds the loop (EventLoop::hold) until complete()
   std::uint16_t tag_check = 0;  // Note [Tags]: 12 bits from the call's signature
   mutable std::mutex mutex;
-  bool finished = false;
+  bool completing = false;  // complete() has begun: later calls do nothing
+  bool finished = false;    // and has run the callback: test() and wait() see it done
   std::string error;
 };
 
