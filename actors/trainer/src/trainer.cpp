@@ -35,12 +35,24 @@ Session::Session(SessionOptions options) : threads_(options.threads) {
   }
   const auto env = JobEnvironment::from_env();
   init_logging(env.rank, env.size);
+  const int cores = host_cores();
   CommunicatorOptions co;
   co.configuration = std::move(options.configuration);
   co.environment = env;
+  // Note [Waits beside compute]: the gradients' allreduce runs while backprop computes (the
+  // CommActor waits on the host board: Note [Buckets on the host board] in engine.cpp). Where the
+  // compute threads fill every core this rank may use, a waiting thread that polls takes its
+  // core from them, so it yields and sleeps instead. Measured on 2026-11-26 with bench_trainer.py
+  // (LeNet-5, 2 ranks x 1 thread, batch 64, 5 alternating rounds of each, samples/s): this rule
+  // with tnt-launch's default binding (Note [Default binding] in launcher/src/local_ranks.cpp)
+  // 25306 / 26327 / 24942 / 20487 / 26154, the old setting (unbound, polling up to 500 us)
+  // 21614 / 23239 / 26567 / 22575 / 21060: medians 25.3k and 22.6k. TNT_WAIT_POLL_US overrides.
+  if (!settings::is_set(settings::kWaitPollUs.name) &&
+      (threads_ >= available_cores() || env.local_size * threads_ >= cores)) {
+    co.poll_before_sleep = std::chrono::microseconds(0);
+  }
   communicator_ = std::make_unique<Communicator>(std::move(co));
   compute::set_num_threads(threads_);
-  const int cores = host_cores();
   if (env.rank == 0 && env.local_size * threads_ > cores) {
     spdlog::warn(
         "{} rank(s) x {} compute thread(s) on this host share {} core(s): the threads take turns, so a "
