@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tnt's allreduce side by side with OpenMPI's on this host, alternating in one run:
-#   bench/collectives/compare_mpi.sh [--build DIR] [-n RANKS]... [--busy-core] [--bind] [--rounds N]
+#   bench/collectives/compare_mpi.sh [--build DIR] [-n RANKS]... [--busy-core] [--bind | --unbound] [--rounds N]
 #                                    [--min 4K] [--max 256M] [--seconds S] [--json]
 # Three sides, each a job of RANKS ranks on this machine: tnt (tnt-launch, its defaults: shared
 # memory between local ranks), OpenMPI with its defaults (shared memory, btl vader) and OpenMPI
@@ -12,8 +12,11 @@
 #                 cores is allowed (OpenMPI gets --oversubscribe).
 #   --busy-core   a busy loop pinned to the last core runs during every side's runs (started
 #                 before the first round, killed after the last one, also on failure or Ctrl-C)
-#   --bind        bind each rank to cores of its own on both sides (tnt-launch --bind-to-core,
-#                 mpirun --bind-to core) where ranks do not outnumber cores; default: both unbound
+#   --bind        bind each rank to cores of its own on both sides (tnt-launch --bind-to core,
+#                 mpirun --bind-to core) where ranks do not outnumber cores
+#   --unbound     leave every rank unbound on both sides (--bind-to none)
+#                 default: each side's own placement; both bind each rank to a core of its own
+#                 where 2 ranks have 2 cores, and leave ranks that outnumber cores unbound
 #   --json        one JSON document on stdout: every configuration's rows and every round's value
 # Needs openmpi-bin and libopenmpi-dev at build time (tnt-bench-mpi-allreduce). The machine's
 # other load is not controlled: quote the ratios of one run, not absolute times from several.
@@ -21,15 +24,16 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$here/../../build
 ranks_list=()
-busy=0 bind=0 rounds=3 json=0
+busy=0 placement=defaults rounds=3 json=0
 bench_args=()
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
     -n) ranks_list+=("$2"); shift 2 ;;
     --busy-core) busy=1; shift ;;
-    --bind) bind=1; shift ;;
+    --bind) placement=bound; shift ;;
+    --unbound) placement=unbound; shift ;;
     --rounds) rounds=$2; shift 2 ;;
     --json) json=1; shift ;;
     --min | --max | --seconds) bench_args+=("$1" "$2"); shift 2 ;;
@@ -69,11 +73,12 @@ fi
 
 run_side() {  # side ranks round
   local side=$1 ranks=$2 round=$3 file="$out/$1.$2.$3.json"
-  local mpi=(mpirun --allow-run-as-root --oversubscribe -n "$ranks" --bind-to none) tnt_bind=()
-  if ((bind && ranks <= $(nproc))); then
-    mpi=(mpirun --allow-run-as-root -n "$ranks" --bind-to core)
-    tnt_bind=(--bind-to-core)
-  fi
+  local mpi=(mpirun --allow-run-as-root -n "$ranks") tnt_bind=()
+  ((ranks <= $(nproc))) || mpi+=(--oversubscribe)
+  case $placement in
+    bound) if ((ranks <= $(nproc))); then mpi+=(--bind-to core); tnt_bind=(--bind-to core); fi ;;
+    unbound) mpi+=(--bind-to none); tnt_bind=(--bind-to none) ;;
+  esac
   case $side in
     tnt) "$bin/tnt-launch" -n "$ranks" "${tnt_bind[@]}" -- "$bin/tnt-bench-allreduce" --json "${bench_args[@]}" > "$file" ;;
     mpi_default) "${mpi[@]}" "$bin/tnt-bench-mpi-allreduce" --json "${bench_args[@]}" > "$file" ;;
@@ -92,10 +97,10 @@ for round in $(seq 1 "$rounds"); do
   done
 done
 
-python3 - "$out" "$json" "$busy_cpu" "$(nproc)" "$bind" "${ranks_list[@]}" << 'PY'
+python3 - "$out" "$json" "$busy_cpu" "$(nproc)" "$placement" "${ranks_list[@]}" << 'PY'
 import glob, json, os, statistics, sys, time
-out, want_json, busy_cpu, cores, bind, ranks_list = (sys.argv[1], sys.argv[2] == "1", sys.argv[3], int(sys.argv[4]),
-                                                     sys.argv[5] == "1", sys.argv[6:])
+out, want_json, busy_cpu, cores, placement, ranks_list = (sys.argv[1], sys.argv[2] == "1", sys.argv[3],
+                                                          int(sys.argv[4]), sys.argv[5], sys.argv[6:])
 SIDES = ["tnt", "mpi_default", "mpi_tcp"]
 
 def load(side, ranks):
@@ -128,11 +133,16 @@ for ranks in dict.fromkeys(ranks_list):
 busy = f"a busy loop pinned to CPU {busy_cpu}" if busy_cpu else "none"
 if want_json:
     print(json.dumps({"benchmark": "allreduce float32 sum, tnt vs OpenMPI", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                      "host": os.uname().nodename, "cores": cores, "busy_core": busy, "bound": bind,
+                      "host": os.uname().nodename, "cores": cores, "busy_core": busy, "placement": placement,
                       "configurations": configs}, indent=1))
     sys.exit(0)
 for c in configs:
-    bound = "bound to cores" if bind and c["ranks"] <= cores else "unbound"
+    if placement == "unbound" or c["ranks"] > cores:
+        bound = "unbound"
+    elif placement == "bound":
+        bound = "bound to cores"
+    else:
+        bound = "each side's defaults: bound to cores"
     print(f"\nallreduce float32 sum, {c['ranks']} ranks on this host ({cores} cores, ranks {bound}), extra load: {busy}; "
           f"medians of {c['rounds']} alternating rounds; time in us, busbw in GB/s")
     print(f"{'size':>8} | {'tnt':>9} {'busbw':>6} | {'mpi-shm':>9} {'busbw':>6} | {'mpi-tcp':>9} {'busbw':>6} |"

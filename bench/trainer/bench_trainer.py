@@ -3,7 +3,7 @@
 where each step's time goes, from the --timeline spans that tnt-train records on every rank.
 
   bench/trainer/bench_trainer.py [--build build] [--batches 64,256] [--steps 300] [--repeats 3]
-                                 [--no-overlap-case] [--json]
+                                 [--no-overlap-case] [--launch ARGS] [--json]
 
 Cases, per global batch (the run file's global batch is replaced):
   1 rank x 2 threads   the whole machine (2 cores here) as one rank: the strong-scaling baseline
@@ -14,7 +14,8 @@ Cases, per global batch (the run file's global batch is replaced):
                        compute contention and differ only by the gradient allreduce)
   (--no-overlap-case adds 2 ranks x 1 thread with --no-overlap)
 Every round runs each case once, in this order, so that the cases alternate; figures are the
-median over rounds.
+median over rounds. tnt-launch runs with its defaults (2 ranks: each bound to a core of its own)
+unless --launch adds arguments, e.g. --launch='--bind-to none'.
 
 Per step and rank: compute = forward + backward + optimizer; exposed = the wait from the end of
 backward until every bucket is reduced; hidden = the part of the step's allreduce spans (their
@@ -111,7 +112,8 @@ def train_command(build, launch, threads, steps, global_batch, timeline, extra=(
 
 def run_case(args, case, global_batch, workdir):
     timeline = os.path.join(workdir, f"t_{case['name']}_{global_batch}.json")
-    cmd = train_command(args.build, ["-n", str(case["ranks"])], case["threads"], args.steps, global_batch, timeline,
+    launch = ["-n", str(case["ranks"])] + args.launch.split()
+    cmd = train_command(args.build, launch, case["threads"], args.steps, global_batch, timeline,
                         case.get("extra", ()))
     env = dict(os.environ)
     env.pop(SKIP_VARIABLE, None)
@@ -173,6 +175,8 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--repeats", type=int, default=3, help="alternating rounds")
     ap.add_argument("--no-overlap-case", action="store_true")
+    ap.add_argument("--launch", default="", metavar="ARGS",
+                    help="more tnt-launch arguments for every run, e.g. '--bind-to none'")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     try:

@@ -31,6 +31,15 @@ Environment variables(const Record& r, std::string_view key) {
   return env;
 }
 
+const char* binding_name(CoreBinding binding) {
+  switch (binding) {
+    case CoreBinding::automatic: return "auto";
+    case CoreBinding::core: return "core";
+    case CoreBinding::none: return "none";
+  }
+  return "auto";
+}
+
 }  // namespace
 
 std::string serialize(const HostLaunch& h) {
@@ -40,7 +49,7 @@ std::string serialize(const HostLaunch& h) {
   add_variables(w, "env", h.job_env);
   add_variables(w, "export", h.exports);
   w.add("first_rank", h.first_rank).add("n_ranks", h.n_ranks).add("pin", h.pin).add("pin_memory", h.pin_memory);
-  w.add("bind_cores", h.bind_cores);
+  w.add("core_binding", binding_name(h.core_binding));
   w.add("numa_topology", h.numa_topology).add("log_level", h.log_level);
   w.add("stop_grace_ms", static_cast<long long>(h.stop_grace_s * 1000));
   return w.finish();
@@ -49,7 +58,7 @@ std::string serialize(const HostLaunch& h) {
 HostLaunch deserialize_host_launch(const std::string& text) {
   const Record r = Record::parse(text, kWhat,
                                  {"host", "job_id", "cwd", "arg", "env", "export", "first_rank", "n_ranks", "pin",
-                                  "pin_memory", "bind_cores", "numa_topology", "log_level", "stop_grace_ms"});
+                                  "pin_memory", "core_binding", "numa_topology", "log_level", "stop_grace_ms"});
   HostLaunch h;
   h.host = r.text("host");
   h.job_id = r.text("job_id");
@@ -62,7 +71,16 @@ HostLaunch deserialize_host_launch(const std::string& text) {
   h.n_ranks = static_cast<int>(r.integer("n_ranks", 1, kMaxRanksPerHost));
   h.pin = r.flag("pin");
   h.pin_memory = r.flag("pin_memory");
-  h.bind_cores = r.flag("bind_cores");
+  const std::string binding = r.text("core_binding");
+  if (binding == "auto") {
+    h.core_binding = CoreBinding::automatic;
+  } else if (binding == "core") {
+    h.core_binding = CoreBinding::core;
+  } else if (binding == "none") {
+    h.core_binding = CoreBinding::none;
+  } else {
+    throw r.error("core_binding", "core_binding '" + binding.substr(0, 40) + "' is not auto, core or none");
+  }
   h.numa_topology = r.text("numa_topology");
   h.log_level = r.text("log_level");
   if (h.log_level != "INFO" && h.log_level != "WARNING" && h.log_level != "DEBUG" && h.log_level != "ERROR") {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "tnt/launcher/options.h"
 #include "tnt/launcher/plan.h"
 
 namespace tnt::launcher::detail {
@@ -21,8 +22,8 @@ struct HostLaunch {
   int n_ranks = 0;
   bool pin = false;
   bool pin_memory = false;
-  bool bind_cores = false;    // --bind-to-core
-  std::string numa_topology;  // explicit topology, or "" for libnuma's
+  CoreBinding core_binding = CoreBinding::automatic;  // --bind-to
+  std::string numa_topology;                          // explicit topology, or "" for libnuma's
   std::string log_level = "INFO";
   double stop_grace_s = 2.0;
 };

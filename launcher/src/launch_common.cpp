@@ -79,7 +79,7 @@ HostLaunch make_host_launch(const LaunchOptions& opts, const JobPlan& plan, cons
   h.n_ranks = host.n_ranks;
   h.pin = opts.pin_to_socket;
   h.pin_memory = opts.pin_memory_to_socket;
-  h.bind_cores = opts.bind_to_core;
+  h.core_binding = opts.core_binding;
   h.numa_topology = opts.numa_topology;
   h.log_level = opts.log_level;
   h.stop_grace_s = opts.stop_grace_s;

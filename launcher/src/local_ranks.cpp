@@ -12,6 +12,19 @@
 
 namespace tnt::launcher::detail {
 
+// Note [Default binding]: where a host runs 2 or more ranks and has a core for each, tnt-launch
+// gives each local rank a block of cores of its own (--bind-to core), as OpenMPI binds 2 ranks by
+// default; --bind-to none leaves them unbound. Unbound ranks that wait by yielding or sleeping
+// look half-loaded to the scheduler, which then often runs both on one core beside a busy one:
+// every step of a collective became a context switch (~3 us on this project's VM). Measured on
+// 2026-11-26, 2 ranks, 4 KiB allreduce, a busy loop pinned to CPU 1: unbound, six runs of
+// tnt-bench-allreduce gave 6.0 / 6.0 / 6.0 / 1.0 / 4.3 / 4.3 us as the placement fell; bound,
+// 7 rounds of compare_mpi.sh --busy-core gave 1.0-1.25 us, and OpenMPI's defaults (which bind)
+// 1.1-1.4 us. Training gains too where the rank's communication waits do not poll (Note [Waits
+// beside compute] in actors/trainer/src/trainer.cpp). Ranks outnumbering cores stay unbound (a block
+// needs a core), and their collectives yield rather than poll (Note [Poll window] in
+// collectives/src/communicator.cpp).
+
 LocalRanks::LocalRanks(HostLaunch spec, EventLoop& loop, RankSink& sink)
     : spec_(std::move(spec)), loop_(loop), sink_(sink) {}
 
@@ -41,10 +54,20 @@ void LocalRanks::start() {
   }
   // The cores this host's ranks share, before any binding (TNT_HOST_CORES).
   const std::vector<int> cpus = affinity_cpus();
-  const bool bind = spec_.bind_cores && !spec_.pin && static_cast<int>(cpus.size()) >= spec_.n_ranks;
-  if (spec_.bind_cores && !bind) {
-    spdlog::warn("{}: --bind-to-core: {} ranks but {} core(s): ranks are not bound", spec_.host, spec_.n_ranks,
-                 cpus.size());
+  const bool fits = static_cast<int>(cpus.size()) >= spec_.n_ranks;
+  bool bind = false;
+  switch (spec_.core_binding) {
+    case CoreBinding::core:
+      bind = fits && !spec_.pin;
+      if (!bind) {
+        spdlog::warn("{}: --bind-to core: {} ranks but {} core(s): ranks are not bound", spec_.host, spec_.n_ranks,
+                     cpus.size());
+      }
+      break;
+    case CoreBinding::automatic:  // Note [Default binding]
+      bind = fits && !spec_.pin && spec_.n_ranks > 1;
+      break;
+    case CoreBinding::none: break;
   }
   ranks_.reserve(static_cast<std::size_t>(spec_.n_ranks));
   live_ = isatty(STDOUT_FILENO) == 1;

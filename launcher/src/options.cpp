@@ -56,6 +56,8 @@ struct Extras {
   int n = 0;
   int per_node = 0;
   int master_port = 0;
+  bool bind_to_core = false;
+  std::string bind_to;
   std::vector<std::string> exports;
   std::vector<std::string> stray;
 };
@@ -69,9 +71,12 @@ void add_placement_options(CLI::App& app, LaunchOptions& opts, Extras& x) {
                  "Ranks per host of the hostfile (default: its slots, or 1)");
   app.add_flag("--pin-to-socket", opts.pin_to_socket, "Run local rank i on NUMA node (i mod number of nodes)");
   app.add_flag("--pin-memory-to-socket", opts.pin_memory_to_socket, "Also bind each rank's memory to its NUMA node");
-  app.add_flag("--bind-to-core", opts.bind_to_core,
-               "Run each local rank on a block of its own of the cores tnt-launch may use (cores / ranks each), "
-               "as OpenMPI binds 2 ranks; not with more ranks than cores");
+  app.add_option("--bind-to", x.bind_to,
+                 "core: run each local rank on a block of its own of the cores tnt-launch may use (cores / ranks "
+                 "each), as OpenMPI binds its ranks; none: leave ranks unbound. Default: core where a host has 2 "
+                 "or more ranks and no more ranks than cores, unless --pin-to-socket or srun places them")
+      ->check(CLI::IsMember({"core", "none"}));
+  app.add_flag("--bind-to-core", x.bind_to_core, "The same as --bind-to core");
   app.add_option("--numa-topology", opts.numa_topology,
                  "Use this NUMA topology instead of libnuma's: 'CPUS[@MEM];...' per node, "
                  "e.g. '0-3@0;4-7@1' (for tests and odd machines)");
@@ -162,6 +167,10 @@ void finish_options(const CLI::App& app, const Extras& x, LaunchOptions& opts) {
     opts.n_per_node = x.per_node;
   }
   if (app.count("--master-port") > 0) opts.master_port = x.master_port;
+  if (x.bind_to_core && x.bind_to == "none")
+    throw UsageError("--bind-to-core and --bind-to none contradict each other");
+  if (x.bind_to_core || x.bind_to == "core") opts.core_binding = CoreBinding::core;
+  if (x.bind_to == "none") opts.core_binding = CoreBinding::none;
   if (opts.pin_memory_to_socket) opts.pin_to_socket = true;
 }
 
@@ -180,11 +189,11 @@ void check_launch_options(const CLI::App& app, const LaunchOptions& opts) {
   if (opts.program.empty()) {
     throw UsageError("no program given: write it after --, e.g. tnt-launch -n 2 -- ./my_program");
   }
-  if (opts.bind_to_core && opts.pin_to_socket) {
-    throw UsageError("--bind-to-core and --pin-to-socket exclude each other: choose cores or NUMA nodes");
+  if (opts.core_binding == CoreBinding::core && opts.pin_to_socket) {
+    throw UsageError("--bind-to core and --pin-to-socket exclude each other: choose cores or NUMA nodes");
   }
-  if (opts.bind_to_core && opts.launcher == "srun") {
-    throw UsageError("--bind-to-core: under srun, Slurm binds the tasks (srun's --cpu-bind or the site's default)");
+  if (opts.core_binding == CoreBinding::core && opts.launcher == "srun") {
+    throw UsageError("--bind-to core: under srun, Slurm binds the tasks (srun's --cpu-bind or the site's default)");
   }
   if (opts.launcher == "srun" && (opts.local_ranks || app.count("--hostfile") > 0)) {
     throw UsageError(

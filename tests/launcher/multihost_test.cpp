@@ -539,7 +539,11 @@ TEST(MultiHost, DryRunPrintsEachHostsCommandsAndStartsNothing) {
     EXPECT_NE(r.out.find("-T -- " + addr + " 'exec '\\''" + kLaunch + "'\\'' --agent'"), std::string::npos) << r.out;
   }
   for (int rank = 0; rank < 4; ++rank) {
-    const auto lines = lines_with(r.out, "  rank " + std::to_string(rank) + ": cd ");
+    // Two ranks per host: bound to blocks of the host's cores by default (Note [Default binding]).
+    const auto lines =
+        lines_with(r.out, "  rank " + std::to_string(rank) + " [cores: block " + std::to_string(rank % 2) +
+                              " of 2 of the host's cores, where it has 2 "
+                              "or more]: cd ");
     ASSERT_EQ(lines.size(), 1u) << r.out;
     const std::string& l = lines[0];
     EXPECT_NE(l.find(" TNT_RANK=" + std::to_string(rank) + " "), std::string::npos) << l;

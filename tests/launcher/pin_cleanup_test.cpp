@@ -66,11 +66,8 @@ TEST(Pinning, DetectedTopologyPinsEveryRank) {
   EXPECT_EQ(lines_with(r.out, " pin_socket=0 ").size() + lines_with(r.out, " pin_socket=1 ").size(), 2u) << r.out;
 }
 
-TEST(Pinning, BindToCoreGivesEachRankABlockOfItsOwn) {
-  const std::vector<int> cpus = affinity_cpus();
-  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs in this process's affinity mask";
-  auto r = run({kLaunch, "-n", "2", "--bind-to-core", "--log-level", "DEBUG", "--output-on-all-devices", "--", kProbe});
-  ASSERT_EQ(r.exit_code(), 0) << r.err;
+// The rank lines of `r` show each of 2 ranks bound to its own block of `cpus`.
+void expect_blocks_of_their_own(const RunResult& r, const std::vector<int>& cpus) {
   for (int rank = 0; rank < 2; ++rank) {
     const auto lines = lines_with(r.out, "probe rank=" + std::to_string(rank) + " ");
     ASSERT_EQ(lines.size(), 1u) << r.out;
@@ -84,12 +81,60 @@ TEST(Pinning, BindToCoreGivesEachRankABlockOfItsOwn) {
       << r.err;
 }
 
+TEST(Pinning, BindToCoreGivesEachRankABlockOfItsOwn) {
+  const std::vector<int> cpus = affinity_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs in this process's affinity mask";
+  for (const char* flag : {"--bind-to-core", "--bind-to=core"}) {
+    SCOPED_TRACE(flag);
+    auto r = run({kLaunch, "-n", "2", flag, "--log-level", "DEBUG", "--output-on-all-devices", "--", kProbe});
+    ASSERT_EQ(r.exit_code(), 0) << r.err;
+    expect_blocks_of_their_own(r, cpus);
+  }
+}
+
+TEST(Pinning, TwoRanksAreBoundByDefaultWhereEachHasACore) {
+  const std::vector<int> cpus = affinity_cpus();
+  if (cpus.size() < 2) GTEST_SKIP() << "needs 2 CPUs in this process's affinity mask";
+  auto r = run({kLaunch, "-n", "2", "--log-level", "DEBUG", "--output-on-all-devices", "--", kProbe});
+  ASSERT_EQ(r.exit_code(), 0) << r.err;
+  expect_blocks_of_their_own(r, cpus);
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+}
+
+TEST(Pinning, BindToNoneAndOneRankAndTooManyRanksLeaveRanksUnbound) {
+  const std::vector<int> cpus = affinity_cpus();
+  const std::string all = format_cpu_list(cpus);
+  const std::string too_many = std::to_string(cpus.size() + 1);
+  const std::vector<std::vector<std::string>> cases = {{"-n", "2", "--bind-to", "none"}, {"-n", "1"}, {"-n", too_many}};
+  for (const auto& placement : cases) {
+    std::vector<std::string> args = {kLaunch};
+    args.insert(args.end(), placement.begin(), placement.end());
+    args.insert(args.end(), {"--output-on-all-devices", "--", kProbe});
+    SCOPED_TRACE(placement.back());
+    auto r = run(args);
+    ASSERT_EQ(r.exit_code(), 0) << r.err;
+    const auto lines = lines_with(r.out, "probe rank=");
+    ASSERT_FALSE(lines.empty()) << r.out;
+    for (const auto& line : lines) EXPECT_EQ(field(line, "cpus"), all) << line;
+    EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;  // the default asks for nothing
+  }
+}
+
+TEST(Pinning, BindToCoreAndBindToNoneContradictEachOther) {
+  auto r = run({kLaunch, "-n", "2", "--bind-to-core", "--bind-to", "none", "--", kProbe});
+  EXPECT_EQ(r.exit_code(), 2) << r.err;
+  EXPECT_NE(r.err.find("--bind-to-core and --bind-to none contradict each other"), std::string::npos) << r.err;
+  auto bad = run({kLaunch, "-n", "2", "--bind-to", "socket", "--", kProbe});
+  EXPECT_EQ(bad.exit_code(), 2) << bad.err;
+  EXPECT_NE(bad.err.find("--bind-to"), std::string::npos) << bad.err;
+}
+
 TEST(Pinning, BindToCoreWithMoreRanksThanCoresWarnsAndLeavesThemUnbound) {
   const std::vector<int> cpus = affinity_cpus();
   const std::string ranks = std::to_string(cpus.size() + 1);
   auto r = run({kLaunch, "-n", ranks, "--bind-to-core", "--", kProbe});
   ASSERT_EQ(r.exit_code(), 0) << r.err;
-  EXPECT_NE(r.err.find("--bind-to-core: " + ranks + " ranks but " + std::to_string(cpus.size()) +
+  EXPECT_NE(r.err.find("--bind-to core: " + ranks + " ranks but " + std::to_string(cpus.size()) +
                        " core(s): ranks are not bound"),
             std::string::npos)
       << r.err;
@@ -99,7 +144,7 @@ TEST(Pinning, BindToCoreWithMoreRanksThanCoresWarnsAndLeavesThemUnbound) {
 TEST(Pinning, BindToCoreAndPinToSocketExcludeEachOther) {
   auto r = run({kLaunch, "-n", "2", "--bind-to-core", "--pin-to-socket", "--", kProbe});
   EXPECT_EQ(r.exit_code(), 2) << r.err;
-  EXPECT_NE(r.err.find("--bind-to-core and --pin-to-socket exclude each other"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--bind-to core and --pin-to-socket exclude each other"), std::string::npos) << r.err;
 }
 
 TEST(Pinning, BadTopologyIsRefused) {

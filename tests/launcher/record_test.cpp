@@ -35,6 +35,7 @@ HostLaunch sample_launch() {
   h.n_ranks = 2;
   h.pin = true;
   h.pin_memory = false;
+  h.core_binding = CoreBinding::none;
   h.numa_topology = "0-3@0;4-7@1";
   h.log_level = "DEBUG";
   h.stop_grace_s = 1.5;
@@ -54,6 +55,7 @@ TEST(Record, HostLaunchRoundTripKeepsEveryByte) {
   EXPECT_EQ(out.n_ranks, 2);
   EXPECT_TRUE(out.pin);
   EXPECT_FALSE(out.pin_memory);
+  EXPECT_EQ(out.core_binding, CoreBinding::none);
   EXPECT_EQ(out.numa_topology, in.numa_topology);
   EXPECT_EQ(out.log_level, "DEBUG");
   EXPECT_DOUBLE_EQ(out.stop_grace_s, 1.5);
@@ -121,6 +123,8 @@ TEST(Record, MalformedHostLaunchesAreRefusedNamingTheLine) {
   EXPECT_NE(decode(replace("env TNT_SIZE=4", "env 4SIZE=4")).find("not NAME=VALUE"), std::string::npos);
   EXPECT_NE(decode(replace("env TNT_SIZE=4", "env TNT_SIZE")).find("not NAME=VALUE"), std::string::npos);
   EXPECT_NE(decode(replace("log_level DEBUG", "log_level LOUD")).find("'LOUD' is not INFO"), std::string::npos);
+  EXPECT_NE(decode(replace("core_binding none", "core_binding socket")).find("'socket' is not auto, core or none"),
+            std::string::npos);
   std::string no_program = good;
   while (no_program.find("\narg ") != std::string::npos) {
     const auto at = no_program.find("\narg ");

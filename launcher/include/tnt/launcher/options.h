@@ -19,6 +19,12 @@ class UsageError : public ConfigError {
 
 enum class Mode { launch, help, version, cleanup, agent, srun_task };
 
+// How tnt-launch places a host's ranks on its cores (Note [Default binding] in local_ranks.cpp).
+// automatic: each local rank gets a block of cores of its own where the host's ranks are 2 or
+// more and do not outnumber its cores, unless --pin-to-socket or srun places them; core: the
+// same, asked for (a warning where it cannot be done); none: ranks run unbound.
+enum class CoreBinding { automatic, core, none };
+
 struct LaunchOptions {
   Mode mode = Mode::launch;
   std::string help_text;  // filled for Mode::help
@@ -28,8 +34,8 @@ struct LaunchOptions {
   std::optional<int> n_per_node;   // --n-per-node / --npernode / --devices-per-node
   bool pin_to_socket = false;
   bool pin_memory_to_socket = false;
-  bool bind_to_core = false;
-  std::string numa_topology;  // --numa-topology (explicit topology, mainly for tests)
+  CoreBinding core_binding = CoreBinding::automatic;  // --bind-to
+  std::string numa_topology;                          // --numa-topology (explicit topology, mainly for tests)
   std::string transport = "tcp";
   int fusion_threshold_kb = 32;  // within settings::kFusionThresholdKb's range
   std::string log_level = "INFO";
