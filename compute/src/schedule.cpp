@@ -1,6 +1,7 @@
 #include "tnt/compute/schedule.h"
 #include "tnt/core/error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -33,8 +34,10 @@ LearningRateSchedule::LearningRateSchedule(ScheduleOptions options) : options_(s
     if (o.decay_steps < 1 || !(o.decay_rate > 0.0)) {
       fail("decay_steps must be >= 1 and decay_rate > 0");
     }
+  } else if (o.kind == "inverse_sqrt") {
+    if (o.warmup_steps < 1) fail("needs warmup_steps >= 1: the rate peaks there");
   } else {
-    fail("unknown kind (constant, piecewise, exponential)");
+    fail("unknown kind (constant, piecewise, exponential, inverse_sqrt)");
   }
 }
 
@@ -50,6 +53,10 @@ double LearningRateSchedule::rate(uint64_t step) const {
   } else if (o.kind == "exponential") {
     double e = static_cast<double>(step) / static_cast<double>(o.decay_steps);
     r = o.base_rate * std::pow(o.decay_rate, o.staircase ? std::floor(e) : e);
+  } else if (o.kind == "inverse_sqrt") {
+    // The Transformer paper's rate, peaking at base_rate after the warm-up (below).
+    const double warmup = static_cast<double>(o.warmup_steps);
+    r = o.base_rate * std::sqrt(warmup / std::max(static_cast<double>(step + 1), warmup));
   }
   if (static_cast<int64_t>(step) < o.warmup_steps) {
     r *= static_cast<double>(step + 1) / static_cast<double>(o.warmup_steps);

@@ -154,6 +154,16 @@ TEST(Schedule, WarmupPiecewiseExponentialAndScaling) {
   LearningRateSchedule decay(e);
   EXPECT_DOUBLE_EQ(decay.rate(19), 0.5);
   EXPECT_DOUBLE_EQ(decay.rate(20), 0.25);
+  ScheduleOptions i = schedule("inverse_sqrt");
+  i.base_rate = 1.0;
+  i.warmup_steps = 4;
+  LearningRateSchedule noam(i);
+  EXPECT_DOUBLE_EQ(noam.rate(0), 0.25);  // warm-up: (step + 1) / 4
+  EXPECT_DOUBLE_EQ(noam.rate(3), 1.0);   // the peak
+  EXPECT_DOUBLE_EQ(noam.rate(15), 0.5);  // sqrt(4 / 16)
+  EXPECT_DOUBLE_EQ(noam.rate(63), 0.25);
+  i.warmup_steps = 0;
+  EXPECT_THROW(LearningRateSchedule{i}, tnt::ConfigError);
   p.values = {1.0};
   EXPECT_THROW(LearningRateSchedule{p}, tnt::ConfigError);
   EXPECT_THROW(LearningRateSchedule{schedule("cosine")}, tnt::ConfigError);

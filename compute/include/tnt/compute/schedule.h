@@ -7,7 +7,7 @@
 namespace tnt::compute {
 
 struct ScheduleOptions {
-  // "constant", "piecewise" (constant between boundaries), "exponential"
+  // "constant", "piecewise" (constant between boundaries), "exponential", "inverse_sqrt"
   std::string kind = "constant";
   double base_rate = 0.01;
   // Linear warm-up from base/warmup_steps to the scheduled rate over the first
@@ -21,6 +21,8 @@ struct ScheduleOptions {
   double decay_rate = 0.96;
   int64_t decay_steps = 1000;
   bool staircase = false;
+  // inverse_sqrt (Vaswani et al.): base_rate * sqrt(warmup_steps / (step + 1)) after the
+  // warm-up, so the rate peaks at base_rate at step warmup_steps - 1; needs warmup_steps >= 1.
   // Linear scaling rule: every rate is multiplied by this; a data-parallel
   // trainer passes its number of ranks when the rule is switched on.
   double scale = 1.0;
