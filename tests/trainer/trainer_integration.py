@@ -8,6 +8,7 @@ import argparse
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
 import time
@@ -508,12 +509,55 @@ def seq2seq_reproducibility(args):
         fail("the probe printed no translations")
 
 
+def export_pairs(args):
+    """tnt-train --export-pairs writes the run's global batches and the test pairs as token ids
+    (bench/transformer/torch_compare.py trains PyTorch on them), and --translations the decoded
+    test pairs, the same ones tnt-train scores."""
+    conf = os.path.join(args.conf, "transformer_en_de.toml")
+    small = [args.train, conf, "--model", "transformer_tiny", "--global-batch", "16", "--max-steps", "4",
+             "--no-progress", "--checkpoint", "", "--csv", "", "--set", "translate.sentences=20"]
+    out = os.path.join(args.workdir, "export")
+    shutil.rmtree(out, ignore_errors=True)
+    p = subprocess.run(small + ["--export-pairs", out], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                       timeout=120)
+    if p.returncode != 0:
+        print(p.stdout)
+        fail(f"--export-pairs exited with {p.returncode}")
+    info = dict(line.split() for line in open(os.path.join(out, "info.txt")))
+    if (info["steps"], info["global_batch"], info["pad"], info["bos"], info["eos"]) != ("4", "16", "0", "1", "2"):
+        fail(f"info.txt: {info}")
+    vocab = int(info["vocab_size"])
+    rows = [line.rstrip("\n").split("\t") for line in open(os.path.join(out, "train.tsv"), encoding="utf-8")]
+    if [r[0] for r in rows] != [str(step) for step in range(4) for _ in range(16)]:
+        fail("train.tsv does not hold 4 steps of 16 pairs in step order")
+    for r in rows:
+        ids = [int(t) for t in (r[1] + " " + r[2]).split()]
+        if len(r) != 3 or not r[1] or not r[2] or min(ids) < 4 or max(ids) >= vocab:
+            fail(f"train.tsv: bad row {r}")
+    test = [line.rstrip("\n").split("\t") for line in open(os.path.join(out, "test.tsv"), encoding="utf-8")]
+    if len(test) < 1000 or any(len(t) != 4 for t in test):
+        fail(f"test.tsv: {len(test)} rows, or a row without 4 fields")
+    if os.path.getsize(os.path.join(out, "vocab.txt")) == 0:
+        fail("no vocabulary")
+    translations = os.path.join(args.workdir, "translations.tsv")
+    p = subprocess.run(small + ["--translations", translations], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=120)
+    if p.returncode != 0:
+        print(p.stdout)
+        fail(f"--translations exited with {p.returncode}")
+    decoded = [line.rstrip("\n").split("\t") for line in open(translations, encoding="utf-8")]
+    expected = [test[k * len(test) // 20][:2] for k in range(20)]
+    if len(decoded) != 20 or [d[:2] for d in decoded] != expected or any(len(d) != 3 for d in decoded):
+        fail(f"--translations: {decoded[:3]} ... is not the 20 test pairs spread over the split, with a translation")
+    print(f"exported 4 steps x 16 pairs, {len(test)} test pairs; 20 translations, e.g. {decoded[0]}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("test", choices=["reproducibility", "dropout_reproducibility", "resume", "failure",
                                             "skip_gradient_allreduce", "nan_guard", "input_shape", "preemption",
-                                            "seq2seq_reproducibility"])
-    parser.add_argument("--conf", help="the conf/ folder (nan_guard)")
+                                            "seq2seq_reproducibility", "export_pairs"])
+    parser.add_argument("--conf", help="the conf/ folder (nan_guard, export_pairs)")
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)
     parser.add_argument("--ckpt", required=True)

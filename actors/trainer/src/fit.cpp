@@ -15,14 +15,14 @@ namespace tnt::trainer {
 
 namespace {
 
-data::BatchPlanOptions make_plan_options(const FitData& train, const FitOptions& options, const Session& session) {
+data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& options, int rank, int world_size) {
   if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
   data::BatchPlanOptions plan;
-  plan.num_samples = train.size();
+  plan.num_samples = samples;
   plan.global_batch = options.global_batch;
   plan.micro_batch = options.micro_batch;
-  plan.rank = session.rank();
-  plan.world_size = session.size();
+  plan.rank = rank;
+  plan.world_size = world_size;
   plan.seed = options.seed;
   plan.shuffle = options.shuffle;
   plan.drop_remainder = options.drop_remainder;
@@ -73,7 +73,7 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
       train_(std::move(train)),
       options_(options),
       environment_(environment),
-      plan_options_(make_plan_options(train_, options, state.session)),
+      plan_options_(make_plan_options(train_.size(), options, state.session.rank(), state.session.size())),
       plan_(plan_options_),
       steps_per_epoch_(plan_.steps_per_epoch()),
       timeline_(!options.timeline_path.empty()),
@@ -362,6 +362,22 @@ StepDecision FitRun::on_step(const StepFigures& f) {
 void FitRun::save() {
   trainer_.save_checkpoint(checkpoints_.path());
   checkpoints_.saved(s_.optimizer->steps());
+}
+
+std::vector<std::vector<std::size_t>> planned_global_batches(std::shared_ptr<const data::SequenceSource> train,
+                                                             const FitOptions& options) {
+  data::SequenceLoaderOptions o;
+  o.plan = make_plan_options(train->size(), options, 0, 1);
+  o.bucket_batches = options.bucket_batches;
+  o.end_epoch = options.epochs;
+  data::SequenceLoader loader(std::move(train), o);
+  std::vector<std::vector<std::size_t>> batches;
+  while (options.max_steps == 0 || batches.size() < options.max_steps) {
+    auto batch = loader.next();
+    if (!batch) break;
+    batches.push_back(std::move(batch->indices));
+  }
+  return batches;
 }
 
 }  // namespace tnt::trainer

@@ -4,21 +4,26 @@
 // configuration, 3 preempted by SIGTERM or SIGUSR1 after writing the checkpoint (rerun with
 // --resume auto).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <variant>
 
 #include "run_config.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
+#include "tnt/dataset/sequence.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
 #include "tnt/trainer/translation.h"
@@ -138,6 +143,8 @@ struct CommandLine {
   std::string evaluate_checkpoint, predict_csv;
   bool print_job = false;
   std::vector<std::string> translate;
+  std::string export_pairs;  // directory: write the run's training batches and test pairs, then stop
+  std::string translations;  // file: the decoded test pairs (source, reference, translation)
 };
 
 // Parses the command line and the run file; an exit status when tnt-train must stop here.
@@ -172,14 +179,23 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
   app.add_option("--translate", command.translate,
                  "Sentence pairs: after training (or --evaluate), translate this English text and print it "
                  "(repeatable; master rank)");
+  app.add_option("--export-pairs", command.export_pairs,
+                 "Sentence pairs: do not train; write the vocabulary, every training step's global batch of "
+                 "token ids in the order this run would train them, and the test pairs into this directory "
+                 "(bench/transformer/torch_compare.py trains PyTorch on them)");
+  app.add_option("--translations", command.translations,
+                 "Sentence pairs: write the decoded test pairs to this file, one 'source<TAB>reference<TAB>"
+                 "translation' line each (master rank)");
   try {
     app.parse(argc, argv);
     if (command.print_job) return std::nullopt;
     if (!file.empty() || !settings.empty()) command.config = tnt::trainer::load_run_config(file, settings);
     o.apply(command.config);
     tnt::trainer::validate(command.config);
-    if (!command.translate.empty() && !tnt::trainer::is_sentence_pairs(command.config)) {
-      throw tnt::ConfigError("--translate needs sentence pairs (data.dataset = \"freedict\")");
+    const bool pairs = tnt::trainer::is_sentence_pairs(command.config);
+    if (!pairs && (!command.translate.empty() || !command.export_pairs.empty() || !command.translations.empty())) {
+      throw tnt::ConfigError(
+          "--translate, --export-pairs and --translations need sentence pairs (data.dataset = \"freedict\")");
     }
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
@@ -205,7 +221,8 @@ int report_failure() {
 
 // Decodes test pairs spread evenly over the split (it is in dictionary order) and scores them
 // against the copy-the-source baseline (master).
-void score_test_pairs(tnt::trainer::Trainer& trainer, const tnt::trainer::Sources& sources, const RunConfig& config) {
+void score_test_pairs(tnt::trainer::Trainer& trainer, const tnt::trainer::Sources& sources, const RunConfig& config,
+                      const std::string& translations_file) {
   const auto& test = *sources.test_pairs;
   const std::size_t n = std::min(config.translate_sentences, test.size());
   if (n == 0) return;
@@ -228,6 +245,56 @@ void score_test_pairs(tnt::trainer::Trainer& trainer, const tnt::trainer::Source
   for (std::size_t i = 0; i < std::min(n, config.translate_examples); ++i) {
     fmt::print("  {} -> {}   (reference: {})\n", english[i], translated[i], german[i]);
   }
+  if (!translations_file.empty()) {
+    std::ofstream out(translations_file);
+    for (std::size_t i = 0; i < n; ++i) out << english[i] << '\t' << german[i] << '\t' << translated[i] << '\n';
+    if (!out.flush()) throw tnt::Error("cannot write the translations to " + translations_file);
+  }
+}
+
+// The ids of `tokens`, separated by spaces.
+std::string id_text(std::span<const std::int32_t> tokens) { return fmt::format("{}", fmt::join(tokens, " ")); }
+
+// --export-pairs: what a run of `config` trains on and is tested on, as token ids, for another
+// framework to train on the same batches in the same order (bench/transformer/torch_compare.py):
+//   vocab.txt   the vocabulary (Vocabulary::save);
+//   train.tsv   one line per training pair: step, source ids, target ids (no <s> or </s>),
+//               each step's global batch in the order the run would train it;
+//   test.tsv    one line per test pair: source text, reference, source ids, target ids;
+//   info.txt    'key value' lines: vocab_size, pad, bos, eos, steps, global_batch, decoder_length,
+//               translate_sentences.
+// The global batches do not depend on the number of ranks (sample-level split), so they are
+// those of a one-rank plan.
+void export_pairs(const tnt::trainer::Sources& sources, const RunConfig& config, const tnt::compute::ModelSpec& spec,
+                  const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  sources.vocabulary->save(dir / "vocab.txt");
+  const auto fit = tnt::trainer::fit_options(config, sources);
+  const auto batches = tnt::trainer::planned_global_batches(sources.train_pairs, fit);
+  const auto& train = *sources.train_pairs;
+  std::ofstream out(dir / "train.tsv");
+  for (std::size_t step = 0; step < batches.size(); ++step) {
+    for (const std::size_t i : batches[step]) {
+      out << step << '\t' << id_text(train.source_tokens(i)) << '\t' << id_text(train.target_tokens(i)) << '\n';
+    }
+  }
+  const std::size_t steps = batches.size();
+  const auto& test = *sources.test_pairs;
+  std::ofstream test_out(dir / "test.tsv");
+  for (std::size_t i = 0; i < test.size(); ++i) {
+    test_out << test.text(i).source << '\t' << test.text(i).target << '\t' << id_text(test.source_tokens(i)) << '\t'
+             << id_text(test.target_tokens(i)) << '\n';
+  }
+  std::ofstream info(dir / "info.txt");
+  info << "vocab_size " << sources.vocabulary->size() << "\npad " << tnt::data::Vocabulary::pad << "\nbos "
+       << tnt::data::Vocabulary::bos << "\neos " << tnt::data::Vocabulary::eos << "\nsteps " << steps
+       << "\nglobal_batch " << fit.global_batch << "\ndecoder_length " << spec.decoder_input.at(0)
+       << "\ntranslate_sentences " << config.translate_sentences << "\n";
+  if (!out.flush() || !test_out.flush() || !info.flush()) throw tnt::Error("cannot write into " + dir.string());
+  std::size_t pairs = 0;
+  for (const auto& batch : batches) pairs += batch.size();
+  fmt::print("exported {} training steps ({} pairs), {} test pairs and the vocabulary to {}\n", steps, pairs,
+             test.size(), dir.string());
 }
 
 // Sentence pairs: trains an encoder-decoder (or loads a checkpoint), tests it with teacher
@@ -240,6 +307,11 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
       config, session.rank(),
       evaluate_only ? tnt::trainer::vocabulary_path(command.evaluate_checkpoint) : std::string());
   const auto spec = tnt::trainer::resolve_sequence_model(config, sources);
+  if (!command.export_pairs.empty()) {
+    if (session.is_master_rank()) export_pairs(sources, config, spec, command.export_pairs);
+    session.communicator().barrier();
+    return;
+  }
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
@@ -265,7 +337,7 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
   if (session.is_master_rank()) {
     fmt::print("test (teacher forcing): token loss {:.4f}, token accuracy {:.4f} over {} tokens\n", test.at("loss"),
                test.at("accuracy"), test.at("count"));
-    score_test_pairs(trainer, sources, config);
+    score_test_pairs(trainer, sources, config, command.translations);
     if (!command.translate.empty()) {
       const auto out =
           trainer.translate(command.translate, *sources.vocabulary, {.beam = static_cast<int64_t>(config.beam)});

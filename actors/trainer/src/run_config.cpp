@@ -216,7 +216,7 @@ const std::vector<RunKey>& run_keys() {
       {"optimizer", "global_clipnorm", +[](RunConfig& c) -> auto& { return c.optimizer.global_clipnorm; }},
       {"optimizer", "clipvalue", +[](RunConfig& c) -> auto& { return c.optimizer.clipvalue; }},
       {"schedule", "kind", +[](RunConfig& c) -> auto& { return c.schedule.kind; }, "--schedule",
-       "constant, piecewise or exponential"},
+       "constant, piecewise, exponential or inverse_sqrt"},
       {"schedule", "learning_rate", +[](RunConfig& c) -> auto& { return c.schedule.base_rate; }, "--learning-rate",
        "Base learning rate"},
       {"schedule", "warmup_steps", +[](RunConfig& c) -> auto& { return c.schedule.warmup_steps; }, "--warmup-steps",

@@ -258,6 +258,13 @@ struct History {
   double samples_per_second = 0.0;
 };
 
+// The source indices of every global batch that Trainer::fit(train, options) trains, by step:
+// the split across ranks is at sample level, so these are the same on any number of ranks (with
+// global_batch given; micro_batch alone makes the global batch depend on the ranks, and this is
+// then one rank's). For other frameworks to train on the same batches (tnt-train --export-pairs).
+std::vector<std::vector<std::size_t>> planned_global_batches(std::shared_ptr<const data::SequenceSource> train,
+                                                             const FitOptions& options);
+
 struct FitData;  // fit.h
 
 class Trainer {
