@@ -545,6 +545,10 @@ def export_pairs(args):
     if p.returncode != 0:
         print(p.stdout)
         fail(f"--translations exited with {p.returncode}")
+    trained = re.search(r"trained 4 steps in [0-9.]+ s: [0-9.]+ sentence pairs/s, ([0-9]+) target tokens/s", p.stdout)
+    if not trained or int(trained.group(1)) <= 0:
+        print(p.stdout)
+        fail("tnt-train did not report its target tokens/s")
     decoded = [line.rstrip("\n").split("\t") for line in open(translations, encoding="utf-8")]
     expected = [test[k * len(test) // 20][:2] for k in range(20)]
     if len(decoded) != 20 or [d[:2] for d in decoded] != expected or any(len(d) != 3 for d in decoded):

@@ -161,6 +161,7 @@ void FitRun::prepare() {
   setup.size = s_.session.size();
   setup.terminate_on_nan = options_.terminate_on_nan;
   setup.steps_per_epoch = steps_per_epoch_;
+  setup.counts_tokens = train_.sequences != nullptr;
   control_.emplace(setup, s_.rate_factor);
   control_->at(s_.position.epoch, s_.optimizer->steps());
   broadcast_model(s_.model, s_.comm());
@@ -336,6 +337,9 @@ void FitRun::finish() {
   if (checkpoints_.due_at_end(s_.optimizer->steps())) save();
   history_.seconds = std::chrono::duration<double>(Clock::now() - train_start_).count();
   history_.samples_per_second = history_.seconds > 0 ? static_cast<double>(samples_) / history_.seconds : 0.0;
+  if (train_.sequences && history_.seconds > 0) {
+    history_.target_tokens_per_second = control_->samples_trained() / history_.seconds;
+  }
   for (auto* cb : callbacks_) cb->on_train_end(last_logs_);
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
 }

@@ -326,8 +326,8 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
     }
     const auto history = trainer.fit(sources.train_pairs, tnt::trainer::fit_options(config, sources));
     if (session.is_master_rank()) {
-      fmt::print("trained {} steps in {:.2f} s: {:.1f} sentence pairs/s\n", history.steps, history.seconds,
-                 history.samples_per_second);
+      fmt::print("trained {} steps in {:.2f} s: {:.1f} sentence pairs/s, {:.0f} target tokens/s\n", history.steps,
+                 history.seconds, history.samples_per_second, history.target_tokens_per_second);
     }
   } else {
     trainer.load_weights(command.evaluate_checkpoint);

@@ -90,6 +90,7 @@ class RunController final : public RunControl {
     int rank = 0, size = 1;
     bool terminate_on_nan = true;
     std::size_t steps_per_epoch = 1;
+    bool counts_tokens = false;  // sentence pairs: the figures count target tokens
   };
   // `factor` is the run's learning-rate factor (the trainer's state, kept in checkpoints):
   // written only where every rank agrees.
@@ -109,6 +110,7 @@ class RunController final : public RunControl {
   void set_learning_rate(double rate) override;
   bool schedule_is_constant() const override;
   double samples_trained() const override { return samples_.load(); }
+  const char* sample_unit() const override { return setup_.counts_tokens ? "target_tokens" : "samples"; }
 
   // --- fit
   // What this rank contributes to the next agreement (any thread).

@@ -20,7 +20,8 @@ namespace tnt::trainer {
 namespace {
 
 // Figures after the logs' own: the rate of the next step, training time and throughput.
-constexpr const char* kTimingColumns[] = {"learning_rate", "train_seconds", "samples_per_second"};
+// The last is samples_per_second, or target_tokens_per_second with sentence pairs.
+constexpr const char* kTimingColumns[] = {"learning_rate", "train_seconds", "per_second"};
 
 // The columns of an existing file's header (appending keeps them), or none.
 std::vector<std::string> header_of(const std::string& path, char separator) {
@@ -77,7 +78,9 @@ void CSVLogger::on_epoch_end(std::size_t epoch, const Logs& logs) {
   if (columns_.empty()) {
     columns_.push_back("epoch");
     for (const auto& [key, value] : ordered(logs)) columns_.push_back(key);
-    for (const char* c : kTimingColumns) columns_.push_back(c);
+    for (const std::string c : kTimingColumns) {
+      columns_.push_back(c == "per_second" ? std::string(run().sample_unit()) + "_per_second" : c);
+    }
     std::string header;
     for (const auto& c : columns_) header += (header.empty() ? "" : std::string(1, sep)) + c;
     fmt::print(file_, "{}\n", header);
@@ -95,7 +98,7 @@ void CSVLogger::on_epoch_end(std::size_t epoch, const Logs& logs) {
       field = fmt::format("{:.6g}", run().learning_rate());
     } else if (column == "train_seconds") {
       field = fmt::format("{:.3f}", seconds);
-    } else if (column == "samples_per_second") {
+    } else if (column.ends_with("_per_second") && column == columns_.back()) {
       field = fmt::format("{:.1f}", seconds > 0 ? samples / seconds : 0.0);
     } else if (const auto it = logs.find(column); it != logs.end()) {
       field = fmt::format("{:.6f}", it->second);

@@ -145,8 +145,12 @@ class RunControl {
   // Whether the compiled schedule gives every step the same rate (no warm-up, no decay):
   // LearningRateScheduler refuses to fight one that does not.
   virtual bool schedule_is_constant() const { return true; }
-  // Samples trained in this fit so far, summed over all ranks (throughput figures).
+  // Samples trained in this fit so far, summed over all ranks (throughput figures); with
+  // sentence pairs, target tokens (the loss's own count: Note [Exact token mean]).
   virtual double samples_trained() const { return 0.0; }
+  // What samples_trained() counts, for the names of throughput figures: "samples" or
+  // "target_tokens".
+  virtual const char* sample_unit() const { return "samples"; }
 };
 
 class Callback {
@@ -256,6 +260,7 @@ struct History {
   std::size_t steps = 0;     // optimizer steps taken in this call
   double seconds = 0.0;
   double samples_per_second = 0.0;
+  double target_tokens_per_second = 0.0;  // sentence pairs: the target tokens trained (</s> included)
 };
 
 // The source indices of every global batch that Trainer::fit(train, options) trains, by step:
