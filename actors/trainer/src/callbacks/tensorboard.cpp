@@ -157,7 +157,8 @@ void TensorBoard::on_batch_end(std::size_t, std::size_t, const Logs& logs) {
   train_->scalar("batch_learning_rate", step, r.learning_rate());
   const double seconds = std::chrono::duration<double>(now - last_update_).count();
   if (seconds > 0) {
-    train_->scalar(fmt::format("batch_{}_per_second", r.sample_unit()), step, (samples_at_last_batch_ - samples_at_last_update_) / seconds);
+    train_->scalar(fmt::format("batch_{}_per_second", r.sample_unit()), step,
+                   (samples_at_last_batch_ - samples_at_last_update_) / seconds);
   }
   samples_at_last_update_ = samples_at_last_batch_;
   last_update_ = now;
@@ -177,7 +178,8 @@ void TensorBoard::on_epoch_end(std::size_t epoch, const Logs& logs) {
   train_->scalar("epoch_learning_rate", step, run().learning_rate());
   const double seconds = static_cast<double>(train_ns_.load()) * 1e-9;
   if (seconds > 0) {
-    train_->scalar(fmt::format("epoch_{}_per_second", run().sample_unit()), step, (samples_at_last_batch_ - samples_at_epoch_start_) / seconds);
+    train_->scalar(fmt::format("epoch_{}_per_second", run().sample_unit()), step,
+                   (samples_at_last_batch_ - samples_at_epoch_start_) / seconds);
   }
   train_->flush();
   validation_->flush();
