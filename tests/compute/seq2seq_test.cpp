@@ -124,7 +124,7 @@ TEST(Seq2Seq, TomlRoundTripAndModelFiles) {
   EXPECT_EQ(to_toml(load_model_toml(dir + "transformer.toml")), to_toml(zoo::transformer()));
   // The tutorial's model: the zoo's form at d_model 64 without dropout (conf/transformer_en_de.toml).
   ModelSpec tutorial = zoo::transformer(
-      {.vocab = 122, .d_model = 64, .d_ff = 256, .dropout = 0.0, .max_source_length = 32, .max_target_length = 32});
+      {.vocab = 1122, .d_model = 64, .d_ff = 256, .dropout = 0.0, .max_source_length = 32, .max_target_length = 32});
   tutorial.name = "transformer_en_de";
   EXPECT_EQ(to_toml(load_model_toml(dir + "transformer_en_de.toml")), to_toml(tutorial));
 }
