@@ -20,10 +20,12 @@ namespace tnt::launcher::detail {
 // 2026-11-26, 2 ranks, 4 KiB allreduce, a busy loop pinned to CPU 1: unbound, six runs of
 // tnt-bench-allreduce gave 6.0 / 6.0 / 6.0 / 1.0 / 4.3 / 4.3 us as the placement fell; bound,
 // 7 rounds of compare_mpi.sh --busy-core gave 1.0-1.25 us, and OpenMPI's defaults (which bind)
-// 1.1-1.4 us. Training gains too where the rank's communication waits do not poll (Note [Waits
-// beside compute] in actors/trainer/src/trainer.cpp). Ranks outnumbering cores stay unbound (a block
-// needs a core), and their collectives yield rather than poll (Note [Poll window] in
-// collectives/src/communicator.cpp).
+// 1.1-1.4 us. Training does not lose by it where the rank's communication waits do not poll
+// (Note [Waits beside compute] in actors/trainer/src/trainer.cpp): bench_trainer.py, LeNet-5,
+// 2 ranks x 1 thread, 6 alternating rounds on 2026-11-26, medians of samples/s bound against
+// --bind-to none: 26.9k against 25.2k at batch 64, 30.0k against 29.3k at batch 256.
+// Ranks outnumbering cores stay unbound (a block needs a core), and their collectives yield
+// rather than poll (Note [Poll window] in collectives/src/communicator.cpp).
 
 LocalRanks::LocalRanks(HostLaunch spec, EventLoop& loop, RankSink& sink)
     : spec_(std::move(spec)), loop_(loop), sink_(sink) {}
