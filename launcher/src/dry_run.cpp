@@ -49,8 +49,7 @@ void print_dry_run(const LaunchOptions& opts, const JobPlan& plan, const SshSett
                     (opts.pin_memory_to_socket ? ", memory node " + std::to_string(n.memory_node) : "") + "]";
       } else if (opts.pin_to_socket) {
         node_text = " [NUMA node: local rank mod the host's node count]";
-      } else if (opts.core_binding == CoreBinding::core ||
-                 (opts.core_binding == CoreBinding::automatic && h.n_ranks > 1 && opts.launcher != "srun")) {
+      } else if (wants_core_blocks(opts.core_binding, h.n_ranks)) {  // srun's dry run is launch.cpp's
         node_text = " [cores: block " + std::to_string(local) + " of " + std::to_string(h.n_ranks) +
                     " of the host's cores, where it has " + std::to_string(h.n_ranks) + " or more]";
       }

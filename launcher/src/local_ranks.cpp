@@ -57,19 +57,11 @@ void LocalRanks::start() {
   // The cores this host's ranks share, before any binding (TNT_HOST_CORES).
   const std::vector<int> cpus = affinity_cpus();
   const bool fits = static_cast<int>(cpus.size()) >= spec_.n_ranks;
-  bool bind = false;
-  switch (spec_.core_binding) {
-    case CoreBinding::core:
-      bind = fits && !spec_.pin;
-      if (!bind) {
-        spdlog::warn("{}: --bind-to core: {} ranks but {} core(s): ranks are not bound", spec_.host, spec_.n_ranks,
-                     cpus.size());
-      }
-      break;
-    case CoreBinding::automatic:  // Note [Default binding]
-      bind = fits && !spec_.pin && spec_.n_ranks > 1;
-      break;
-    case CoreBinding::none: break;
+  // Note [Default binding]; --bind-to core and --pin-to-socket exclude each other (options.cpp).
+  const bool bind = fits && !spec_.pin && wants_core_blocks(spec_.core_binding, spec_.n_ranks);
+  if (spec_.core_binding == CoreBinding::core && !fits) {
+    spdlog::warn("{}: --bind-to core: {} ranks but {} core(s): ranks are not bound", spec_.host, spec_.n_ranks,
+                 cpus.size());
   }
   ranks_.reserve(static_cast<std::size_t>(spec_.n_ranks));
   live_ = isatty(STDOUT_FILENO) == 1;

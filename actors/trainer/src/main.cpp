@@ -273,10 +273,12 @@ void export_pairs(const tnt::trainer::Sources& sources, const RunConfig& config,
   const auto batches = tnt::trainer::planned_global_batches(sources.train_pairs, fit);
   const auto& train = *sources.train_pairs;
   std::ofstream out(dir / "train.tsv");
+  std::size_t pairs = 0;
   for (std::size_t step = 0; step < batches.size(); ++step) {
     for (const std::size_t i : batches[step]) {
       out << step << '\t' << id_text(train.source_tokens(i)) << '\t' << id_text(train.target_tokens(i)) << '\n';
     }
+    pairs += batches[step].size();
   }
   const std::size_t steps = batches.size();
   const auto& test = *sources.test_pairs;
@@ -291,8 +293,6 @@ void export_pairs(const tnt::trainer::Sources& sources, const RunConfig& config,
        << "\nglobal_batch " << fit.global_batch << "\ndecoder_length " << spec.decoder_input.at(0)
        << "\ntranslate_sentences " << config.translate_sentences << "\n";
   if (!out.flush() || !test_out.flush() || !info.flush()) throw tnt::Error("cannot write into " + dir.string());
-  std::size_t pairs = 0;
-  for (const auto& batch : batches) pairs += batch.size();
   fmt::print("exported {} training steps ({} pairs), {} test pairs and the vocabulary to {}\n", steps, pairs,
              test.size(), dir.string());
 }

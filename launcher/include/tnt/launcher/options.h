@@ -25,6 +25,12 @@ enum class Mode { launch, help, version, cleanup, agent, srun_task };
 // same, asked for (a warning where it cannot be done); none: ranks run unbound.
 enum class CoreBinding { automatic, core, none };
 
+// Whether `binding` asks for blocks of cores for a host's `n_ranks` ranks; they are given where
+// the host has a core for each and --pin-to-socket does not place the ranks.
+inline bool wants_core_blocks(CoreBinding binding, int n_ranks) {
+  return binding == CoreBinding::core || (binding == CoreBinding::automatic && n_ranks > 1);
+}
+
 struct LaunchOptions {
   Mode mode = Mode::launch;
   std::string help_text;  // filled for Mode::help
