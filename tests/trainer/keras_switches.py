@@ -168,10 +168,10 @@ def read_pty(cmd, timeout):
 
 
 def progress_tty(a):
-    # Long enough (about 6 s here, at 32k samples/s) that the reader sees frames come while the
-    # epoch runs even when other tests load the machine: with 20000 samples (0.6 s) a loaded CI
-    # machine read every frame in the chunk that ended the epoch.
-    cmd = [a.launch, "-n", "2", "--", a.train, "--dataset", "synthetic", "--train-size", "200000", "--shape", "1", "8",
+    # About 4 s here (32k samples/s), 65 s under ASan, 27 s beside two busy loops. With 20000
+    # samples (0.6 s) a loaded CI machine read every frame in the chunk that ended the epoch, and
+    # so did 60000 beside two busy loops; 200000 took 97-120 s under ASan, the test's timeout.
+    cmd = [a.launch, "-n", "2", "--", a.train, "--dataset", "synthetic", "--train-size", "120000", "--shape", "1", "8",
            "8", "--model", "mlp", "--global-batch", "10", "--epochs", "1"]
     chunks = read_pty(cmd, 90)
     seen = b""
