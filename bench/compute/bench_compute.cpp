@@ -17,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include "peaks.h"
+#include "tnt/compute/peaks.h"
 
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
@@ -36,6 +36,7 @@ struct Config {
   int64_t batch;
   int threads;
   int64_t length = 0;  // sequence cases: tokens per sentence on both sides
+  Precision precision = Precision::fp32;
 };
 
 struct Result {
@@ -150,6 +151,7 @@ Result measure(const Config& c, double seconds, int repeats) {
   ModelSpec spec = zoo::by_name(c.model);
   Model model(spec);
   model.initialize(1);
+  model.set_precision(c.precision);
   Optimizer sgd({.kind = "sgd", .momentum = 0.9}, model);
   StepInput input(model, c);
   const int64_t classes = input.classes();
@@ -233,7 +235,13 @@ struct KindRow {
   double forward_ms, backward_ms, share, gflops, peak_fraction, gbps, copy_fraction;
 };
 
-std::vector<KindRow> roofline(const Result& r, const tnt::bench::Peaks& peaks) {
+// The arithmetic peak of the run's precision: bf16 runs do their dot
+// products in bf16 (Note [Mixed precision] in runtime.h).
+double peak_gflops(const Result& r, const tnt::compute::Peaks& peaks) {
+  return r.config.precision == Precision::bf16 && peaks.bf16_gflops ? *peaks.bf16_gflops : peaks.fp32_gflops;
+}
+
+std::vector<KindRow> roofline(const Result& r, const tnt::compute::Peaks& peaks) {
   std::vector<KindRow> rows;
   double attributed_ms = 0.0;
   for (const LayerKindProfile& k : r.kinds) {
@@ -246,7 +254,7 @@ std::vector<KindRow> roofline(const Result& r, const tnt::bench::Peaks& peaks) {
                 0.0,
                 seconds > 0.0 ? 1e-9 * k.bytes / seconds : 0.0,
                 0.0};
-    row.peak_fraction = row.gflops / peaks.fp32_gflops;
+    row.peak_fraction = row.gflops / peak_gflops(r, peaks);
     row.copy_fraction = row.gbps / peaks.copy_gbps;
     attributed_ms += row.forward_ms + row.backward_ms;
     rows.push_back(row);
@@ -268,29 +276,30 @@ double step_gflops(const Result& r) {
   return 1e-9 * flops / r.profiled_steps / (r.mean_step_ms / 1000.0);
 }
 
-void print_peaks(int threads, const tnt::bench::Peaks& p) {
+void print_peaks(int threads, const tnt::compute::Peaks& p) {
   std::printf("peaks, %d thread(s): fp32 FMA %.1f GFLOP/s (%s), bf16 dot product %s, copy %.1f GB/s\n", threads,
               p.fp32_gflops, p.fma_isa.c_str(),
               p.bf16_gflops ? (std::to_string(*p.bf16_gflops) + " GFLOP/s").c_str() : "n/a (no AVX512-BF16)",
               p.copy_gbps);
 }
 
-void print_result(const Result& r, const tnt::bench::Peaks& peaks, bool header) {
+void print_result(const Result& r, const tnt::compute::Peaks& peaks, bool header) {
   if (header) {
-    std::printf("%-10s %6s %8s %12s %12s %10s %10s %9s %7s\n", "model", "batch", "threads", "samples/s", "best",
-                "ms/step", "first_s", "GFLOP/s", "%peak");
+    std::printf("%-10s %6s %8s %5s %12s %12s %10s %10s %9s %7s\n", "model", "batch", "threads", "prec", "samples/s",
+                "best", "ms/step", "first_s", "GFLOP/s", "%peak");
   }
   const double gflops = step_gflops(r);
-  std::printf("%-10s %6lld %8d %12.1f %12.1f %10.3f %10.3f %9.1f %6.1f%%\n", r.config.model.c_str(),
-              static_cast<long long>(r.config.batch), r.config.threads, r.samples_per_second, r.best_samples_per_second,
-              r.step_ms, r.first_step_s, gflops, 100.0 * gflops / peaks.fp32_gflops);
+  std::printf("%-10s %6lld %8d %5s %12.1f %12.1f %10.3f %10.3f %9.1f %6.1f%%\n", r.config.model.c_str(),
+              static_cast<long long>(r.config.batch), r.config.threads, to_string(r.config.precision),
+              r.samples_per_second, r.best_samples_per_second, r.step_ms, r.first_step_s, gflops,
+              100.0 * gflops / peak_gflops(r, peaks));
   if (r.config.length > 0) {
     std::printf("  length %lld: %.0f target tokens/s, attention %.1f%% of the step\n",
                 static_cast<long long>(r.config.length), r.tokens_per_second, 100.0 * r.attention_share);
   }
 }
 
-void print_roofline(const Result& r, const tnt::bench::Peaks& peaks) {
+void print_roofline(const Result& r, const tnt::compute::Peaks& peaks) {
   std::printf("  %-16s %10s %10s %7s %9s %7s %8s %7s\n", "kind", "fwd ms", "bwd ms", "share", "GFLOP/s", "%peak",
               "GB/s", "%copy");
   for (const KindRow& k : roofline(r, peaks)) {
@@ -299,7 +308,7 @@ void print_roofline(const Result& r, const tnt::bench::Peaks& peaks) {
   }
 }
 
-void print_json(const std::vector<Result>& results, const std::map<int, tnt::bench::Peaks>& peaks, int repeats) {
+void print_json(const std::vector<Result>& results, const std::map<int, tnt::compute::Peaks>& peaks, int repeats) {
   std::printf("{\"runtime\": \"%s\", \"step\": \"forward+softmax_ce+backward+sgd_momentum\",\n \"peaks\": [",
               runtime_description().c_str());
   bool first = true;
@@ -314,16 +323,18 @@ void print_json(const std::vector<Result>& results, const std::map<int, tnt::ben
   std::printf("],\n \"results\": [");
   for (size_t i = 0; i < results.size(); ++i) {
     const Result& r = results[i];
-    const tnt::bench::Peaks& p = peaks.at(r.config.threads);
+    const tnt::compute::Peaks& p = peaks.at(r.config.threads);
     const double gflops = step_gflops(r);
     std::printf(
-        "%s\n  {\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"samples_per_second\": %.2f, "
+        "%s\n  {\"model\": \"%s\", \"batch\": %lld, \"threads\": %d, \"precision\": \"%s\", "
+        "\"samples_per_second\": %.2f, "
         "\"best_samples_per_second\": %.2f, \"step_ms\": %.4f, \"steps_per_round\": %d, \"rounds\": %d, "
         "\"first_step_s\": %.4f, \"gflops\": %.2f, \"peak_fraction\": %.4f, \"length\": %lld, "
         "\"tokens_per_second\": %.2f, \"attention_share\": %.4f, \"kinds\": [",
         i ? "," : "", r.config.model.c_str(), static_cast<long long>(r.config.batch), r.config.threads,
-        r.samples_per_second, r.best_samples_per_second, r.step_ms, r.steps, repeats, r.first_step_s, gflops,
-        gflops / p.fp32_gflops, static_cast<long long>(r.config.length), r.tokens_per_second, r.attention_share);
+        to_string(r.config.precision), r.samples_per_second, r.best_samples_per_second, r.step_ms, r.steps, repeats,
+        r.first_step_s, gflops, gflops / peak_gflops(r, p), static_cast<long long>(r.config.length),
+        r.tokens_per_second, r.attention_share);
     const std::vector<KindRow> rows = roofline(r, p);
     for (size_t k = 0; k < rows.size(); ++k) {
       const KindRow& row = rows[k];
@@ -347,6 +358,7 @@ int main(int argc, char** argv) {
   int repeats = 5;
   bool json = false;
   bool no_roofline = false;
+  std::vector<std::string> precision_names{"fp32"};
   app.add_option("--case", cases,
                  "model:batch, or model:batch:length for transformer and transformer_tiny (e.g. transformer:32:16); "
                  "repeatable (default lenet5:64 lenet5:256 resnet20:64)");
@@ -356,6 +368,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--peak-seconds", peak_seconds, "time for each peak-measuring loop (default 0.5)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--precision", precision_names,
+                 "fp32 or bf16 (Note [Mixed precision]); repeatable: each case runs in each, one after the other "
+                 "(default fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}));
   app.add_flag("--no-roofline", no_roofline, "table: leave out the per-kind rows");
   app.add_flag("--json", json, "print JSON instead of tables");
   CLI11_PARSE(app, argc, argv);
@@ -381,17 +397,19 @@ int main(int argc, char** argv) {
       return 2;
     }
     for (int t : threads) {
-      configs.push_back({model, batch, t, length});
+      for (const std::string& precision : precision_names) {
+        configs.push_back({model, batch, t, length, parse_precision(precision, "--precision")});
+      }
     }
   }
-  std::map<int, tnt::bench::Peaks> peaks;
+  std::map<int, tnt::compute::Peaks> peaks;
   std::vector<Result> results;
   try {
     if (!json) {
       std::printf("%s\n", runtime_description().c_str());
     }
     for (int t : threads) {
-      peaks.emplace(t, tnt::bench::measure_peaks(t, peak_seconds));
+      peaks.emplace(t, tnt::compute::measure_peaks(t, peak_seconds));
       if (!json) {
         print_peaks(t, peaks.at(t));
       }

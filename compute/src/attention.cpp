@@ -28,8 +28,8 @@ void MultiHeadAttention::configure(int64_t model_dim, int64_t heads, bool causal
   batch_ = -1;
 }
 
-void MultiHeadAttention::prepare(int64_t batch, int64_t query_length, int64_t key_length) {
-  if (batch == batch_ && query_length == tq_ && key_length == tk_) {
+void MultiHeadAttention::prepare(int64_t batch, int64_t query_length, int64_t key_length, Precision precision) {
+  if (batch == batch_ && query_length == tq_ && key_length == tk_ && precision == precision_) {
     return;
   }
   if (causal_ && query_length != key_length) {
@@ -38,11 +38,14 @@ void MultiHeadAttention::prepare(int64_t batch, int64_t query_length, int64_t ke
   batch_ = batch;
   tq_ = query_length;
   tk_ = key_length;
+  precision_ = precision;
   const int64_t b = batch, h = heads_, d = dim_, dh = head_dim_, tq = tq_, tk = tk_;
-  query_.prepare(b * tq);
-  key_.prepare(b * tk);
-  value_.prepare(b * tk);
-  output_.prepare(b * tq);
+  // Note [Mixed precision] in runtime.h: the projections run in `precision`;
+  // the score and weighting products stay fp32.
+  query_.prepare(b * tq, precision);
+  key_.prepare(b * tk, precision);
+  value_.prepare(b * tk, precision);
+  output_.prepare(b * tq, precision);
   // Views of the {B, T, H, dh} projection buffers as {B, H, T, dh} and of the
   // plain {B, H, Tq, Tk} probabilities.
   const memory::desc q_heads = strided_desc({b, h, tq, dh}, {tq * d, dh, d, 1});
@@ -208,7 +211,7 @@ class SelfAttention final : public Layer {
 
   memory::desc prepare(const memory::desc& input, bool) override {
     const auto dims = input.dims();
-    attention_.prepare(dims[0], dims[1], dims[1]);
+    attention_.prepare(dims[0], dims[1], dims[1], precision_);
     return detail::plain_desc({dims[0], dims[1], dims[2]});
   }
 
@@ -294,7 +297,7 @@ class CrossAttention final : public Layer {
       throw ConfigError("layer " + name_ + ": the encoder's output " + to_string(memory->shape()) +
                         " does not fit the decoder's " + to_string(x.shape()) + " (same samples and features)");
     }
-    attention_.prepare(x.dim(0), x.dim(1), memory->dim(1));
+    attention_.prepare(x.dim(0), x.dim(1), memory->dim(1), precision_);
     x_ = &x;
     memory_ = memory;
     d_memory_out_ = context.d_memory;

@@ -32,7 +32,7 @@ class MultiHeadAttention {
   void configure(int64_t model_dim, int64_t heads, bool causal, const Weights& weights);
   int64_t model_dim() const { return dim_; }
   // Primitives for `batch` samples, queries of length query_length, memory of length key_length.
-  void prepare(int64_t batch, int64_t query_length, int64_t key_length);
+  void prepare(int64_t batch, int64_t query_length, int64_t key_length, Precision precision);
   // query {B, Tq, D}, memory {B, Tk, D} (the same pointer for self-attention),
   // y {B, Tq, D}. key_lengths: B real memory lengths in [1, Tk], or empty.
   // The inputs must stay unchanged until backward().
@@ -49,6 +49,7 @@ class MultiHeadAttention {
   int64_t dim_ = 0, heads_ = 0, head_dim_ = 0;
   bool causal_ = false;
   int64_t batch_ = 0, tq_ = 0, tk_ = 0;
+  Precision precision_ = Precision::fp32;
   RowDense query_, key_, value_, output_;
   Parameter* key_bias_ = nullptr;  // Note [Key bias] in attention.cpp
   MatMul scores_, weighted_, d_probs_, d_value_, d_query_, d_key_;

@@ -138,13 +138,21 @@ class Layer {
   virtual LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const;
 
   virtual void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
+  // Note [Mixed precision] in runtime.h: set before prepare(); layers that
+  // hold other layers pass it on.
+  virtual void set_precision(Precision precision) { precision_ = precision; }
 
  protected:
   Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in, int64_t fan_out);
   StateBuffer& add_state(const std::string& suffix, int64_t size, float initial);
   // Announces this layer's own parameters, highest index first.
   void announce(const ReadyFn& ready) const;
+  // The element type of the operands of this layer's dot products.
+  dnnl::memory::data_type compute_type() const {
+    return precision_ == Precision::bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+  }
 
+  Precision precision_ = Precision::fp32;
   LayerSpec spec_;
   std::string name_;
   std::vector<std::unique_ptr<Parameter>> params_;
@@ -167,6 +175,7 @@ class Chain {
   // need_dx: whether the chain's own input gradient is wanted.
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
+  void set_precision(Precision precision);
 
  private:
   struct ToPlain {  // before a layer that wants plain input

@@ -274,6 +274,11 @@ class Residual final : public Layer {
     shortcut_.collect(params, states);
   }
 
+  void set_precision(Precision precision) override {
+    main_.set_precision(precision);
+    shortcut_.set_precision(precision);
+  }
+
  private:
   Chain main_, shortcut_;
   bool relu_ = true;
@@ -401,6 +406,12 @@ const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& rea
 void Chain::collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states) {
   for (auto& layer : layers_) {
     layer->collect(params, states);
+  }
+}
+
+void Chain::set_precision(Precision precision) {
+  for (auto& layer : layers_) {
+    layer->set_precision(precision);
   }
 }
 

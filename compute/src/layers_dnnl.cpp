@@ -29,6 +29,7 @@
 #include "dnnl_util.h"
 #include "layer.h"
 #include "layers_internal.h"
+#include "sequence_ops.h"
 #include "tnt/core/error.h"
 
 namespace tnt::compute {
@@ -120,18 +121,9 @@ class Dense final : public Layer {
 
   memory::desc prepare(const memory::desc& input, bool) override {
     batch_ = input.dims()[0];
-    src_ = plain_desc({batch_, in_});
-    wei_ = plain_desc({units_, in_});
-    dst_ = plain_desc({batch_, units_});
-    bias_md_ = bias_ ? plain_desc({units_}) : memory::desc();
-    auto fwd_pd = dnnl::inner_product_forward::primitive_desc({prop_kind::forward_training, src_, wei_, bias_md_, dst_},
-                                                              cpu_engine());
-    fwd_ = dnnl::inner_product_forward(fwd_pd);
-    bwd_data_ = dnnl::inner_product_backward_data(
-        dnnl::inner_product_backward_data::primitive_desc({src_, wei_, dst_}, cpu_engine(), fwd_pd));
-    bwd_weights_ = dnnl::inner_product_backward_weights(
-        dnnl::inner_product_backward_weights::primitive_desc({src_, wei_, bias_md_, dst_}, cpu_engine(), fwd_pd));
-    return dst_;
+    dense_.bind(weight_, bias_, in_, units_);
+    dense_.prepare(batch_, precision_);
+    return plain_desc({batch_, units_});
   }
 
   LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const override {
@@ -141,43 +133,24 @@ class Dense final : public Layer {
   const Tensor& forward(const Tensor& x, const ForwardContext&) override {
     x_ = &x;
     y_.resize({batch_, units_});
-    Args args{{DNNL_ARG_SRC, wrap(src_, x.data())},
-              {DNNL_ARG_WEIGHTS, wrap(wei_, weight_->value.data())},
-              {DNNL_ARG_DST, wrap(dst_, y_.data())}};
-    if (bias_) {
-      args.emplace(DNNL_ARG_BIAS, wrap(bias_md_, bias_->value.data()));
-    }
-    fwd_.execute(cpu_stream(), args);
+    dense_.forward(x.data(), y_.data());
     return y_;
   }
 
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
-    Args args{{DNNL_ARG_SRC, wrap(src_, x_->data())},
-              {DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
-              {DNNL_ARG_DIFF_WEIGHTS, wrap(wei_, weight_->grad)}};
-    if (bias_) {
-      args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_md_, bias_->grad));
+    if (need_dx) {
+      dx_.resize(x_->shape());
     }
-    bwd_weights_.execute(cpu_stream(), args);
+    dense_.backward(x_->data(), dy.data(), need_dx ? dx_.data() : nullptr);
     announce(ready);
-    if (!need_dx) {
-      return nullptr;
-    }
-    dx_.resize(x_->shape());
-    bwd_data_.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
-                                     {DNNL_ARG_WEIGHTS, wrap(wei_, weight_->value.data())},
-                                     {DNNL_ARG_DIFF_SRC, wrap(src_, dx_.data())}});
-    return &dx_;
+    return need_dx ? &dx_ : nullptr;
   }
 
  private:
   int64_t units_ = 0, in_ = 0, batch_ = 0;
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
-  memory::desc src_, wei_, dst_, bias_md_;
-  dnnl::inner_product_forward fwd_;
-  dnnl::inner_product_backward_data bwd_data_;
-  dnnl::inner_product_backward_weights bwd_weights_;
+  detail::RowDense dense_;  // the batch's samples are its rows
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
 };
@@ -245,8 +218,13 @@ class Conv2D final : public Layer {
     prims_.bwd_weights = dnnl::convolution_backward_weights(prims_.bwd_weights_pd);
     prims_.bwd_data = {};
     dst_ = prims_.dst;
+    diff_src_ = detail::with_type(src_, memory::data_type::f32);
     to_src_.prepare(input, src_);
-    from_src_.prepare(src_, input);
+    from_src_.prepare(diff_src_, input);
+    to_diff_dst_.prepare(dst_, prims_.diff_dst);
+    if (separate_bias_gradient()) {
+      bias_gradient_.prepare(dst_);
+    }
     to_fwd_wei_.prepare(user_wei_, prims_.fwd_wei);
     to_bwd_wei_.prepare(user_wei_, prims_.bwd_wei);
     from_diff_wei_.prepare(prims_.diff_wei, user_wei_);
@@ -265,11 +243,12 @@ class Conv2D final : public Layer {
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext&) override {
-    x_ = &x;
+    x_shape_ = x.shape();
+    src_data_ = x.data();
     if (to_src_.needed()) {
-      x_src_.resize_storage(x.shape(), storage_floats(src_));
+      x_src_.resize(static_cast<size_t>(storage_floats(src_)));
       to_src_.run(x.data(), x_src_.data());
-      x_ = &x_src_;
+      src_data_ = x_src_.data();
     }
     y_.resize_storage({batch_, filters_, out_hw_[0], out_hw_[1]}, storage_floats(dst_));
     const float* w = weight_->value.data();
@@ -277,7 +256,7 @@ class Conv2D final : public Layer {
       to_fwd_wei_.run(w, fwd_wei_buf_.data());
       w = fwd_wei_buf_.data();
     }
-    Args args{{DNNL_ARG_SRC, wrap(src_, x_->data())},
+    Args args{{DNNL_ARG_SRC, wrap(src_, src_data_)},
               {DNNL_ARG_WEIGHTS, wrap(prims_.fwd_wei, w)},
               {DNNL_ARG_DST, wrap(dst_, y_.data())}};
     if (bias_) {
@@ -287,12 +266,20 @@ class Conv2D final : public Layer {
     return y_;
   }
 
-  const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
+  const Tensor* backward(const Tensor& dy_in, bool need_dx, const ReadyFn& ready) override {
+    const float* dy = dy_in.data();
+    if (to_diff_dst_.needed()) {  // bf16: rounded once, used by both passes
+      dy_low_.resize(static_cast<size_t>(storage_floats(prims_.diff_dst)));
+      to_diff_dst_.run(dy, dy_low_.data());
+      dy = dy_low_.data();
+    }
     float* dw = from_diff_wei_.needed() ? diff_wei_buf_.data() : weight_->grad;
-    Args args{{DNNL_ARG_SRC, wrap(src_, x_->data())},
-              {DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
+    Args args{{DNNL_ARG_SRC, wrap(src_, src_data_)},
+              {DNNL_ARG_DIFF_DST, wrap(prims_.diff_dst, dy)},
               {DNNL_ARG_DIFF_WEIGHTS, wrap(prims_.diff_wei, dw)}};
-    if (bias_) {
+    if (separate_bias_gradient()) {
+      bias_gradient_.run(dy_in.data(), bias_->grad);
+    } else if (bias_) {
       args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_md_, bias_->grad));
     }
     prims_.bwd_weights.execute(cpu_stream(), args);
@@ -303,7 +290,7 @@ class Conv2D final : public Layer {
     if (!need_dx) {
       return nullptr;
     }
-    dx_.resize_storage(x_->shape(), storage_floats(src_));
+    dx_.resize_storage(x_shape_, storage_floats(diff_src_));
     const float* w = weight_->value.data();
     if (prims_.bwd_wei == prims_.fwd_wei && to_fwd_wei_.needed()) {
       w = fwd_wei_buf_.data();  // reordered by this step's forward; weights unchanged since
@@ -314,11 +301,11 @@ class Conv2D final : public Layer {
     if (!prims_.bwd_data) {
       prims_.bwd_data = dnnl::convolution_backward_data(prims_.bwd_data_pd);
     }
-    prims_.bwd_data.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(dst_, dy.data())},
+    prims_.bwd_data.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(prims_.diff_dst, dy)},
                                            {DNNL_ARG_WEIGHTS, wrap(prims_.bwd_wei, w)},
-                                           {DNNL_ARG_DIFF_SRC, wrap(src_, dx_.data())}});
+                                           {DNNL_ARG_DIFF_SRC, wrap(diff_src_, dx_.data())}});
     if (from_src_.needed()) {
-      dx_in_.resize_storage(x_->shape(), storage_floats(in_md_));
+      dx_in_.resize_storage(x_shape_, storage_floats(in_md_));
       from_src_.run(dx_.data(), dx_in_.data());
       return &dx_in_;
     }
@@ -326,8 +313,11 @@ class Conv2D final : public Layer {
   }
 
  private:
+  // src_ and the weights are in compute_type() (Note [Mixed precision] in
+  // runtime.h), dst, diff_src and diff_wei in f32; diff_dst is dst's layout
+  // in compute_type().
   struct Primitives {
-    memory::desc dst, fwd_wei, bwd_wei, diff_wei;
+    memory::desc dst, diff_dst, fwd_wei, bwd_wei, diff_wei;
     // Descriptors only while choosing: creating primitives for the losers
     // would put them in oneDNN's primitive cache, whose keys cannot tell a
     // one-channel NCHW input from an NHWC one.
@@ -339,6 +329,8 @@ class Conv2D final : public Layer {
     dnnl::convolution_backward_weights bwd_weights;
     std::string fwd_impl, bwd_data_impl, bwd_weights_impl;
   };
+
+  bool separate_bias_gradient() const { return bias_ != nullptr && precision_ == Precision::bf16; }
 
   int cost_of(const Primitives& p, bool input_gradient) const {
     return implementation_cost(p.fwd_impl) + implementation_cost(p.bwd_weights_impl) +
@@ -360,7 +352,8 @@ class Conv2D final : public Layer {
       return false;
     }
     const memory::dims in_dims = input.dims();
-    const memory::desc src = keep_plain ? input : memory::desc(in_dims, memory::data_type::f32, blocked);
+    const memory::desc src =
+        keep_plain ? detail::with_type(input, compute_type()) : memory::desc(in_dims, compute_type(), blocked);
     const memory::desc dst({batch_, filters_, out_hw_[0], out_hw_[1]}, memory::data_type::f32, blocked);
     try {
       Primitives p = build(src, dst, wdims);
@@ -398,7 +391,8 @@ class Conv2D final : public Layer {
     for (auto tag : {memory::format_tag::nchw, memory::format_tag::nhwc, detail::blocked_tag()}) {
       outputs.emplace_back(out_dims, memory::data_type::f32, tag);
     }
-    for (const memory::desc& candidate : layout_candidates(input)) {
+    for (const memory::desc& f32_candidate : layout_candidates(input)) {
+      const memory::desc candidate = detail::with_type(f32_candidate, compute_type());
       for (const memory::desc& output : outputs) {
         Primitives p;
         try {
@@ -429,7 +423,8 @@ class Conv2D final : public Layer {
   }
 
   Primitives build(const memory::desc& src, const memory::desc& dst, const Shape& wdims) const {
-    const memory::desc wei_any = any_desc(wdims);
+    const memory::desc wei_any = detail::with_type(any_desc(wdims), compute_type());
+    const memory::desc diff_src = detail::with_type(src, memory::data_type::f32);
     memory::dims strides{stride_[0], stride_[1]};
     memory::dims dil{dilation_[0] - 1, dilation_[1] - 1};  // oneDNN counts the gaps
     memory::dims pad{padding_[0], padding_[1]};
@@ -438,14 +433,18 @@ class Conv2D final : public Layer {
                                                              src, wei_any, bias_md_, dst, strides, dil, pad, pad},
                                                             cpu_engine());
     p.dst = fwd_pd.dst_desc();
+    p.diff_dst = detail::with_type(p.dst, compute_type());
     p.fwd_wei = fwd_pd.weights_desc();
     p.fwd_impl = fwd_pd.impl_info_str();
     p.bwd_data_pd = dnnl::convolution_backward_data::primitive_desc(
-        {algorithm::convolution_direct, src, wei_any, p.dst, strides, dil, pad, pad}, cpu_engine(), fwd_pd);
+        {algorithm::convolution_direct, diff_src, wei_any, p.diff_dst, strides, dil, pad, pad}, cpu_engine(), fwd_pd);
     p.bwd_wei = p.bwd_data_pd.weights_desc();
     p.bwd_data_impl = p.bwd_data_pd.impl_info_str();
+    const memory::desc diff_wei_any = any_desc(wdims);
     auto bwd_weights_pd = dnnl::convolution_backward_weights::primitive_desc(
-        {algorithm::convolution_direct, src, wei_any, bias_md_, p.dst, strides, dil, pad, pad}, cpu_engine(), fwd_pd);
+        {algorithm::convolution_direct, src, diff_wei_any, separate_bias_gradient() ? memory::desc() : bias_md_,
+         p.diff_dst, strides, dil, pad, pad},
+        cpu_engine(), fwd_pd);
     p.diff_wei = bwd_weights_pd.diff_weights_desc();
     p.bwd_weights_impl = bwd_weights_pd.impl_info_str();
     p.fwd_pd = fwd_pd;
@@ -459,11 +458,15 @@ class Conv2D final : public Layer {
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   Primitives prims_;
-  memory::desc in_md_, src_, dst_, user_wei_, bias_md_;
-  Reorder to_src_, from_src_, to_fwd_wei_, to_bwd_wei_, from_diff_wei_;
+  memory::desc in_md_, src_, diff_src_, dst_, user_wei_, bias_md_;
+  Reorder to_src_, from_src_, to_diff_dst_, to_fwd_wei_, to_bwd_wei_, from_diff_wei_;
+  detail::BiasGradient bias_gradient_;  // bf16 only (detail::BiasGradient says why)
   std::vector<float> fwd_wei_buf_, bwd_wei_buf_, diff_wei_buf_;
-  const Tensor* x_ = nullptr;
-  Tensor x_src_, y_, dx_, dx_in_;
+  const float* src_data_ = nullptr;  // the forward input in src_: x itself or x_src_
+  Shape x_shape_;
+  // src_'s and diff_dst's elements, bf16 ones two to a float.
+  std::vector<float> x_src_, dy_low_;
+  Tensor y_, dx_, dx_in_;
 };
 
 // ---------------------------------------------------------------- pooling

@@ -29,46 +29,84 @@ void RowDense::bind(Parameter* weight, Parameter* bias, int64_t in, int64_t out)
   rows_ = -1;
 }
 
-void RowDense::prepare(int64_t rows) {
-  if (rows == rows_) {
+void RowDense::prepare(int64_t rows, Precision precision) {
+  if (rows == rows_ && precision == precision_) {
     return;
   }
-  src_ = plain_desc({rows, in_});
-  wei_ = plain_desc({out_, in_});
+  // Note [Mixed precision] in runtime.h: in bf16 the operands of the dot
+  // products are rounded copies; y and every gradient stay f32.
+  const auto type = precision == Precision::bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::desc x_md = plain_desc({rows, in_}), user_wei = plain_desc({out_, in_});
+  src_ = with_type(x_md, type);
+  wei_ = with_type(user_wei, type);
   dst_ = plain_desc({rows, out_});
+  diff_dst_ = with_type(dst_, type);
   bias_md_ = bias_ ? plain_desc({out_}) : memory::desc();
   auto fwd_pd = dnnl::inner_product_forward::primitive_desc(
       {dnnl::prop_kind::forward_training, src_, wei_, bias_md_, dst_}, cpu_engine());
   fwd_ = dnnl::inner_product_forward(fwd_pd);
   bwd_data_ = dnnl::inner_product_backward_data(
-      dnnl::inner_product_backward_data::primitive_desc({src_, wei_, dst_}, cpu_engine(), fwd_pd));
-  bwd_weights_ = dnnl::inner_product_backward_weights(
-      dnnl::inner_product_backward_weights::primitive_desc({src_, wei_, bias_md_, dst_}, cpu_engine(), fwd_pd));
+      dnnl::inner_product_backward_data::primitive_desc({x_md, wei_, diff_dst_}, cpu_engine(), fwd_pd));
+  // bf16 sums the bias gradient from the f32 dy (detail::BiasGradient says why).
+  separate_bias_gradient_ = bias_ != nullptr && precision == Precision::bf16;
+  bwd_weights_ = dnnl::inner_product_backward_weights(dnnl::inner_product_backward_weights::primitive_desc(
+      {src_, user_wei, separate_bias_gradient_ ? memory::desc() : bias_md_, diff_dst_}, cpu_engine(), fwd_pd));
+  if (separate_bias_gradient_) {
+    bias_gradient_.prepare(dst_);
+  }
+  to_src_.prepare(x_md, src_);
+  to_wei_.prepare(user_wei, wei_);
+  to_diff_dst_.prepare(dst_, diff_dst_);
+  x_md_ = x_md;
+  user_wei_ = user_wei;
   rows_ = rows;
+  precision_ = precision;
 }
 
-void RowDense::forward(const float* x, float* y) const {
-  Args args{{DNNL_ARG_SRC, wrap(src_, x)},
-            {DNNL_ARG_WEIGHTS, wrap(wei_, weight_->value.data())},
-            {DNNL_ARG_DST, wrap(dst_, y)}};
+void RowDense::forward(const float* x, float* y) {
+  const void* src = x;
+  if (to_src_.needed()) {
+    x_low_.resize(static_cast<size_t>(storage_floats(src_)));
+    to_src_.run(x, x_low_.data());
+    src = x_low_.data();
+  }
+  const void* w = weight_->value.data();
+  if (to_wei_.needed()) {
+    w_low_.resize(static_cast<size_t>(storage_floats(wei_)));
+    to_wei_.run(w, w_low_.data());
+    w = w_low_.data();
+  }
+  Args args{{DNNL_ARG_SRC, wrap(src_, src)}, {DNNL_ARG_WEIGHTS, wrap(wei_, w)}, {DNNL_ARG_DST, wrap(dst_, y)}};
   if (bias_) {
     args.emplace(DNNL_ARG_BIAS, wrap(bias_md_, bias_->value.data()));
   }
   fwd_.execute(cpu_stream(), args);
 }
 
-void RowDense::backward(const float* x, const float* dy, float* dx) const {
-  Args args{{DNNL_ARG_SRC, wrap(src_, x)},
-            {DNNL_ARG_DIFF_DST, wrap(dst_, dy)},
-            {DNNL_ARG_DIFF_WEIGHTS, wrap(wei_, weight_->grad)}};
-  if (bias_) {
+void RowDense::backward(const float* x, const float* dy, float* dx) {
+  // bf16: the rounded x and weights of the forward pass (the optimizer runs
+  // after backward, so the weights have not changed since).
+  const void* src = to_src_.needed() ? static_cast<const void*>(x_low_.data()) : x;
+  const void* w = to_wei_.needed() ? static_cast<const void*>(w_low_.data()) : weight_->value.data();
+  const void* diff_dst = dy;
+  if (to_diff_dst_.needed()) {
+    dy_low_.resize(static_cast<size_t>(storage_floats(diff_dst_)));
+    to_diff_dst_.run(dy, dy_low_.data());
+    diff_dst = dy_low_.data();
+  }
+  Args args{{DNNL_ARG_SRC, wrap(src_, src)},
+            {DNNL_ARG_DIFF_DST, wrap(diff_dst_, diff_dst)},
+            {DNNL_ARG_DIFF_WEIGHTS, wrap(user_wei_, weight_->grad)}};
+  if (separate_bias_gradient_) {
+    bias_gradient_.run(dy, bias_->grad);
+  } else if (bias_) {
     args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_md_, bias_->grad));
   }
   bwd_weights_.execute(cpu_stream(), args);
   if (dx != nullptr) {
-    bwd_data_.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(dst_, dy)},
-                                     {DNNL_ARG_WEIGHTS, wrap(wei_, weight_->value.data())},
-                                     {DNNL_ARG_DIFF_SRC, wrap(src_, dx)}});
+    bwd_data_.execute(cpu_stream(), {{DNNL_ARG_DIFF_DST, wrap(diff_dst_, diff_dst)},
+                                     {DNNL_ARG_WEIGHTS, wrap(wei_, w)},
+                                     {DNNL_ARG_DIFF_SRC, wrap(x_md_, dx)}});
   }
 }
 
@@ -356,7 +394,7 @@ class PositionWiseDense final : public Layer {
   memory::desc prepare(const memory::desc& input, bool) override {
     const auto dims = input.dims();
     Shape out(dims.begin(), dims.end());
-    dense_.prepare(leading_rows(out));
+    dense_.prepare(leading_rows(out), precision_);
     out.back() = dense_.out();
     return plain_desc(out);
   }

@@ -338,6 +338,22 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
   return r.chain.backward(r.d_memory, false, on_gradient_ready);
 }
 
+void Model::set_precision(Precision precision) {
+  if (precision == Precision::bf16) {
+    if (const std::string why = bf16_unsupported_reason(); !why.empty()) {
+      throw ConfigError("model '" + spec_.name + "': bf16 refused: " + why);
+    }
+  }
+  if (precision == precision_) {
+    return;
+  }
+  registry_->chain.set_precision(precision);
+  registry_->decoder.set_precision(precision);
+  precision_ = precision;
+  configured_input_.clear();  // the layers choose their kernels again at the next forward
+  configured_target_.clear();
+}
+
 void Model::set_profiling(bool on) {
   if (!on) {
     registry_->profiler.reset();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 #include "dnnl_util.h"
 #include "layer.h"
@@ -81,6 +82,28 @@ std::string runtime_description() {
   return out.str();
 }
 
+const char* to_string(Precision precision) { return precision == Precision::bf16 ? "bf16" : "fp32"; }
+
+Precision parse_precision(const std::string& text, const std::string& what) {
+  if (text == "fp32") {
+    return Precision::fp32;
+  }
+  if (text == "bf16") {
+    return Precision::bf16;
+  }
+  throw ConfigError(what + ": '" + text + "' is not a precision (fp32 or bf16)");
+}
+
+std::string bf16_unsupported_reason() {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto bf16 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core_bf16);
+  if ((isa & bf16) == bf16) {
+    return {};
+  }
+  return "this CPU has no native bf16 (oneDNN's ISA here is below avx512_core_bf16: no AVX512-BF16 or AMX, "
+         "or ONEDNN_MAX_CPU_ISA limits it); oneDNN would emulate bf16, slower than fp32";
+}
+
 namespace detail {
 
 dnnl::engine& cpu_engine() {
@@ -116,14 +139,24 @@ const char* layout_name(const dnnl::memory::desc& desc) {
   }
   for (auto [t, name] :
        {std::pair{tag::nchw, "nchw"}, {tag::nhwc, "nhwc"}, {tag::nChw8c, "nChw8c"}, {tag::nChw16c, "nChw16c"}}) {
-    if (desc == dnnl::memory::desc(dims, dnnl::memory::data_type::f32, t)) {
+    if (desc == dnnl::memory::desc(dims, desc.data_type(), t)) {
       return name;
     }
   }
   return "other";
 }
 
-int64_t storage_floats(const dnnl::memory::desc& desc) { return static_cast<int64_t>(desc.get_size() / sizeof(float)); }
+int64_t storage_floats(const dnnl::memory::desc& desc) {
+  // Rounded up: a bf16 tensor with an odd element count needs the last half float.
+  return static_cast<int64_t>((desc.get_size() + sizeof(float) - 1) / sizeof(float));
+}
+
+dnnl::memory::desc with_type(const dnnl::memory::desc& desc, dnnl::memory::data_type type) {
+  // Strides and blocks count elements, so the layout carries over unchanged.
+  dnnl::memory::desc out = desc;
+  out.data.data_type = dnnl::memory::convert_to_c(type);
+  return out;
+}
 
 void Reorder::prepare(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
   from_ = from;
@@ -134,8 +167,95 @@ void Reorder::prepare(const dnnl::memory::desc& from, const dnnl::memory::desc& 
   }
 }
 
-void Reorder::run(const float* from, float* to) const {
+void Reorder::run(const void* from, void* to) const {
   primitive_.execute(cpu_stream(), {{DNNL_ARG_FROM, wrap(from_, from)}, {DNNL_ARG_TO, wrap(to_, to)}});
+}
+
+void BiasGradient::prepare(const dnnl::memory::desc& output_gradient) {
+  using tag = dnnl::memory::format_tag;
+  from_ = output_gradient;
+  const dnnl::memory::dims dims = output_gradient.dims();
+  channels_ = dims[1];
+  outer_ = dims[0];
+  inner_ = 1;
+  for (size_t d = 2; d < dims.size(); ++d) {
+    inner_ *= dims[d];
+  }
+  const auto f32 = dnnl::memory::data_type::f32;
+  layout_ = Layout::other;
+  if (output_gradient == plain_desc(Shape(dims.begin(), dims.end()))) {
+    layout_ = dims.size() == 2 ? Layout::channels_last : Layout::channel_planes;
+  } else if (dims.size() == 4) {
+    if (output_gradient == dnnl::memory::desc(dims, f32, tag::nhwc)) {
+      layout_ = Layout::channels_last;
+    } else {
+      for (auto [blocked, block] : {std::pair{tag::nChw16c, 16}, {tag::nChw8c, 8}}) {
+        if (output_gradient == dnnl::memory::desc(dims, f32, blocked)) {
+          layout_ = Layout::channel_blocks;
+          block_ = block;
+        }
+      }
+    }
+  }
+  if (layout_ == Layout::channels_last) {
+    outer_ *= inner_;  // rows of channels
+  }
+  if (layout_ == Layout::other) {
+    dnnl::memory::dims reduced(dims.size(), 1);
+    reduced[1] = channels_;
+    to_ = plain_desc(Shape(reduced.begin(), reduced.end()));
+    primitive_ = dnnl::reduction(
+        dnnl::reduction::primitive_desc({dnnl::algorithm::reduction_sum, from_, to_, 0.0f, 0.0f}, cpu_engine()));
+  }
+}
+
+void BiasGradient::run(const float* dy, float* db) const {
+  std::fill(db, db + channels_, 0.0f);
+  switch (layout_) {
+    case Layout::channels_last:
+      for (int64_t r = 0; r < outer_; ++r) {
+        const float* row = dy + r * channels_;
+        for (int64_t c = 0; c < channels_; ++c) {
+          db[c] += row[c];
+        }
+      }
+      return;
+    case Layout::channel_planes:
+      for (int64_t n = 0; n < outer_; ++n) {
+        for (int64_t c = 0; c < channels_; ++c) {
+          const float* plane = dy + (n * channels_ + c) * inner_;
+          float sum = 0.0f;
+          for (int64_t i = 0; i < inner_; ++i) {
+            sum += plane[i];
+          }
+          db[c] += sum;
+        }
+      }
+      return;
+    case Layout::channel_blocks: {
+      // {N, C/block (rounded up), H*W, block}; padded channels are left out.
+      const int64_t blocks = (channels_ + block_ - 1) / block_;
+      std::vector<float> sum(static_cast<size_t>(block_));
+      for (int64_t n = 0; n < outer_; ++n) {
+        for (int64_t b = 0; b < blocks; ++b) {
+          std::fill(sum.begin(), sum.end(), 0.0f);
+          const float* at = dy + (n * blocks + b) * inner_ * block_;
+          for (int64_t i = 0; i < inner_; ++i) {
+            for (int64_t k = 0; k < block_; ++k) {
+              sum[static_cast<size_t>(k)] += at[i * block_ + k];
+            }
+          }
+          for (int64_t k = 0; k < block_ && b * block_ + k < channels_; ++k) {
+            db[b * block_ + k] += sum[static_cast<size_t>(k)];
+          }
+        }
+      }
+      return;
+    }
+    case Layout::other:
+      primitive_.execute(cpu_stream(), {{DNNL_ARG_SRC, wrap(from_, dy)}, {DNNL_ARG_DST, wrap(to_, db)}});
+      return;
+  }
 }
 
 dnnl::memory::desc plain_desc(const Shape& dims) {

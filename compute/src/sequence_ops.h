@@ -5,6 +5,7 @@
 // (the decoder's encoder-decoder attention) can share them.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dnnl_util.h"
 #include "layer.h"
@@ -19,20 +20,27 @@ class RowDense {
   void bind(Parameter* weight, Parameter* bias, int64_t in, int64_t out);
   int64_t in() const { return in_; }
   int64_t out() const { return out_; }
-  // Builds the primitives for `rows` rows (cheap when rows did not change).
-  void prepare(int64_t rows);
-  void forward(const float* x, float* y) const;
+  // Builds the primitives for `rows` rows (cheap when nothing changed).
+  void prepare(int64_t rows, Precision precision);
+  void forward(const float* x, float* y);
   // Overwrites the weight and bias gradients; writes dx unless it is null.
-  void backward(const float* x, const float* dy, float* dx) const;
+  // x is the last forward's input (in bf16 its rounded copy from then is used).
+  void backward(const float* x, const float* dy, float* dx);
 
  private:
   Parameter* weight_ = nullptr;
   Parameter* bias_ = nullptr;
   int64_t in_ = 0, out_ = 0, rows_ = -1;
-  dnnl::memory::desc src_, wei_, dst_, bias_md_;
+  Precision precision_ = Precision::fp32;
+  // src_, wei_ and diff_dst_ in the compute type; the others f32.
+  dnnl::memory::desc x_md_, src_, user_wei_, wei_, dst_, diff_dst_, bias_md_;
+  Reorder to_src_, to_wei_, to_diff_dst_;
+  bool separate_bias_gradient_ = false;
+  BiasGradient bias_gradient_;
   dnnl::inner_product_forward fwd_;
   dnnl::inner_product_backward_data bwd_data_;
   dnnl::inner_product_backward_weights bwd_weights_;
+  std::vector<float> x_low_, w_low_, dy_low_;  // bf16 elements, two to a float
 };
 
 // C = scale * A B on dnnl::matmul, A {..., M, K}, B {..., K, N}, C {..., M,

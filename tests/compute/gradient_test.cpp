@@ -4,12 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <vector>
 
 #include "test_util.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
+#include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
 
@@ -58,36 +60,49 @@ void check_entries(const std::string& what, float* values, int64_t size, const f
 
 class LayerGradient : public ::testing::TestWithParam<Case> {};
 
-TEST_P(LayerGradient, MatchesFiniteDifferences) {
-  const Case& c = GetParam();
-  ModelSpec spec{c.label, Shape(c.input.begin() + 1, c.input.end()), c.layers};
-  Model model(spec);
+// The case's model, seeded, with nonzero biases and BatchNorm shifts (they
+// make the checks less forgiving).
+Model make_model(const Case& c) {
+  Model model(ModelSpec{c.label, Shape(c.input.begin() + 1, c.input.end()), c.layers});
   model.initialize(7);
-  // Nonzero biases and BatchNorm shifts make the checks less forgiving.
   for (size_t i = 0; i < model.parameter_count(); ++i) {
     Tensor noise = random_tensor({model.parameter(i).size}, 100 + i, -0.3f, 0.3f);
     for (int64_t j = 0; j < noise.size(); ++j) {
       model.weights(i)[j] += noise[j];
     }
   }
+  return model;
+}
+
+Tensor make_input(const Case& c) {
   Tensor x = random_tensor(c.input, 1);
   if (c.vocab > 0) {
     for (int64_t i = 0; i < x.size(); ++i) {
       x[i] = std::floor((x[i] + 1.0f) * 0.5f * static_cast<float>(c.vocab) * 0.999f);
     }
   }
+  return x;
+}
+
+// BatchNorm's inference mode uses running statistics; make them non-trivial.
+void set_states(Model& model) {
+  for (size_t s = 0; s < model.state_count(); ++s) {
+    Tensor stat = random_tensor({model.state(s).size}, 300 + s, 0.5f, 1.5f);
+    std::copy(stat.data(), stat.data() + stat.size(), model.state_data(s));
+  }
+}
+
+TEST_P(LayerGradient, MatchesFiniteDifferences) {
+  const Case& c = GetParam();
+  Model model = make_model(c);
+  Tensor x = make_input(c);
   auto run = [&]() -> const Tensor& {
     // The same step and samples, so the same Dropout mask every time.
     return model.forward(x, c.mode, BatchInfo{5, 3, c.lengths});
   };
   const Tensor& y0 = run();
   const Tensor r = random_tensor(y0.shape(), 2);
-  // BatchNorm's inference mode uses running statistics; make them non-trivial
-  // and identical for every evaluation.
-  for (size_t s = 0; s < model.state_count(); ++s) {
-    Tensor stat = random_tensor({model.state(s).size}, 300 + s, 0.5f, 1.5f);
-    std::copy(stat.data(), stat.data() + stat.size(), model.state_data(s));
-  }
+  set_states(model);  // and the same for every evaluation:
   std::vector<std::vector<float>> saved_states;
   for (size_t s = 0; s < model.state_count(); ++s) {
     saved_states.emplace_back(model.state_data(s), model.state_data(s) + model.state(s).size);
@@ -124,6 +139,79 @@ TEST_P(LayerGradient, MatchesFiniteDifferences) {
   for (size_t i = 0; i < model.parameter_count(); ++i) {
     check_entries(model.parameter(i).name, model.weights(i), model.parameter(i).size, grads[i].data(), loss);
   }
+}
+
+// Note [Mixed precision] in runtime.h: a bf16 model rounds the operands of
+// its dot products (inputs, weights, output gradients of convolutions and
+// Dense layers) to bf16 and accumulates in fp32. Finite differences cannot
+// check that (a step of 1e-2 is only a few bf16 steps), so the bf16
+// gradients are checked against the fp32 ones, which the test above checks.
+//
+// Tolerance: rounding to bf16 (8 significant bits) changes a value by at most
+// u = 2^-9 relative, so a product of two rounded operands is off by at most
+// about 2u = 2^-8 = 0.0039 relative, and a sum of such products by at most
+// 2^-8 times the sum of their magnitudes. Each rounded layer on a gradient's
+// path adds its own; the deepest paths here (LeNet-5's first convolution,
+// the Transformer encoder's input) cross 5 such layers: 5 x 2^-8 = 0.0195 in
+// the norm of a tensor. Sums whose terms partly cancel (a bias gradient sums
+// a whole batch's output gradients) lose up to as much again, relative to
+// their smaller result: 10 x 2^-8 = 0.039 in all. Measured on AVX512-BF16
+// (2026-11-26): at most 0.029, LeNet-5's first bias; 0.014 the encoder's.
+// A gradient that is 0 in exact arithmetic (a bias that BatchNorm follows)
+// comes out as rounding noise: a few hundred output gradients of order 1
+// summed in fp32 leave about 1e-5. So norms below 1e-3 per element, far below
+// any real gradient here, are measured against that floor instead.
+constexpr double kBf16Tolerance = 10.0 / 256.0;
+
+double relative_error(const float* got, const float* want, int64_t size) {
+  double diff = 0.0, norm = 0.0;
+  for (int64_t i = 0; i < size; ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  const double noise_floor = 1e-6 * static_cast<double>(size);  // (1e-3 per element)^2
+  return std::sqrt(diff / std::max(norm, noise_floor));
+}
+
+TEST_P(LayerGradient, Bf16MatchesFp32) {
+  if (const std::string why = bf16_unsupported_reason(); !why.empty()) {
+    GTEST_SKIP() << "bf16: " << why;
+  }
+  const Case& c = GetParam();
+  const Tensor x = make_input(c);
+  struct Pass {
+    Tensor y, dx;
+    std::vector<std::vector<float>> grads;
+  };
+  auto run = [&](Precision precision) {
+    Model model = make_model(c);
+    model.set_precision(precision);
+    set_states(model);
+    Pass p;
+    p.y = model.forward(x, c.mode, BatchInfo{5, 3, c.lengths});
+    const Tensor r = random_tensor(p.y.shape(), 2);
+    p.dx = *model.backward(r, {}, true);
+    for (size_t i = 0; i < model.parameter_count(); ++i) {
+      p.grads.emplace_back(model.gradient(i), model.gradient(i) + model.parameter(i).size);
+    }
+    return p;
+  };
+  const Pass fp32 = run(Precision::fp32), bf16 = run(Precision::bf16);
+  double worst = 0.0;
+  auto check = [&](const std::string& what, const float* got, const float* want, int64_t size) {
+    const double error = relative_error(got, want, size);
+    worst = std::max(worst, error);
+    EXPECT_LE(error, kBf16Tolerance) << what;
+  };
+  check("output", bf16.y.data(), fp32.y.data(), fp32.y.size());
+  if (c.vocab == 0) {
+    check("input gradient", bf16.dx.data(), fp32.dx.data(), fp32.dx.size());
+  }
+  for (size_t i = 0; i < fp32.grads.size(); ++i) {
+    check("gradient " + std::to_string(i), bf16.grads[i].data(), fp32.grads[i].data(),
+          static_cast<int64_t>(fp32.grads[i].size()));
+  }
+  std::printf("%s: largest relative error in bf16 %.2e\n", c.label.c_str(), worst);
 }
 
 using namespace layers;

@@ -137,7 +137,7 @@ TEST(Attention, EncoderDecoderGradientsMatchFiniteDifferences) {
   detail::MultiHeadAttention attention;
   attention.configure(d, 2, false,
                       {&params[0], &params[1], &params[2], &params[3], &params[4], &params[5], &params[6], &params[7]});
-  attention.prepare(b, tq, tk);
+  attention.prepare(b, tq, tk, Precision::fp32);
   Tensor query = random_tensor({b, tq, d}, 21), memory = random_tensor({b, tk, d}, 22);
   const std::vector<int32_t> memory_lengths{5, 2};
   const Tensor r = random_tensor({b, tq, d}, 23);

@@ -50,6 +50,7 @@
 #include <string>
 #include <vector>
 
+#include "tnt/compute/runtime.h"
 #include "tnt/compute/spec.h"
 #include "tnt/compute/tensor.h"
 
@@ -152,6 +153,11 @@ class Model {
   uint64_t training_passes() const { return training_passes_; }
   void set_training_passes(uint64_t n) { training_passes_ = n; }
 
+  // Note [Mixed precision] in runtime.h. Takes effect at the next forward
+  // pass; bf16 throws a ConfigError where bf16_unsupported_reason() says why.
+  void set_precision(Precision precision);
+  Precision precision() const { return precision_; }
+
   // Profiling: while on, forward() and backward() time every layer and book
   // its time and work by kind; profile() returns the sums since profiling was
   // switched on, largest time first. Costs two clock reads per layer and pass.
@@ -171,6 +177,7 @@ class Model {
   Shape configured_input_, configured_target_;
   const Tensor* last_output_ = nullptr;
   uint64_t training_passes_ = 0;
+  Precision precision_ = Precision::fp32;
 };
 
 }  // namespace tnt::compute

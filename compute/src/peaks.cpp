@@ -1,4 +1,4 @@
-#include "peaks.h"
+#include "tnt/compute/peaks.h"
 
 #include <immintrin.h>
 #include <omp.h>
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-namespace tnt::bench {
+namespace tnt::compute {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -128,7 +128,7 @@ double loop_rate(int threads, double seconds, double (*loop)(int64_t, float*)) {
 
 }  // namespace
 
-Peaks measure_peaks(int threads, double seconds) {
+Peaks measure_arithmetic_peaks(int threads, double seconds) {
   Peaks p;
   double (*fma)(int64_t, float*) = scalar_fma;
   p.fma_isa = "scalar";
@@ -144,6 +144,11 @@ Peaks measure_peaks(int threads, double seconds) {
   if (__builtin_cpu_supports("avx512bf16")) {
     p.bf16_gflops = loop_rate(threads, seconds, dot_bf16) * 1e-9;
   }
+  return p;
+}
+
+Peaks measure_peaks(int threads, double seconds) {
+  Peaks p = measure_arithmetic_peaks(threads, seconds);
   // A copy of twice the last-level cache size or more (64 MiB per thread):
   // memory-bound layers stream tensors of that order.
   const size_t floats = size_t{16} << 20;
@@ -161,4 +166,4 @@ Peaks measure_peaks(int threads, double seconds) {
   return p;
 }
 
-}  // namespace tnt::bench
+}  // namespace tnt::compute

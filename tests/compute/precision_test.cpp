@@ -1,0 +1,143 @@
+// Mixed precision (Note [Mixed precision] in compute/include/tnt/compute/runtime.h):
+// the bias-gradient sums every bf16 layer uses, fp32 master weights, and the
+// parsing of the setting. The bf16 gradients themselves are checked against
+// fp32 in gradient_test.cpp (LayerGradient.Bf16MatchesFp32).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "dnnl_util.h"  // compute/src: detail::BiasGradient
+#include "test_util.h"
+#include "tnt/compute/model.h"
+#include "tnt/compute/optimizer.h"
+#include "tnt/compute/runtime.h"
+#include "tnt/compute/zoo.h"
+#include "tnt/core/error.h"
+
+namespace tnt::compute {
+namespace {
+
+using dnnl::memory;
+using test::random_tensor;
+
+// Sums a plain {N, C, ...} tensor over every axis but the channels, in double.
+std::vector<double> reference_bias_gradient(const Tensor& plain) {
+  const int64_t n = plain.dim(0), c = plain.dim(1), inner = plain.size() / (n * c);
+  std::vector<double> sum(static_cast<size_t>(c), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t k = 0; k < c; ++k) {
+      for (int64_t j = 0; j < inner; ++j) {
+        sum[static_cast<size_t>(k)] += plain[(i * c + k) * inner + j];
+      }
+    }
+  }
+  return sum;
+}
+
+void expect_bias_gradient(const Tensor& plain, const memory::desc& layout, const char* what) {
+  detail::Reorder to_layout;
+  to_layout.prepare(detail::plain_desc(plain.shape()), layout);
+  std::vector<float> in_layout(static_cast<size_t>(detail::storage_floats(layout)), 7.0f);  // padding is not summed
+  if (to_layout.needed()) {
+    to_layout.run(plain.data(), in_layout.data());
+  } else {
+    std::memcpy(in_layout.data(), plain.data(), sizeof(float) * static_cast<size_t>(plain.size()));
+  }
+  detail::BiasGradient gradient;
+  gradient.prepare(layout);
+  std::vector<float> got(static_cast<size_t>(plain.dim(1)), -1.0f);
+  gradient.run(in_layout.data(), got.data());
+  const std::vector<double> want = reference_bias_gradient(plain);
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_NEAR(got[k], want[k], 1e-4 * (1.0 + std::abs(want[k]))) << what << " channel " << k;
+  }
+}
+
+TEST(BiasGradient, SumsEveryLayoutOverAllButTheChannels) {
+  using tag = memory::format_tag;
+  const Tensor image = random_tensor({3, 20, 5, 4}, 1);  // 20 channels: blocked layouts are padded
+  const memory::dims dims{3, 20, 5, 4};
+  for (auto [format, name] : {std::pair{tag::nchw, "nchw"},
+                              {tag::nhwc, "nhwc"},
+                              {tag::nChw8c, "nChw8c"},
+                              {tag::nChw16c, "nChw16c"},
+                              {tag::chwn, "chwn (oneDNN's reduction)"}}) {
+    expect_bias_gradient(image, memory::desc(dims, memory::data_type::f32, format), name);
+  }
+  const Tensor rows = random_tensor({7, 5}, 2);
+  expect_bias_gradient(rows, detail::plain_desc(rows.shape()), "rows");
+}
+
+TEST(Precision, ParsesItsTwoNamesAndRejectsOthers) {
+  EXPECT_EQ(parse_precision("fp32"), Precision::fp32);
+  EXPECT_EQ(parse_precision("bf16"), Precision::bf16);
+  EXPECT_STREQ(to_string(Precision::bf16), "bf16");
+  try {
+    parse_precision("fp16", "[train] precision");
+    FAIL() << "fp16 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("[train] precision: 'fp16' is not a precision (fp32 or bf16)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Precision, Bf16IsRefusedWithTheReasonWhereTheCpuLacksIt) {
+  Model model(zoo::lenet5());
+  const std::string why = bf16_unsupported_reason();
+  if (why.empty()) {
+    EXPECT_NO_THROW(model.set_precision(Precision::bf16));
+    EXPECT_EQ(model.precision(), Precision::bf16);
+  } else {
+    EXPECT_THROW(model.set_precision(Precision::bf16), ConfigError);
+    EXPECT_EQ(model.precision(), Precision::fp32);
+  }
+}
+
+// The optimizer updates the fp32 weights with the gradients of the bf16
+// pass. An update smaller than half a bf16 step of its weight would vanish if
+// the weights were kept in bf16; here every such update must land exactly.
+TEST(Precision, Bf16TrainingUpdatesFp32MasterWeights) {
+  if (const std::string why = bf16_unsupported_reason(); !why.empty()) {
+    GTEST_SKIP() << "bf16: " << why;
+  }
+  Model model(ModelSpec{"master", {12}, {layers::dense(6), layers::activation("tanh"), layers::dense(3)}});
+  model.initialize(3);
+  model.set_precision(Precision::bf16);
+  Optimizer sgd({.kind = "sgd"}, model);
+  const Tensor x = random_tensor({8, 12}, 4);
+  const float learning_rate = 1e-4f;
+  int64_t below_bf16_step = 0;
+  for (int step = 0; step < 3; ++step) {
+    const Tensor& y = model.forward(x, Mode::training);
+    const Tensor dy = random_tensor(y.shape(), 10 + static_cast<uint64_t>(step));
+    model.backward(dy);
+    std::vector<std::vector<float>> before, expected;
+    for (size_t i = 0; i < model.parameter_count(); ++i) {
+      const int64_t n = model.parameter(i).size;
+      before.emplace_back(model.weights(i), model.weights(i) + n);
+      expected.emplace_back(before.back());
+      for (int64_t j = 0; j < n; ++j) {
+        expected.back()[static_cast<size_t>(j)] -= learning_rate * model.gradient(i)[j];
+      }
+    }
+    sgd.step(model, learning_rate);
+    for (size_t i = 0; i < model.parameter_count(); ++i) {
+      for (int64_t j = 0; j < model.parameter(i).size; ++j) {
+        const float w = before[i][static_cast<size_t>(j)];
+        const float update = std::abs(learning_rate * model.gradient(i)[j]);
+        ASSERT_EQ(model.weights(i)[j], expected[i][static_cast<size_t>(j)]) << model.parameter(i).name << " " << j;
+        // Half a bf16 step of w: 2^(exponent of w) * 2^-8.
+        if (update > 0.0f && w != 0.0f && update < std::ldexp(1.0f, std::ilogb(w) - 8)) {
+          ++below_bf16_step;
+        }
+      }
+    }
+  }
+  EXPECT_GT(below_bf16_step, 10) << "the test needs updates that bf16 weights would lose";
+}
+
+}  // namespace
+}  // namespace tnt::compute
