@@ -2,7 +2,7 @@
 """Multi-process tests of tnt-train, run through tnt-launch (see tests/trainer/CMakeLists.txt).
 
   trainer_integration.py reproducibility|dropout_reproducibility|resume|failure|skip_gradient_allreduce|nan_guard|
-      input_shape|preemption --launch L --train T --ckpt C --compare W --workdir D [--conf CONF_DIR]
+      input_shape|preemption|export_pairs|bf16_reproducibility|precision_refused --launch L --train T --ckpt C --compare W --workdir D [--conf CONF_DIR]
 """
 import argparse
 import os
@@ -556,11 +556,73 @@ def export_pairs(args):
     print(f"exported 4 steps x 16 pairs, {len(test)} test pairs; 20 translations, e.g. {decoded[0]}")
 
 
+SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests
+
+
+def bf16_refused(args):
+    """Whether this CPU refuses bf16; tnt-train says why and exits 2 where it does."""
+    p = subprocess.run([args.train] + COMMON + ["--precision", "bf16", "--max-steps", "1"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, cwd=args.workdir)
+    if p.returncode == 0:
+        return None
+    if p.returncode == 2 and "--precision bf16) is refused" in p.stdout:
+        return p.stdout.strip()
+    print(p.stdout)
+    fail(f"tnt-train --precision bf16 exited with {p.returncode}")
+
+
+# Note [Mixed precision] (compute/include/tnt/compute/runtime.h): the issue's 30 steps on 1, 2
+# and 3 ranks within 1e-2 relative per tensor, and bitwise equal runs on the same ranks. The
+# ranks round the same elements the same way; only the fp32 sums over ranks differ in order, and
+# such a last-bit difference can move a rounded operand by a whole bf16 step (2^-8).
+def bf16_reproducibility(args):
+    why = bf16_refused(args)
+    if why:
+        print(f"SKIP: {why}")
+        sys.exit(SKIP)
+    ckpts = {}
+    for ranks, tag in [(1, "1"), (2, "2"), (3, "3"), (2, "2b")]:
+        ckpts[tag] = os.path.join(args.workdir, f"bf16_{tag}.ckpt")
+        run(args, ranks, ["--precision", "bf16", "--epochs", "2", "--max-steps", "30", "--checkpoint", ckpts[tag]])
+    for tag in ["2", "3"]:
+        p = subprocess.run([args.compare, ckpts["1"], ckpts[tag], "1e-2"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        print(f"bf16 weights, 1 rank vs {tag} ranks: {p.stdout.strip()}")
+        if p.returncode != 0:
+            fail(f"bf16 weights after 30 steps differ between 1 and {tag} ranks beyond 1e-2 relative")
+    code, text = ckpt_diff(args, ckpts["2"], ckpts["2b"], 0, 0)
+    print(f"two bf16 runs on 2 ranks (bitwise): {text.strip()}")
+    if code != 0:
+        fail("two bf16 runs with the same number of ranks are not bitwise identical")
+    # Checkpoints hold the fp32 master weights either way: an fp32 run resumes a bf16 one.
+    out = run(args, 1, ["--epochs", "2", "--max-steps", "31", "--resume", ckpts["1"], "--print-steps"])
+    if len(step_losses(out)) != 1:
+        print(out)
+        fail("an fp32 run did not resume the bf16 checkpoint at its step 30 for one more step")
+    print("an fp32 run resumed the bf16 checkpoint for its step 31")
+
+
+def precision_refused(args):
+    """bf16 where oneDNN may not use a bf16 ISA (ONEDNN_MAX_CPU_ISA): a clear error, exit 2."""
+    p = subprocess.run([args.launch, "-n", "2", "--", args.train] + COMMON + ["--precision", "bf16"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120, cwd=args.workdir,
+                       env={**os.environ, "ONEDNN_MAX_CPU_ISA": "AVX2"})
+    print(p.stdout.strip()[-600:])
+    if p.returncode == 0 or "--precision bf16) is refused: this CPU has no native bf16" not in p.stdout:
+        fail(f"bf16 without a bf16 ISA was not refused clearly (exit {p.returncode})")
+    p = subprocess.run([args.train] + COMMON + ["--precision", "fp8"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60, cwd=args.workdir)
+    if p.returncode != 2 or "'fp8' is not a precision (fp32 or bf16)" not in p.stdout:
+        print(p.stdout)
+        fail(f"--precision fp8 was not refused clearly (exit {p.returncode})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("test", choices=["reproducibility", "dropout_reproducibility", "resume", "failure",
                                             "skip_gradient_allreduce", "nan_guard", "input_shape", "preemption",
-                                            "seq2seq_reproducibility", "export_pairs"])
+                                            "seq2seq_reproducibility", "export_pairs", "bf16_reproducibility",
+                                            "precision_refused"])
     parser.add_argument("--conf", help="the conf/ folder (nan_guard, export_pairs)")
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)

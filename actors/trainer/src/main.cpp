@@ -315,8 +315,8 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
-  spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each; {}", spec.name,
-               trainer.model().total_parameter_size(), session.size(), config.threads,
+  spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each, {}; {}", spec.name,
+               trainer.model().total_parameter_size(), session.size(), config.threads, config.precision,
                tnt::compute::runtime_description());
   spdlog::info("train: {}; validation: {}; test: {}", sources.train_pairs->describe(),
                sources.validation_pairs->describe(), sources.test_pairs->describe());
@@ -367,8 +367,8 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
-  spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each; {}", spec.name,
-               trainer.model().total_parameter_size(), session.size(), config.threads,
+  spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each, {}; {}", spec.name,
+               trainer.model().total_parameter_size(), session.size(), config.threads, config.precision,
                tnt::compute::runtime_description());
   spdlog::info("train: {}", sources.train->describe());
   check_test_split(trainer, sources);

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
 
@@ -198,6 +199,9 @@ const std::vector<RunKey>& run_keys() {
        "Seed of the weights and the data order"},
       {"train", "threads", +[](RunConfig& c) -> auto& { return c.threads; }, "--threads",
        "Compute threads per rank (oneDNN/OpenMP), default 1"},
+      {"train", "precision", +[](RunConfig& c) -> auto& { return c.precision; }, "--precision",
+       "fp32 (default) or bf16: convolutions and Dense layers on bf16 dot products, weights and "
+       "gradients in fp32; refused where the CPU has no native bf16 (AVX512-BF16 or AMX)"},
       {"train", "drop_remainder", +[](RunConfig& c) -> auto& { return c.drop_remainder; }},
       {"train", "label_smoothing", +[](RunConfig& c) -> auto& { return c.label_smoothing; }},
       {"optimizer", "kind", +[](RunConfig& c) -> auto& { return c.optimizer.kind; }, "--optimizer",
@@ -416,6 +420,11 @@ void validate(const RunConfig& c) {
     bad("give a global batch size (--global-batch) or a micro-batch size (--micro-batch)");
   if (c.epochs == 0) bad("epochs must be at least 1");
   if (c.threads < 1) bad("threads must be at least 1");
+  if (compute::parse_precision(c.precision, "train.precision (--precision)") == compute::Precision::bf16) {
+    if (const std::string why = compute::bf16_unsupported_reason(); !why.empty()) {
+      bad("train.precision bf16 (--precision bf16) is refused: " + why);
+    }
+  }
   if (c.eval_batch == 0) bad("eval_batch must be at least 1");
   if (!c.transport.empty() && c.transport != "tcp" && c.transport != "ib") {
     bad(fmt::format("transport '{}': expected tcp or ib", c.transport));
@@ -704,6 +713,7 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.validation_transform = eval_transform(c);
   fit.fusion_threshold_bytes = c.fusion_threshold_kb * 1024;
   fit.overlap = c.overlap;
+  fit.precision = compute::parse_precision(c.precision);
   fit.checkpoint_path = c.checkpoint_path;
   fit.checkpoint_every_epochs = c.checkpoint_every_epochs;
   fit.checkpoint_every_steps = c.checkpoint_every_steps;

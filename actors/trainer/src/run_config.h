@@ -63,6 +63,7 @@ struct RunConfig {
   std::size_t eval_batch = 1000;
   uint64_t seed = 42;
   int threads = 1;
+  std::string precision = "fp32";  // fp32 | bf16 (Note [Mixed precision] in tnt/compute/runtime.h)
   bool drop_remainder = false;
   double label_smoothing = 0.0;  // sequence loss
 

@@ -228,6 +228,11 @@ struct FitOptions {
   std::size_t fusion_threshold_bytes = 0;
   // false: start the allreduces only after backward has finished (for measurements).
   bool overlap = true;
+  // Note [Mixed precision] (tnt/compute/runtime.h): bf16 runs the convolutions and Dense layers
+  // on bf16 dot products and keeps weights, optimizer state and gradients in fp32. Refused
+  // (ConfigError) where the CPU has no native bf16; the master warns where the measured bf16
+  // peak is not well above the fp32 one.
+  compute::Precision precision = compute::Precision::fp32;
 
   // Checkpoints, written by the master rank only (atomic).
   std::string checkpoint_path;
