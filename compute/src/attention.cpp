@@ -78,6 +78,16 @@ void MultiHeadAttention::prepare(int64_t batch, int64_t query_length, int64_t ke
   d_scores_.resize(p_size);
 }
 
+LayerCost MultiHeadAttention::cost(bool backward) const {
+  const auto b = static_cast<double>(batch_), tq = static_cast<double>(tq_), tk = static_cast<double>(tk_);
+  const auto d = static_cast<double>(dim_), h = static_cast<double>(heads_);
+  const double projections = 2.0 * d * d * (2.0 * b * tq + 2.0 * b * tk);  // query and output; key and value
+  const double products = 2.0 * 2.0 * b * tq * tk * d;                     // scores and the weighted sum
+  const double bytes = sizeof(float) * (2.0 * b * tq * d + b * tk * d + 4.0 * d * d + 2.0 * b * h * tq * tk);
+  const double passes = backward ? 2.0 : 1.0;
+  return {passes * (projections + products), passes * bytes};
+}
+
 void MultiHeadAttention::apply_mask(std::span<const int32_t> key_lengths, bool after_softmax) {
   if (key_lengths.empty() && !causal_) {
     return;
@@ -215,6 +225,8 @@ class SelfAttention final : public Layer {
     return detail::plain_desc({dims[0], dims[1], dims[2]});
   }
 
+  LayerCost cost(bool backward, bool, int64_t, int64_t) const override { return attention_.cost(backward); }
+
   const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
     x_ = &x;
     y_.resize(x.shape());
@@ -286,6 +298,9 @@ class CrossAttention final : public Layer {
     const auto dims = input.dims();
     return detail::plain_desc({dims[0], dims[1], dims[2]});
   }
+
+  // The profiler asks after the pass, so the attention has the pass's sizes.
+  LayerCost cost(bool backward, bool, int64_t, int64_t) const override { return attention_.cost(backward); }
 
   const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
     const Tensor* memory = context.memory;

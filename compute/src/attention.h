@@ -41,6 +41,10 @@ class MultiHeadAttention {
   // d_memory {B, Tk, D} where not null. For self-attention the input gradient
   // is their sum.
   void backward(const float* dy, float* d_query, float* d_memory);
+  // Note [Roofline] in layer.h: the four projections and the two products
+  // per head, at the prepared sizes; backward does each twice (the gradients
+  // of both operands).
+  LayerCost cost(bool backward) const;
 
  private:
   void apply_mask(std::span<const int32_t> key_lengths, bool after_softmax);

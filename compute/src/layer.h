@@ -61,6 +61,10 @@ struct LayerCost {
   double bytes = 0.0;
 };
 
+// The cost of a layer that multiplies its input by `weights` values,
+// `macs_per_output` multiply-adds per output (layers_dnnl.cpp).
+LayerCost linear_cost(bool backward, bool need_dx, int64_t in, int64_t out, int64_t weights, int64_t macs_per_output);
+
 // Times layers by kind (Note [Roofline]); active while a profiled Model runs
 // forward or backward on this thread. A layer's time excludes the layers
 // nested in it (a residual block's own time is its sum and activation).
@@ -141,6 +145,11 @@ class Layer {
   // Note [Mixed precision] in runtime.h: set before prepare(); layers that
   // hold other layers pass it on.
   virtual void set_precision(Precision precision) { precision_ = precision; }
+  // Note [Spare buffers] (runtime.cpp): called once the input gradient that
+  // backward() returned has been consumed; the layer releases the storage of
+  // its gradients and of anything else only a backward pass needs. The next
+  // backward() takes buffers again.
+  virtual void release_gradients() {}
 
  protected:
   Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in, int64_t fan_out);
@@ -176,6 +185,9 @@ class Chain {
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
   void set_precision(Precision precision);
+  // Layer::release_gradients for the chain's own input gradient (that of its
+  // first layer); backward() releases the others as it goes.
+  void release_gradients();
 
  private:
   struct ToPlain {  // before a layer that wants plain input
@@ -186,6 +198,9 @@ class Chain {
   std::vector<std::shared_ptr<Layer>> layers_;
   std::vector<bool> absorbed_;  // done by the layer before (Layer::absorb)
   std::vector<ToPlain> to_plain_;
+  std::vector<size_t> holding_;              // layers whose gradient buffers backward()'s result may be in
+  std::vector<int64_t> pass_in_, pass_out_;  // element counts of each layer's input and output, last forward
+  void release_held();
   Shape sample_in_;
   std::vector<Shape> sample_out_;
 };

@@ -33,10 +33,12 @@ class Flatten final : public Layer {
     if (!need_dx) {
       return nullptr;
     }
-    dx_.resize(x_->shape());
+    dx_.resize_storage(x_->shape(), x_->size());
     std::copy(dy.data(), dy.data() + dy.size(), dx_.data());
     return &dx_;
   }
+
+  void release_gradients() override { dx_.release_storage(); }
 
  private:
   int64_t features_ = 0;
@@ -111,6 +113,8 @@ class Dropout final : public Layer {
     }
     return &dx_;
   }
+
+  void release_gradients() override { dx_.release_storage(); }
 
  private:
   // Fills mask_ (in the input's storage layout) with 0 or 1 / (1 - rate).
@@ -258,16 +262,21 @@ class Residual final : public Layer {
     // order]), so its gradients are finished and announced first.
     const Tensor* ds = shortcut_.empty() ? dsum_shortcut : shortcut_.backward(*dsum_shortcut, need_dx, ready);
     const Tensor* dm = main_.backward(*dsum, need_dx, ready);
-    if (!need_dx) {
-      return nullptr;
+    if (need_dx) {
+      // Both input gradients are in the block input's layout.
+      dx_.resize_storage(dm->shape(), dm->size());
+      dx_sum_.execute(detail::cpu_stream(), {{DNNL_ARG_SRC_0, detail::wrap(in_md_, dm->data())},
+                                             {DNNL_ARG_SRC_1, detail::wrap(in_md_, ds->data())},
+                                             {DNNL_ARG_DST, detail::wrap(in_md_, dx_.data())}});
     }
-    // Both input gradients are in the block input's layout.
-    dx_.resize_storage(dm->shape(), dm->size());
-    dx_sum_.execute(detail::cpu_stream(), {{DNNL_ARG_SRC_0, detail::wrap(in_md_, dm->data())},
-                                           {DNNL_ARG_SRC_1, detail::wrap(in_md_, ds->data())},
-                                           {DNNL_ARG_DST, detail::wrap(in_md_, dx_.data())}});
-    return &dx_;
+    main_.release_gradients();
+    shortcut_.release_gradients();
+    dsum_.release_storage();
+    dsum_shortcut_.release_storage();
+    return need_dx ? &dx_ : nullptr;
   }
+
+  void release_gradients() override { dx_.release_storage(); }
 
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states) override {
     main_.collect(params, states);
@@ -315,6 +324,8 @@ Shape Chain::setup(const Shape& sample_input) {
 
 dnnl::memory::desc Chain::prepare(const dnnl::memory::desc& input, bool input_gradient) {
   to_plain_.resize(layers_.size());
+  pass_in_.assign(layers_.size(), 0);
+  pass_out_.assign(layers_.size(), 0);
   dnnl::memory::desc md = input;
   for (size_t i = 0; i < layers_.size(); ++i) {
     auto& conversion = to_plain_[i];
@@ -362,8 +373,10 @@ const Tensor& Chain::forward(const Tensor& x, const ForwardContext& context) {
       profiler->begin();
     }
     t = &layers_[i]->forward(*t, context);
+    pass_in_[i] = in;
+    pass_out_[i] = element_count(t->shape());
     if (profiler) {
-      profiler->end(layers_[i]->kind(), false, layers_[i]->cost(false, false, in, element_count(t->shape())));
+      profiler->end(layers_[i]->kind(), false, layers_[i]->cost(false, false, in, pass_out_[i]));
     }
   }
   return *t;
@@ -371,14 +384,15 @@ const Tensor& Chain::forward(const Tensor& x, const ForwardContext& context) {
 
 const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) {
   Profiler* profiler = Profiler::active();
-  const int64_t batch = dy.dim(0);
   const Tensor* g = &dy;
+  holding_.clear();  // g is the caller's
   for (size_t i = layers_.size(); i-- > 0;) {
     if (absorbed_[i]) {
       continue;
     }
-    const int64_t in = batch * element_count(i == 0 ? sample_in_ : sample_out_[i - 1]);
-    const int64_t out = batch * element_count(sample_out_[i]);
+    const Tensor* consumed = g;
+    // The forward pass's sizes: a sequence's length is not the sample shape's.
+    const int64_t in = pass_in_[i], out = pass_out_[i];
     const bool layer_dx = need_dx || i > 0;
     if (profiler) {
       profiler->begin();
@@ -399,9 +413,25 @@ const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& rea
       }
       g = &conversion.dx;
     }
+    // Note [Spare buffers]: the gradient this layer consumed is dead unless it
+    // passed it on unchanged.
+    if (g != consumed) {
+      release_held();
+    }
+    holding_.push_back(i);
   }
   return g;
 }
+
+void Chain::release_held() {
+  for (size_t i : holding_) {
+    layers_[i]->release_gradients();
+    to_plain_[i].dx.release_storage();
+  }
+  holding_.clear();
+}
+
+void Chain::release_gradients() { release_held(); }
 
 void Chain::collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states) {
   for (auto& layer : layers_) {

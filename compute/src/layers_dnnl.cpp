@@ -85,19 +85,6 @@ memory::desc any_desc(const Shape& dims) {
   return memory::desc(memory::dims(dims.begin(), dims.end()), memory::data_type::f32, memory::format_tag::any);
 }
 
-// Cost of a layer that multiplies its input by `weights` values,
-// `macs_per_output` multiply-adds per output (Note [Roofline]). Backward
-// computes the weight gradient (reads x and dy, writes dw) and, when need_dx,
-// the input gradient (reads dy and w, writes dx).
-LayerCost linear_cost(bool backward, bool need_dx, int64_t in, int64_t out, int64_t weights, int64_t macs_per_output) {
-  const double flops = 2.0 * static_cast<double>(out) * static_cast<double>(macs_per_output);
-  const auto x = static_cast<double>(in), y = static_cast<double>(out), w = static_cast<double>(weights);
-  if (!backward) {
-    return {flops, sizeof(float) * (x + w + y)};
-  }
-  return {flops * (need_dx ? 2.0 : 1.0), sizeof(float) * (x + y + w + (need_dx ? x + y + w : 0.0))};
-}
-
 // ---------------------------------------------------------------- Dense
 class Dense final : public Layer {
  public:
@@ -139,12 +126,14 @@ class Dense final : public Layer {
 
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
     if (need_dx) {
-      dx_.resize(x_->shape());
+      dx_.resize_storage(x_->shape(), x_->size());
     }
     dense_.backward(x_->data(), dy.data(), need_dx ? dx_.data() : nullptr);
     announce(ready);
     return need_dx ? &dx_ : nullptr;
   }
+
+  void release_gradients() override { dx_.release_storage(); }
 
  private:
   int64_t units_ = 0, in_ = 0, batch_ = 0;
@@ -246,7 +235,8 @@ class Conv2D final : public Layer {
     x_shape_ = x.shape();
     src_data_ = x.data();
     if (to_src_.needed()) {
-      x_src_.resize(static_cast<size_t>(storage_floats(src_)));
+      const int64_t floats = storage_floats(src_);
+      x_src_.resize_storage({floats}, floats);
       to_src_.run(x.data(), x_src_.data());
       src_data_ = x_src_.data();
     }
@@ -269,7 +259,8 @@ class Conv2D final : public Layer {
   const Tensor* backward(const Tensor& dy_in, bool need_dx, const ReadyFn& ready) override {
     const float* dy = dy_in.data();
     if (to_diff_dst_.needed()) {  // bf16: rounded once, used by both passes
-      dy_low_.resize(static_cast<size_t>(storage_floats(prims_.diff_dst)));
+      const int64_t floats = storage_floats(prims_.diff_dst);
+      dy_low_.resize_storage({floats}, floats);
       to_diff_dst_.run(dy, dy_low_.data());
       dy = dy_low_.data();
     }
@@ -310,6 +301,12 @@ class Conv2D final : public Layer {
       return &dx_in_;
     }
     return &dx_;
+  }
+
+  void release_gradients() override {
+    for (Tensor* t : {&dx_, &dx_in_, &x_src_, &dy_low_}) {
+      t->release_storage();
+    }
   }
 
  private:
@@ -465,8 +462,7 @@ class Conv2D final : public Layer {
   const float* src_data_ = nullptr;  // the forward input in src_: x itself or x_src_
   Shape x_shape_;
   // src_'s and diff_dst's elements, bf16 ones two to a float.
-  std::vector<float> x_src_, dy_low_;
-  Tensor y_, dx_, dx_in_;
+  Tensor x_src_, dy_low_, y_, dx_, dx_in_;
 };
 
 // ---------------------------------------------------------------- pooling
@@ -580,6 +576,11 @@ class Pool2D final : public Layer {
       return &dx_in_;
     }
     return &dx_;
+  }
+
+  void release_gradients() override {
+    dx_.release_storage();
+    dx_in_.release_storage();
   }
 
  private:
@@ -712,6 +713,11 @@ class MaxPool2D final : public Layer {
       return &dx_in_;
     }
     return &dx_;
+  }
+
+  void release_gradients() override {
+    dx_.release_storage();
+    dx_in_.release_storage();
   }
 
  private:
@@ -937,6 +943,8 @@ class Activation final : public Layer {
     return &dx_;
   }
 
+  void release_gradients() override { dx_.release_storage(); }
+
  private:
   algorithm alg_ = algorithm::eltwise_relu;
   float alpha_ = 0.0f;
@@ -1076,6 +1084,8 @@ class BatchNorm final : public Layer {
     return need_dx ? &dx_ : nullptr;
   }
 
+  void release_gradients() override { dx_.release_storage(); }
+
  private:
   Mode last_mode_ = Mode::training;
   float momentum_ = 0.99f, epsilon_ = 1e-3f;
@@ -1095,6 +1105,19 @@ class BatchNorm final : public Layer {
 };
 
 }  // namespace
+
+// Cost of a layer that multiplies its input by `weights` values,
+// `macs_per_output` multiply-adds per output (Note [Roofline]). Backward
+// computes the weight gradient (reads x and dy, writes dw) and, when need_dx,
+// the input gradient (reads dy and w, writes dx).
+LayerCost linear_cost(bool backward, bool need_dx, int64_t in, int64_t out, int64_t weights, int64_t macs_per_output) {
+  const double flops = 2.0 * static_cast<double>(out) * static_cast<double>(macs_per_output);
+  const auto x = static_cast<double>(in), y = static_cast<double>(out), w = static_cast<double>(weights);
+  if (!backward) {
+    return {flops, sizeof(float) * (x + w + y)};
+  }
+  return {flops * (need_dx ? 2.0 : 1.0), sizeof(float) * (x + y + w + (need_dx ? x + y + w : 0.0))};
+}
 
 std::shared_ptr<Layer> make_dnnl_layer(const LayerSpec& spec, const std::string& name) {
   if (spec.type == "dense") {

@@ -408,6 +408,10 @@ class PositionWiseDense final : public Layer {
     return y_;
   }
 
+  LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const override {
+    return linear_cost(backward, need_dx, in, out, dense_.in() * dense_.out(), dense_.in());
+  }
+
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
     if (need_dx) {
       dx_.resize(x_->shape());

@@ -324,7 +324,11 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
     dy = &r.d_output;
   }
   if (!spec_.is_sequence_to_sequence()) {
-    return r.chain.backward(*dy, input_gradient, on_gradient_ready);
+    const Tensor* dx = r.chain.backward(*dy, input_gradient, on_gradient_ready);
+    if (!input_gradient) {
+      r.chain.release_gradients();  // Note [Spare buffers]; else dx is the caller's until the next step
+    }
+    return dx;
   }
   if (input_gradient) {
     throw ConfigError("model '" + spec_.name +
@@ -335,7 +339,10 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
   // layers sum the memory's gradient for the encoder's backward.
   std::fill(r.d_memory.data(), r.d_memory.data() + r.d_memory.size(), 0.0f);
   r.decoder.backward(*dy, false, on_gradient_ready);
-  return r.chain.backward(r.d_memory, false, on_gradient_ready);
+  r.decoder.release_gradients();
+  r.chain.backward(r.d_memory, false, on_gradient_ready);
+  r.chain.release_gradients();
+  return nullptr;
 }
 
 void Model::set_precision(Precision precision) {

@@ -49,12 +49,62 @@ void Tensor::resize(const Shape& shape) {
   values_.resize(static_cast<size_t>(element_count(shape_)));
 }
 
+// Note [Spare buffers]: a training step needs every layer's forward output
+// until backward, but each input gradient only until the layer before has
+// consumed it. Layers give those buffers back (Layer::release_gradients) and
+// the next ones take them, so the gradients of a whole network share a few
+// buffers instead of one per layer: ResNet-50's first step touches that much
+// less fresh memory, which costs more than the step's arithmetic on a VM.
+// The spares are per thread (a Model is used by one thread at a time) and
+// reused step after step, so later steps allocate nothing.
+namespace {
+
+std::vector<std::vector<float>>& spare_buffers() {
+  static thread_local std::vector<std::vector<float>> spares;
+  return spares;
+}
+
+// The spare that fits `floats` best: the smallest one already as long (no
+// value to write), else the smallest one with the capacity.
+bool take_spare(std::vector<float>& into, size_t floats) {
+  auto& spares = spare_buffers();
+  auto best = spares.end();
+  auto better = [&](const std::vector<float>& a, const std::vector<float>& b) {
+    const bool a_long = a.size() >= floats, b_long = b.size() >= floats;
+    return a_long != b_long ? a_long : a.capacity() < b.capacity();
+  };
+  for (auto it = spares.begin(); it != spares.end(); ++it) {
+    if (it->capacity() >= floats && (best == spares.end() || better(*it, *best))) {
+      best = it;
+    }
+  }
+  if (best == spares.end()) {
+    return false;
+  }
+  into = std::move(*best);
+  spares.erase(best);
+  return true;
+}
+
+}  // namespace
+
 void Tensor::resize_storage(const Shape& shape, int64_t floats) {
   if (floats < element_count(shape)) {
     throw ConfigError("Tensor: storage of " + std::to_string(floats) + " floats is too small for " + to_string(shape));
   }
   shape_ = shape;
+  if (values_.capacity() == 0 && floats > 0) {
+    take_spare(values_, static_cast<size_t>(floats));
+  }
   values_.resize(static_cast<size_t>(floats));
+}
+
+void Tensor::release_storage() {
+  shape_.clear();
+  if (values_.capacity() > 0) {
+    spare_buffers().push_back(std::move(values_));
+    values_ = {};
+  }
 }
 
 void Tensor::reshape(const Shape& shape) {

@@ -37,6 +37,10 @@ class Tensor {
   // element count of shape(). Tensors handed to or returned from Model are
   // always plain.
   void resize_storage(const Shape& shape, int64_t floats);
+  // Note [Spare buffers]: empties the tensor and keeps its storage among this
+  // thread's spare buffers, where the next resize_storage() of an empty
+  // tensor on this thread may take it (its values are then unspecified).
+  void release_storage();
 
  private:
   Shape shape_;
