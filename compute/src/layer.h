@@ -150,6 +150,10 @@ class Layer {
   // its gradients and of anything else only a backward pass needs. The next
   // backward() takes buffers again.
   virtual void release_gradients() {}
+  // Whether backward() reads this layer's forward output. Layers whose
+  // backward needs only their input say no, so a residual block may sum into
+  // their output in place (Note [Spare buffers]).
+  virtual bool backward_reads_output() const { return true; }
 
  protected:
   Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in, int64_t fan_out);
@@ -188,6 +192,9 @@ class Chain {
   // Layer::release_gradients for the chain's own input gradient (that of its
   // first layer); backward() releases the others as it goes.
   void release_gradients();
+  // Whether the caller may overwrite what forward() returned: no backward
+  // reads the last layer's output (Layer::backward_reads_output).
+  bool output_is_free() const;
 
  private:
   struct ToPlain {  // before a layer that wants plain input

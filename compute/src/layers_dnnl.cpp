@@ -217,15 +217,17 @@ class Conv2D final : public Layer {
     to_fwd_wei_.prepare(user_wei_, prims_.fwd_wei);
     to_bwd_wei_.prepare(user_wei_, prims_.bwd_wei);
     from_diff_wei_.prepare(prims_.diff_wei, user_wei_);
-    fwd_wei_buf_.resize(static_cast<size_t>(storage_floats(prims_.fwd_wei)));
-    bwd_wei_buf_.resize(static_cast<size_t>(storage_floats(prims_.bwd_wei)));
-    diff_wei_buf_.resize(static_cast<size_t>(storage_floats(prims_.diff_wei)));
+    // The weights in the forward kernels' layout live from forward to
+    // backward; the backward-only copies are taken from the spare buffers
+    // (Note [Spare buffers]) while backward runs.
+    fwd_wei_buf_.assign(to_fwd_wei_.needed() ? static_cast<size_t>(storage_floats(prims_.fwd_wei)) : 0, 0.0f);
     return dst_;
   }
 
   std::string kind() const override {
     return "conv2d_" + std::to_string(kernel_[0]) + "x" + std::to_string(kernel_[1]);
   }
+  bool backward_reads_output() const override { return false; }
 
   LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const override {
     return linear_cost(backward, need_dx, in, out, weight_->info.size, channels_ / groups_ * kernel_[0] * kernel_[1]);
@@ -264,7 +266,12 @@ class Conv2D final : public Layer {
       to_diff_dst_.run(dy, dy_low_.data());
       dy = dy_low_.data();
     }
-    float* dw = from_diff_wei_.needed() ? diff_wei_buf_.data() : weight_->grad;
+    float* dw = weight_->grad;
+    if (from_diff_wei_.needed()) {
+      const int64_t floats = storage_floats(prims_.diff_wei);
+      diff_wei_buf_.resize_storage({floats}, floats);
+      dw = diff_wei_buf_.data();
+    }
     Args args{{DNNL_ARG_SRC, wrap(src_, src_data_)},
               {DNNL_ARG_DIFF_DST, wrap(prims_.diff_dst, dy)},
               {DNNL_ARG_DIFF_WEIGHTS, wrap(prims_.diff_wei, dw)}};
@@ -276,6 +283,7 @@ class Conv2D final : public Layer {
     prims_.bwd_weights.execute(cpu_stream(), args);
     if (from_diff_wei_.needed()) {
       from_diff_wei_.run(dw, weight_->grad);
+      diff_wei_buf_.release_storage();
     }
     announce(ready);
     if (!need_dx) {
@@ -286,6 +294,8 @@ class Conv2D final : public Layer {
     if (prims_.bwd_wei == prims_.fwd_wei && to_fwd_wei_.needed()) {
       w = fwd_wei_buf_.data();  // reordered by this step's forward; weights unchanged since
     } else if (to_bwd_wei_.needed()) {
+      const int64_t floats = storage_floats(prims_.bwd_wei);
+      bwd_wei_buf_.resize_storage({floats}, floats);
       to_bwd_wei_.run(w, bwd_wei_buf_.data());
       w = bwd_wei_buf_.data();
     }
@@ -304,7 +314,7 @@ class Conv2D final : public Layer {
   }
 
   void release_gradients() override {
-    for (Tensor* t : {&dx_, &dx_in_, &x_src_, &dy_low_}) {
+    for (Tensor* t : {&dx_, &dx_in_, &x_src_, &dy_low_, &bwd_wei_buf_}) {
       t->release_storage();
     }
   }
@@ -458,8 +468,9 @@ class Conv2D final : public Layer {
   memory::desc in_md_, src_, diff_src_, dst_, user_wei_, bias_md_;
   Reorder to_src_, from_src_, to_diff_dst_, to_fwd_wei_, to_bwd_wei_, from_diff_wei_;
   detail::BiasGradient bias_gradient_;  // bf16 only (detail::BiasGradient says why)
-  std::vector<float> fwd_wei_buf_, bwd_wei_buf_, diff_wei_buf_;
-  const float* src_data_ = nullptr;  // the forward input in src_: x itself or x_src_
+  std::vector<float> fwd_wei_buf_;
+  Tensor bwd_wei_buf_, diff_wei_buf_;  // backward only
+  const float* src_data_ = nullptr;    // the forward input in src_: x itself or x_src_
   Shape x_shape_;
   // src_'s and diff_dst's elements, bf16 ones two to a float.
   Tensor x_src_, dy_low_, y_, dx_, dx_in_;
@@ -989,6 +1000,8 @@ class BatchNorm final : public Layer {
   }
 
   std::string kind() const override { return fuse_relu_ ? "batch_norm_relu" : "batch_norm"; }
+  // Backward reads the input, the statistics and (ReLU fused) the workspace.
+  bool backward_reads_output() const override { return false; }
 
   // oneDNN fuses a ReLU after the normalisation (fuse_norm_relu): one pass
   // less forward and backward; the ReLU's mask goes to a workspace.

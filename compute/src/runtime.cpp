@@ -53,10 +53,14 @@ void Tensor::resize(const Shape& shape) {
 // until backward, but each input gradient only until the layer before has
 // consumed it. Layers give those buffers back (Layer::release_gradients) and
 // the next ones take them, so the gradients of a whole network share a few
-// buffers instead of one per layer: ResNet-50's first step touches that much
-// less fresh memory, which costs more than the step's arithmetic on a VM.
-// The spares are per thread (a Model is used by one thread at a time) and
-// reused step after step, so later steps allocate nothing.
+// buffers instead of one per layer (so do buffers only backward uses, such
+// as a convolution's weights in its backward kernels' layout). ResNet-50's
+// first step touches that much less fresh memory, which costs more than the
+// step's arithmetic on a VM (compute/README.md has the figures). The spares
+// are per thread (a Model is used by one thread at a time) and reused step
+// after step, so later steps allocate nothing. A residual block saves a
+// buffer more by summing into its main branch's output where no backward
+// reads it (Layer::backward_reads_output).
 namespace {
 
 std::vector<std::vector<float>>& spare_buffers() {
