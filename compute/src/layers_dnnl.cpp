@@ -649,22 +649,31 @@ class MaxPool2D final : public Layer {
     return {channels_, out_hw_[0], out_hw_[1]};
   }
 
-  // Blocked input in whole blocks stays blocked (lanes_ channels per pixel);
-  // any other layout is reordered to plain.
+  // Blocked input in whole blocks stays blocked (lanes_ channels per pixel),
+  // NHWC input stays NHWC (all channels are the lanes of one plane per
+  // sample); any other layout is reordered to plain. LeNet-5's first
+  // convolution writes NHWC: reordering it to plain and the gradient back
+  // took more than the pooling itself.
   memory::desc prepare(const memory::desc& input, bool) override {
     batch_ = input.dims()[0];
     const memory::format_tag blocked = detail::blocked_tag();
     const memory::dims out_dims{batch_, channels_, out_hw_[0], out_hw_[1]};
     const memory::dims in_dims = input.dims();
     const bool whole_blocks = channels_ % detail::block_size() == 0;
-    lanes_ = whole_blocks && input == memory::desc(in_dims, memory::data_type::f32, blocked) ? detail::block_size() : 1;
+    const auto f32 = memory::data_type::f32;
+    channels_last_ = channels_ > 1 && input == memory::desc(in_dims, f32, memory::format_tag::nhwc);
+    lanes_ = channels_last_                                                 ? channels_
+             : whole_blocks && input == memory::desc(in_dims, f32, blocked) ? detail::block_size()
+                                                                            : 1;
     in_md_ = input;
     src_ = lanes_ == 1 ? plain_desc(Shape(in_dims.begin(), in_dims.end())) : input;
     to_src_.prepare(input, src_);
     from_src_.prepare(src_, input);
     planes_ = batch_ * ((channels_ + lanes_ - 1) / lanes_);
-    return lanes_ == 1 ? plain_desc(Shape(out_dims.begin(), out_dims.end()))
-                       : memory::desc(out_dims, memory::data_type::f32, blocked);
+    if (lanes_ == 1) {
+      return plain_desc(Shape(out_dims.begin(), out_dims.end()));
+    }
+    return memory::desc(out_dims, f32, channels_last_ ? memory::format_tag::nhwc : blocked);
   }
 
   // Forward also writes the argmax indices that backward reads.
@@ -685,6 +694,10 @@ class MaxPool2D final : public Layer {
     const int64_t out_floats = planes_ * out_hw_[0] * out_hw_[1] * lanes_;
     y_.resize_storage({batch_, channels_, out_hw_[0], out_hw_[1]}, out_floats);
     argmax_.resize(static_cast<size_t>(out_floats));
+    if (channels_last_) {
+      pool_forward_channels_last(in);
+      return y_;
+    }
     switch (lanes_) {
       case 8: pool_forward<8>(in); break;
       case 16: pool_forward<16>(in); break;
@@ -824,6 +837,87 @@ class MaxPool2D final : public Layer {
     }
   }
 
+  // NHWC: one window per output pixel, each of its channels with its own
+  // maximum and argmax (a pixel index), the channels in the inner loops.
+  void pool_forward_channels_last(const float* in) {
+    if (plain_2x2()) {
+      pool_forward_channels_last_2x2(in);
+      return;
+    }
+    const int64_t ih = in_hw_[0], iw = in_hw_[1], oh = out_hw_[0], ow = out_hw_[1];
+    const int64_t kh = kernel_[0], kw = kernel_[1], sh = stride_[0], sw = stride_[1];
+    const int64_t ph = padding_[0], pw = padding_[1], c = channels_;
+    float* out = y_.data();
+    int32_t* arg = argmax_.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < batch_; ++n) {
+      const float* plane = in + n * ih * iw * c;
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        const int64_t y0 = std::max<int64_t>(oy * sh - ph, 0);
+        const int64_t y1 = std::min<int64_t>(oy * sh - ph + kh, ih);
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t x0 = std::max<int64_t>(ox * sw - pw, 0);
+          const int64_t x1 = std::min<int64_t>(ox * sw - pw + kw, iw);
+          float* value = out + ((n * oh + oy) * ow + ox) * c;
+          int32_t* best = arg + ((n * oh + oy) * ow + ox) * c;
+          const int64_t first = y0 * iw + x0;
+          for (int64_t k = 0; k < c; ++k) {
+            value[k] = plane[first * c + k];
+            best[k] = static_cast<int32_t>(first);
+          }
+          for (int64_t yy = y0; yy < y1; ++yy) {
+            for (int64_t xx = x0; xx < x1; ++xx) {
+              const int64_t pixel = yy * iw + xx;
+              const float* v = plane + pixel * c;
+              for (int64_t k = 0; k < c; ++k) {
+                const bool greater = v[k] > value[k];
+                value[k] = greater ? v[k] : value[k];
+                best[k] = greater ? static_cast<int32_t>(pixel) : best[k];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // NHWC, 2x2 windows at stride 2 (LeNet-5's first pool): no window bounds,
+  // the four candidates of every channel compared without branches.
+  void pool_forward_channels_last_2x2(const float* in) {
+    const int64_t ih = in_hw_[0], iw = in_hw_[1], oh = out_hw_[0], ow = out_hw_[1], c = channels_;
+    float* out = y_.data();
+    int32_t* arg = argmax_.data();
+#pragma omp parallel for schedule(static)
+    for (int64_t n = 0; n < batch_; ++n) {
+      const float* plane = in + n * ih * iw * c;
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const int64_t pixel = 2 * oy * iw + 2 * ox;
+          const int32_t candidates[4] = {static_cast<int32_t>(pixel), static_cast<int32_t>(pixel + 1),
+                                         static_cast<int32_t>(pixel + iw), static_cast<int32_t>(pixel + iw + 1)};
+          const float* v0 = plane + candidates[0] * c;
+          const float* v1 = plane + candidates[1] * c;
+          const float* v2 = plane + candidates[2] * c;
+          const float* v3 = plane + candidates[3] * c;
+          float* value = out + ((n * oh + oy) * ow + ox) * c;
+          int32_t* best = arg + ((n * oh + oy) * ow + ox) * c;
+          for (int64_t k = 0; k < c; ++k) {
+            float m = v0[k];
+            int32_t b = candidates[0];
+            b = v1[k] > m ? candidates[1] : b;
+            m = v1[k] > m ? v1[k] : m;
+            b = v2[k] > m ? candidates[2] : b;
+            m = v2[k] > m ? v2[k] : m;
+            b = v3[k] > m ? candidates[3] : b;
+            m = v3[k] > m ? v3[k] : m;
+            value[k] = m;
+            best[k] = b;
+          }
+        }
+      }
+    }
+  }
+
   // One window per output pixel; L channels of a pixel are contiguous (1 for
   // plain NCHW), each with its own maximum and argmax (a pixel index).
   template <int64_t L>
@@ -866,6 +960,7 @@ class MaxPool2D final : public Layer {
   }
 
   int64_t channels_ = 0, batch_ = 0, lanes_ = 1, planes_ = 0;
+  bool channels_last_ = false;  // NHWC: lanes_ = channels_, a plane per sample
   std::vector<int64_t> kernel_, stride_, padding_, in_hw_{0, 0}, out_hw_{0, 0};
   memory::desc in_md_, src_;
   Reorder to_src_, from_src_;

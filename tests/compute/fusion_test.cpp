@@ -10,6 +10,7 @@
 #include <cmath>
 #include <vector>
 
+#include "layer.h"  // compute/src: a layer driven in a layout of the test's choosing
 #include "test_util.h"
 #include "tnt/compute/model.h"
 
@@ -165,6 +166,66 @@ TEST(Fusion, PlainTwoByTwoMaxPoolMatchesAWindowByWindowReference) {
   }
   for (int64_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], y_ref[static_cast<size_t>(i)]) << "output " << i;
   for (int64_t i = 0; i < dx.size(); ++i) ASSERT_EQ(dx[i], dx_ref[static_cast<size_t>(i)]) << "input gradient " << i;
+}
+
+// NHWC input (what LeNet-5's first convolution writes) is pooled in NHWC, its channels the
+// lanes of one plane per sample; against the same layer given plain input. 3x3 windows at stride
+// 2 with padding (the general loop) and 2x2 windows at stride 2 (a loop of its own), 6 channels,
+// many ties (values in steps of 1/4).
+void expect_channels_last_pool_matches_plain(const LayerSpec& pool) {
+  using dnnl::memory;
+  const Shape sample{6, 9, 10}, shape{3, 6, 9, 10};
+  Tensor x = random_tensor(shape, 7);
+  for (int64_t i = 0; i < x.size(); ++i) x[i] = std::round(x[i] * 4.0f) / 4.0f;
+  const memory::desc plain = detail::plain_desc(shape);
+  const memory::desc nhwc(memory::dims(shape.begin(), shape.end()), memory::data_type::f32, memory::format_tag::nhwc);
+  struct Pass {
+    Tensor y, dx;
+  };
+  auto run = [&](const memory::desc& layout) {
+    auto layer = make_layer(pool, "", 0);
+    const Shape out = layer->setup(sample);
+    const memory::desc y_layout = layer->prepare(layout, true);
+    detail::Reorder to_layout, from_y, to_y, from_layout;
+    to_layout.prepare(plain, layout);
+    from_layout.prepare(layout, plain);
+    const Shape y_shape{shape[0], out[0], out[1], out[2]};
+    from_y.prepare(y_layout, detail::plain_desc(y_shape));
+    to_y.prepare(detail::plain_desc(y_shape), y_layout);
+    Tensor x_in(shape);
+    if (to_layout.needed())
+      to_layout.run(x.data(), x_in.data());
+    else
+      x_in = x;
+    const Tensor& y = layer->forward(x_in, ForwardContext{});
+    Pass p{Tensor(y_shape), Tensor(shape)};
+    if (from_y.needed())
+      from_y.run(y.data(), p.y.data());
+    else
+      p.y = y;
+    const Tensor dy_plain = random_tensor(y_shape, 8);
+    Tensor dy(y_shape);
+    if (to_y.needed())
+      to_y.run(dy_plain.data(), dy.data());
+    else
+      dy = dy_plain;
+    const Tensor* dx = layer->backward(dy, true, {});
+    if (from_layout.needed())
+      from_layout.run(dx->data(), p.dx.data());
+    else
+      p.dx = *dx;
+    return p;
+  };
+  const Pass channels_last = run(nhwc), reference = run(plain);
+  for (int64_t i = 0; i < reference.y.size(); ++i) ASSERT_EQ(channels_last.y[i], reference.y[i]) << "output " << i;
+  for (int64_t i = 0; i < reference.dx.size(); ++i) {
+    ASSERT_EQ(channels_last.dx[i], reference.dx[i]) << "input gradient " << i;
+  }
+}
+
+TEST(Fusion, ChannelsLastMaxPoolMatchesPlainMaxPool) {
+  expect_channels_last_pool_matches_plain(max_pool2d(3, 2, 1));
+  expect_channels_last_pool_matches_plain(max_pool2d(2));
 }
 
 TEST(Fusion, ResidualSumAndReluMatchTheirComposition) {
