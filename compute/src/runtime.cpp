@@ -32,7 +32,8 @@ std::string to_string(const Shape& shape) {
 
 Tensor::Tensor(Shape shape) : shape_(std::move(shape)), values_(static_cast<size_t>(element_count(shape_))) {}
 
-Tensor::Tensor(Shape shape, std::vector<float> values) : shape_(std::move(shape)), values_(std::move(values)) {
+Tensor::Tensor(Shape shape, std::vector<float> values)
+    : shape_(std::move(shape)), values_(values.begin(), values.end()) {
   if (static_cast<int64_t>(values_.size()) != element_count(shape_)) {
     throw ConfigError("Tensor: shape " + to_string(shape_) + " needs " + std::to_string(element_count(shape_)) +
                       " values, got " + std::to_string(values_.size()));
@@ -63,17 +64,17 @@ void Tensor::resize(const Shape& shape) {
 // reads it (Layer::backward_reads_output).
 namespace {
 
-std::vector<std::vector<float>>& spare_buffers() {
-  static thread_local std::vector<std::vector<float>> spares;
+std::vector<FloatStorage>& spare_buffers() {
+  static thread_local std::vector<FloatStorage> spares;
   return spares;
 }
 
 // The spare that fits `floats` best: the smallest one already as long (no
 // value to write), else the smallest one with the capacity.
-bool take_spare(std::vector<float>& into, size_t floats) {
+bool take_spare(FloatStorage& into, size_t floats) {
   auto& spares = spare_buffers();
   auto best = spares.end();
-  auto better = [&](const std::vector<float>& a, const std::vector<float>& b) {
+  auto better = [&](const FloatStorage& a, const FloatStorage& b) {
     const bool a_long = a.size() >= floats, b_long = b.size() >= floats;
     return a_long != b_long ? a_long : a.capacity() < b.capacity();
   };

@@ -168,10 +168,9 @@ TEST(Fusion, PlainTwoByTwoMaxPoolMatchesAWindowByWindowReference) {
   for (int64_t i = 0; i < dx.size(); ++i) ASSERT_EQ(dx[i], dx_ref[static_cast<size_t>(i)]) << "input gradient " << i;
 }
 
-// NHWC input (what LeNet-5's first convolution writes) is pooled in NHWC, its channels the
-// lanes of one plane per sample; against the same layer given plain input. 3x3 windows at stride
-// 2 with padding (the general loop) and 2x2 windows at stride 2 (a loop of its own), 6 channels,
-// many ties (values in steps of 1/4).
+// NHWC input (what LeNet-5's first convolution writes) to 2x2 windows at stride 2 is pooled in
+// NHWC, its channels the lanes of one plane per sample; other windows reorder it to plain. Both
+// against the same layer given plain input: 6 channels, many ties (values in steps of 1/4).
 void expect_channels_last_pool_matches_plain(const LayerSpec& pool) {
   using dnnl::memory;
   const Shape sample{6, 9, 10}, shape{3, 6, 9, 10};

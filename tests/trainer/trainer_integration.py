@@ -135,24 +135,31 @@ units = 10
 """
 
 
+def thirty_steps_over_ranks(args, what, extra, rtol):
+    """30 steps on 1, 2 and 3 ranks, and again on 2: weights within rtol of the 1-rank run's per
+    tensor, and the two 2-rank runs bitwise equal. Returns the checkpoints by run."""
+    ckpts = {}
+    for ranks, tag in [(1, "1"), (2, "2"), (3, "3"), (2, "2b")]:
+        ckpts[tag] = os.path.join(args.workdir, f"{what}_{tag}.ckpt")
+        run(args, ranks, extra + ["--epochs", "2", "--max-steps", "30", "--checkpoint", ckpts[tag]])
+    for tag in ["2", "3"]:
+        p = subprocess.run([args.compare, ckpts["1"], ckpts[tag], rtol], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        print(f"{what}: weights after 30 steps, 1 rank vs {tag} ranks: {p.stdout.strip()}")
+        if p.returncode != 0:
+            fail(f"{what}: weights after 30 steps differ between 1 and {tag} ranks beyond {rtol} relative")
+    code, text = ckpt_diff(args, ckpts["2"], ckpts["2b"], 0, 0)
+    print(f"{what}: two runs on 2 ranks (bitwise): {text.strip()}")
+    if code != 0:
+        fail(f"{what}: two runs with the same number of ranks are not bitwise identical")
+    return ckpts
+
+
 def dropout_reproducibility(args):
     model = os.path.join(args.workdir, "mlp_dropout.toml")
     with open(model, "w") as f:
         f.write(DROPOUT_MODEL)
-    ckpts = {}
-    for ranks, tag in [(1, "1"), (2, "2"), (3, "3"), (2, "2b")]:
-        ckpts[tag] = os.path.join(args.workdir, f"dropout_{tag}.ckpt")
-        run(args, ranks, ["--model", model, "--epochs", "2", "--max-steps", "30", "--checkpoint", ckpts[tag]])
-    for tag in ["2", "3"]:
-        p = subprocess.run([args.compare, ckpts["1"], ckpts[tag], "1e-5"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-        print(f"dropout model, weights after 30 steps, 1 rank vs {tag} ranks: {p.stdout.strip()}")
-        if p.returncode != 0:
-            fail(f"with dropout, weights after 30 steps differ between 1 and {tag} ranks beyond 1e-5 relative")
-    code, text = ckpt_diff(args, ckpts["2"], ckpts["2b"], 0, 0)
-    print(f"dropout model, two runs on 2 ranks (bitwise): {text.strip()}")
-    if code != 0:
-        fail("with dropout, two runs with the same number of ranks are not bitwise identical")
+    ckpts = thirty_steps_over_ranks(args, "dropout", ["--model", model], "1e-5")
     split = os.path.join(args.workdir, "dropout_split.ckpt")
     if os.path.exists(split):
         os.remove(split)
@@ -580,20 +587,7 @@ def bf16_reproducibility(args):
     if why:
         print(f"SKIP: {why}")
         sys.exit(SKIP)
-    ckpts = {}
-    for ranks, tag in [(1, "1"), (2, "2"), (3, "3"), (2, "2b")]:
-        ckpts[tag] = os.path.join(args.workdir, f"bf16_{tag}.ckpt")
-        run(args, ranks, ["--precision", "bf16", "--epochs", "2", "--max-steps", "30", "--checkpoint", ckpts[tag]])
-    for tag in ["2", "3"]:
-        p = subprocess.run([args.compare, ckpts["1"], ckpts[tag], "1e-2"], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-        print(f"bf16 weights, 1 rank vs {tag} ranks: {p.stdout.strip()}")
-        if p.returncode != 0:
-            fail(f"bf16 weights after 30 steps differ between 1 and {tag} ranks beyond 1e-2 relative")
-    code, text = ckpt_diff(args, ckpts["2"], ckpts["2b"], 0, 0)
-    print(f"two bf16 runs on 2 ranks (bitwise): {text.strip()}")
-    if code != 0:
-        fail("two bf16 runs with the same number of ranks are not bitwise identical")
+    ckpts = thirty_steps_over_ranks(args, "bf16", ["--precision", "bf16"], "1e-2")
     # Checkpoints hold the fp32 master weights either way: an fp32 run resumes a bf16 one.
     out = run(args, 1, ["--epochs", "2", "--max-steps", "31", "--resume", ckpts["1"], "--print-steps"])
     if len(step_losses(out)) != 1:

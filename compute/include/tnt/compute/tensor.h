@@ -1,6 +1,8 @@
 #pragma once
 // Dense float32 tensors with a plain row-major (NCHW / NC) layout.
+#include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,25 @@ std::string to_string(const Shape& shape);
 // A tensor owns its elements. Layers keep their outputs in Tensors that they
 // reuse from step to step: resize() keeps the capacity, so a steady batch size
 // allocates nothing after the first step.
+// Tensor storage, aligned to 64 bytes (a cache line, an AVX-512 vector):
+// oneDNN's Winograd kernels move whole vectors with aligned instructions and
+// fault on anything less (Note [Winograd] in src/layers_dnnl.cpp).
+template <class T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::size_t kAlignment = 64;
+  CacheLineAllocator() = default;
+  template <class U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}
+  T* allocate(std::size_t n) { return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{kAlignment})); }
+  void deallocate(T* p, std::size_t) { ::operator delete (p, std::align_val_t{kAlignment}); }
+  template <class U>
+  bool operator==(const CacheLineAllocator<U>&) const {
+    return true;
+  }
+};
+using FloatStorage = std::vector<float, CacheLineAllocator<float>>;
+
 class Tensor {
  public:
   Tensor() = default;
@@ -44,7 +65,7 @@ class Tensor {
 
  private:
   Shape shape_;
-  std::vector<float> values_;
+  FloatStorage values_;
 };
 
 }  // namespace tnt::compute
