@@ -189,8 +189,9 @@ class Chain {
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
   void set_precision(Precision precision);
-  // Layer::release_gradients for the chain's own input gradient (that of its
-  // first layer); backward() releases the others as it goes.
+  // Layer::release_gradients for the layers whose buffers backward()'s
+  // result may be in (the chain's own input gradient); backward() releases
+  // the others as it goes.
   void release_gradients();
   // Whether the caller may overwrite what forward() returned: no backward
   // reads the last layer's output (Layer::backward_reads_output).
@@ -207,8 +208,6 @@ class Chain {
   std::vector<ToPlain> to_plain_;
   std::vector<size_t> holding_;              // layers whose gradient buffers backward()'s result may be in
   std::vector<int64_t> pass_in_, pass_out_;  // element counts of each layer's input and output, last forward
-  void release_held();
-  Shape sample_in_;
   std::vector<Shape> sample_out_;
 };
 

@@ -312,7 +312,6 @@ class Residual final : public Layer {
 }  // namespace
 
 Shape Chain::setup(const Shape& sample_input) {
-  sample_in_ = sample_input;
   sample_out_.clear();
   Shape s = sample_input;
   for (auto& layer : layers_) {
@@ -427,22 +426,20 @@ const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& rea
     // Note [Spare buffers]: the gradient this layer consumed is dead unless it
     // passed it on unchanged.
     if (g != consumed) {
-      release_held();
+      release_gradients();
     }
     holding_.push_back(i);
   }
   return g;
 }
 
-void Chain::release_held() {
+void Chain::release_gradients() {
   for (size_t i : holding_) {
     layers_[i]->release_gradients();
     to_plain_[i].dx.release_storage();
   }
   holding_.clear();
 }
-
-void Chain::release_gradients() { release_held(); }
 
 bool Chain::output_is_free() const {
   for (size_t i = layers_.size(); i-- > 0;) {

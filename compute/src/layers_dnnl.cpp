@@ -378,32 +378,27 @@ class Conv2D final : public Layer {
     const memory::desc src =
         keep_plain ? detail::with_type(input, compute_type()) : memory::desc(in_dims, compute_type(), blocked);
     const memory::desc dst({batch_, filters_, out_hw_[0], out_hw_[1]}, memory::data_type::f32, blocked);
+    std::vector<algorithm> kinds{algorithm::convolution_direct};
     if (winograd_fits(keep_plain)) {
+      kinds.insert(kinds.begin(), algorithm::convolution_winograd);  // where oneDNN has them
+    }
+    for (const algorithm kind : kinds) {
       try {
-        Primitives p = build(src, dst, wdims, algorithm::convolution_winograd);
-        // Weights and their gradient must pass through this layer's aligned
-        // buffers (the parameters' own memory is not): never plain here.
-        const bool own_buffers = p.fwd_wei != user_wei_ && p.bwd_wei != user_wei_ && p.diff_wei != user_wei_;
-        if (own_buffers && cost_of(p, input_gradient) == 0) {
+        Primitives p = build(src, dst, wdims, kind);
+        // Winograd's weights and their gradient must pass through this
+        // layer's aligned buffers (the parameters' own memory is not).
+        const bool aligned = kind != algorithm::convolution_winograd ||
+                             (p.fwd_wei != user_wei_ && p.bwd_wei != user_wei_ && p.diff_wei != user_wei_);
+        if (aligned && cost_of(p, input_gradient) == 0) {
           prims_ = std::move(p);
           src_ = src;
           return true;
         }
       } catch (const dnnl::error&) {
-        // no Winograd kernels for this shape or CPU: the direct ones below
+        // no kernels of this kind for this shape or CPU
       }
     }
-    try {
-      Primitives p = build(src, dst, wdims, algorithm::convolution_direct);
-      if (cost_of(p, input_gradient) > 0) {
-        return false;
-      }
-      prims_ = std::move(p);
-      src_ = src;
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
+    return false;
   }
 
   // Note [Winograd]: oneDNN 2.6 has Winograd kernels, F(4x4, 3x3), for 3x3

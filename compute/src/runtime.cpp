@@ -290,18 +290,18 @@ void BiasGradient::run(const float* dy, float* db) const {
     case Layout::channel_blocks: {
       // {N, C/block (rounded up), H*W, block}; padded channels are left out.
       const int64_t blocks = (channels_ + block_ - 1) / block_;
-      std::vector<float> sum(static_cast<size_t>(block_));
+      float sum[16];  // block_ is 8 or 16
       for (int64_t n = 0; n < outer_; ++n) {
         for (int64_t b = 0; b < blocks; ++b) {
-          std::fill(sum.begin(), sum.end(), 0.0f);
+          std::fill(sum, sum + block_, 0.0f);
           const float* at = dy + (n * blocks + b) * inner_ * block_;
           for (int64_t i = 0; i < inner_; ++i) {
             for (int64_t k = 0; k < block_; ++k) {
-              sum[static_cast<size_t>(k)] += at[i * block_ + k];
+              sum[k] += at[i * block_ + k];
             }
           }
           for (int64_t k = 0; k < block_ && b * block_ + k < channels_; ++k) {
-            db[b * block_ + k] += sum[static_cast<size_t>(k)];
+            db[b * block_ + k] += sum[k];
           }
         }
       }
