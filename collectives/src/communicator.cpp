@@ -8,6 +8,7 @@
 #include <functional>
 #include <list>
 #include <optional>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -105,7 +106,8 @@ std::chrono::microseconds poll_window(const JobEnvironment& env) {
 class Communicator::Impl final : public detail::CommunicatorCore {
  public:
   explicit Impl(CommunicatorOptions options)
-      : env_(options.environment ? *options.environment : JobEnvironment::from_env()) {
+      : env_(options.environment ? *options.environment : JobEnvironment::from_env()),
+        exit_after_failure_(options.exit_after_failure) {
     const auto poll = options.poll_before_sleep.count() >= 0 ? options.poll_before_sleep : poll_window(env_);
     board_window_.emplace(poll);
     // Note [Two loops]: the data plane's loop runs on demand (Note [Driving] in event_loop.cpp);
@@ -140,20 +142,49 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   }
 
   ~Impl() {
+    if (!finished_) {
+      try {
+        finish();
+      } catch (const std::exception& error) {
+        if (!aborted_) spdlog::warn("orderly shutdown failed: {}", error.what());
+      }
+    }
+    if (env_.size > 1) close_planes();
+    transport_.reset();
+    verdict_timer_.reset();
+  }
+
+  void finish() {
+    if (finished_.exchange(true)) throw LogicError("Communicator::finish() called twice");
     loop_->wait_until([this] { return active_ops_.load() == 0; });
     if (env_.size > 1) {
       finishing_ = true;
-      if (!failed_) {
-        try {
-          rendezvous_->finish();
-        } catch (const std::exception& error) {
-          spdlog::warn("orderly shutdown failed: {}", error.what());
-        }
-      }
-      close_planes();
+      if (!failed_) rendezvous_->finish();
     }
-    transport_.reset();
-    verdict_timer_.reset();
+    if (failed_) throw JobError(failure_);
+  }
+
+  void abort(const std::string& reason) {
+    if (finished_ || env_.size == 1) return;
+    aborted_ = true;
+    // Told first: closing this rank's channels before the master has heard why would make it
+    // blame a lost connection instead.
+    rendezvous_->abort(reason);
+    loop_->call([&] { fail_job("this rank failed: " + reason, /*log=*/false); });
+  }
+
+  // Note [One failure, every rank told] in transport/src/rendezvous/control_plane.cpp.
+  void start_exit_watch() {
+    if (!exit_after_failure_) return;
+    std::thread([grace = *exit_after_failure_, rank = env_.rank] {
+      std::this_thread::sleep_for(grace);
+      spdlog::error("rank {}: the job failed {:.1f} s ago and this process has not ended: exiting with status 1", rank,
+                    std::chrono::duration<double>(grace).count());
+      spdlog::default_logger()->flush();
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }).detach();
   }
 
   void join_job(const std::string& configuration) {
@@ -250,6 +281,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   // construction, as completed when all its rounds are done (not when one threw).
   struct BoardCall {
     BoardCall(Impl& owner, const CallSignature& issued) : impl(owner), call(issued), signature(issued.hash(true)) {
+      if (impl.finished_) throw LogicError("a collective was issued after Communicator::finish()");
       if (impl.failed_) throw JobError(impl.failure_);
       std::lock_guard lock(impl.issue_mutex_);
       sequence = impl.next_sequence_++;
@@ -366,6 +398,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     auto state = std::make_shared<OperationState>(*loop_, std::move(done));
     state->held = waiter == Waiter::unknown;
     state->tag_check = static_cast<std::uint16_t>(call.hash(false) >> 52);
+    if (finished_) throw LogicError("a collective was issued after Communicator::finish()");
     if (state->held) loop_->hold();
     std::lock_guard lock(issue_mutex_);
     const std::uint64_t sequence = next_sequence_++;
@@ -424,12 +457,16 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     loop_->wake();
   }
 
-  void fail_job(const std::string& reason) override {
+  // After abort() this rank has said why it failed; the master's verdict only repeats it.
+  void fail_job(const std::string& reason) override { fail_job(reason, !aborted_); }
+
+  void fail_job(const std::string& reason, bool log) {
     if (!failure_.empty()) return;
     failure_ = reason;
     failed_ = true;
     verdict_timer_->cancel();
-    spdlog::error("{}", reason);
+    if (log) spdlog::error("{}", reason);
+    start_exit_watch();
     // No channel may complete anything into an operation that is about to be destroyed.
     if (transport_) transport_->close();
     while (!ops_.empty()) complete(*ops_.front(), reason);
@@ -443,18 +480,24 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   // described only when progress() asks: describing one took several string allocations, on a
   // path that takes about a microsecond for a small allreduce on the host board.
   void record_issued(const CallRecord& call) {
-    std::lock_guard lock(progress_mutex_);
-    last_issued_ = call;
-    pending_calls_.push_back(call);
+    {
+      std::lock_guard lock(progress_mutex_);
+      last_issued_ = call;
+      pending_calls_.push_back(call);
+    }
+    if (rendezvous_) rendezvous_->progress_changed();
   }
 
   void record_completed(std::uint64_t sequence) {
-    std::lock_guard lock(progress_mutex_);
-    const auto call = std::find_if(pending_calls_.begin(), pending_calls_.end(),
-                                   [&](const CallRecord& pending) { return pending.sequence == sequence; });
-    if (call == pending_calls_.end()) return;
-    if (!last_completed_ || sequence > last_completed_->sequence) last_completed_ = *call;
-    pending_calls_.erase(call);
+    {
+      std::lock_guard lock(progress_mutex_);
+      const auto call = std::find_if(pending_calls_.begin(), pending_calls_.end(),
+                                     [&](const CallRecord& pending) { return pending.sequence == sequence; });
+      if (call == pending_calls_.end()) return;
+      if (!last_completed_ || sequence > last_completed_->sequence) last_completed_ = *call;
+      pending_calls_.erase(call);
+    }
+    if (rendezvous_) rendezvous_->progress_changed();
   }
 
   transport::CollectiveProgress progress() {
@@ -493,6 +536,9 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   std::atomic<int> active_ops_{0};
   std::atomic<bool> finishing_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> finished_{false};  // finish() was called: no more collectives
+  std::atomic<bool> aborted_{false};
+  std::optional<std::chrono::milliseconds> exit_after_failure_;
   std::atomic<bool> told_hierarchical_{false};
 
   // Note [Host board]: used by the calling thread only (calls come one at a time). Up to this
@@ -537,6 +583,8 @@ Communicator::~Communicator() = default;
 int Communicator::rank() const { return impl_->rank(); }
 int Communicator::size() const { return impl_->size(); }
 const JobEnvironment& Communicator::environment() const { return impl_->environment(); }
+void Communicator::finish() { impl_->finish(); }
+void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
 
 Communicator::Block Communicator::block(std::size_t count, int size, int r) {
   const auto ranks = static_cast<std::size_t>(size);
