@@ -246,15 +246,20 @@ std::string ControlPlane::describe_silent(const std::vector<ControlLink*>& silen
   return text;
 }
 
+// A live peer is heard at every heartbeat: one silent for two of them is named beside one that
+// is due to be warned about, so that ranks stopped moments apart appear in one message.
+std::chrono::milliseconds ControlPlane::silence_worth_naming() const {
+  return std::min(env_.stall_warn, 2 * heartbeat_interval(env_));
+}
+
 void ControlPlane::watch_silence(Clock::time_point now) {
-  std::vector<ControlLink*> to_warn;
-  for (auto* link : silent_links(now, env_.stall_warn)) {
+  const auto to_warn = silent_links(now, silence_worth_naming());
+  const bool due = std::any_of(to_warn.begin(), to_warn.end(), [&](const ControlLink* link) {
     const auto silence = silence_of(*link, now);
-    if (silence < 2 * link->silence_warned) continue;
-    link->silence_warned = silence;
-    to_warn.push_back(link);
-  }
-  if (to_warn.empty()) return;
+    return silence > env_.stall_warn && silence >= 2 * link->silence_warned;
+  });
+  if (!due) return;
+  for (auto* link : to_warn) link->silence_warned = silence_of(*link, now);
   const auto message =
       "silence: nothing heard from " + describe_silent(to_warn, now) +
       "; the job fails once a rank has been silent for TNT_PEER_TIMEOUT_S=" + seconds(env_.peer_timeout);
@@ -267,8 +272,7 @@ void ControlPlane::watch_silence(Clock::time_point now) {
 }
 
 void ControlPlane::lost_to_silence(const std::vector<ControlLink*>& timed_out, Clock::time_point now) {
-  // Ranks silent for half the timeout (or the warning's time) are named beside those past it.
-  const auto named = silent_links(now, std::min(env_.stall_warn, env_.peer_timeout / 2));
+  const auto named = silent_links(now, silence_worth_naming());
   const auto message = describe_silent(named.empty() ? timed_out : named, now) +
                        " (TNT_PEER_TIMEOUT_S=" + seconds(env_.peer_timeout) + ")";
   for (auto* link : timed_out) {

@@ -70,6 +70,7 @@ class ControlPlane {
   void watch_progress(Clock::time_point now);
   void watch_silence(Clock::time_point now);
   void lost_to_silence(const std::vector<ControlLink*>& timed_out, Clock::time_point now);
+  std::chrono::milliseconds silence_worth_naming() const;
   std::vector<ControlLink*> silent_links(Clock::time_point now, std::chrono::milliseconds longer_than) const;
   std::string describe_silent(const std::vector<ControlLink*>& silent, Clock::time_point now) const;
   boost::asio::awaitable<void> read_control(ControlLink& link);
