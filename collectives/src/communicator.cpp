@@ -12,6 +12,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "call_log.h"
+#include "choice.h"
 #include "operations.h"
 #include "reduce.h"
 #include "tnt/core/copy.h"
@@ -23,48 +25,11 @@
 
 namespace tnt {
 namespace asio = boost::asio;
+using detail::CallSignature;
 using detail::Operation;
 using detail::OperationState;
 
 namespace {
-
-// What a rank called, as the stall watch compares and names it (Note [Stall watch]).
-struct CallSignature {
-  std::string_view kind;
-  std::optional<DataType> type;
-  std::optional<ReduceOp> op;
-  int root = -1;
-  std::size_t bytes = 0;
-
-  std::string describe() const {
-    std::string text = std::string(kind) + "(";
-    if (op) text += std::string(name_of(*op)) + ", ";
-    if (type) text += std::string(name_of(*type)) + ", ";
-    if (root >= 0) text += "root " + std::to_string(root) + ", ";
-    return text + std::to_string(bytes) + (kind == "allgather" ? " bytes per rank)" : " bytes)");
-  }
-  // FNV-1a over the fields; `with_size` false gives the part that goes into tags (Note [Tags]).
-  std::uint64_t hash(bool with_size) const {
-    std::uint64_t h = 14695981039346656037ull;
-    auto mix = [&](std::uint64_t value) {
-      for (int i = 0; i < 8; ++i, value >>= 8) h = (h ^ (value & 0xff)) * 1099511628211ull;
-    };
-    for (char c : kind) mix(static_cast<unsigned char>(c));
-    mix(type ? static_cast<std::uint64_t>(*type) + 1 : 0);
-    mix(op ? static_cast<std::uint64_t>(*op) + 1 : 0);
-    mix(static_cast<std::uint64_t>(root + 1));
-    if (with_size) mix(bytes);
-    return h;
-  }
-};
-
-// An issued call, as the stall watch will want it described.
-struct CallRecord {
-  std::uint64_t sequence = 0;
-  std::uint64_t signature = 0;
-  CallSignature call;
-  transport::CollectiveCall described() const { return {sequence, signature, call.describe()}; }
-};
 
 // Note [Poll window]: a thread blocked in a collective polls the event loop for a while before
 // it sleeps in epoll. Measured on a 2-core VM (tnt-bench-allreduce, 2 ranks over TCP, 4 / 16 /
@@ -125,12 +90,11 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     pipeline_depth_ =
         options.pipeline_depth ? options.pipeline_depth : static_cast<int>(settings::kPipelineDepth.read());
     if (pipeline_depth_ < 1 || pipeline_depth_ > 255) throw ConfigError("pipeline depth must be in [1, 255]");
-    small_allreduce_bytes_ = options.small_allreduce_bytes != std::size_t(-1) ? options.small_allreduce_bytes
-                                                                              : settings::kSmallAllreduceKb.read();
-    allreduce_algorithm_ = settings::kAllreduceAlgorithm.read();
-    if (allreduce_algorithm_ == "ring") small_allreduce_bytes_ = 0;
-    if (allreduce_algorithm_ == "gather") small_allreduce_bytes_ = std::size_t(-1);
-    allgather_algorithm_ = settings::kAllgatherAlgorithm.read();
+    algorithms_.small_allreduce_bytes = options.small_allreduce_bytes != std::size_t(-1)
+                                            ? options.small_allreduce_bytes
+                                            : settings::kSmallAllreduceKb.read();
+    algorithms_.allreduce = detail::parse_forced(settings::kAllreduceAlgorithm.read());
+    algorithms_.allgather = detail::parse_forced(settings::kAllgatherAlgorithm.read());
     topology_ = detail::Topology::build(std::vector<int>(static_cast<std::size_t>(env_.size), 0), env_.rank);
     if (env_.size == 1) return;
     try {
@@ -191,7 +155,10 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     transport_ = transport::make_transport(*loop_, env_);
     rendezvous_ =
         std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{configuration});
-    rendezvous_->set_progress_source([this] { return progress(); });
+    rendezvous_->set_progress_source([this] { return calls_.progress(); });
+    calls_.on_change([this] {
+      if (rendezvous_) rendezvous_->progress_changed();
+    });
     book_ = rendezvous_->join([this](const std::string& local_ip) { return transport_->listen(local_ip); });
     transport_->set_error_handler([this](int peer, const std::string& message) {
       if (finishing_ && active_ops_ == 0) return;  // neighbours close their channels as the job ends
@@ -215,11 +182,10 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     });
     topology_ = detail::Topology::build(transport::hosts_of(book_), env_.rank);
     transport_->connect(book_, ring_peers());
-    // Note [Host board]: only where it holds every rank, and only for the automatic choice, so
-    // that a forced algorithm still runs in the tests.
-    if (auto* board = transport_->host_board();
-        board && static_cast<int>(board->members().size()) == env_.size && allreduce_algorithm_ == "auto") {
+    // Note [Host board]: only where it holds every rank (Note [Choosing an algorithm]).
+    if (auto* board = transport_->host_board(); board && static_cast<int>(board->members().size()) == env_.size) {
       board_ = board;
+      algorithms_.board_capacity = board->capacity();
       spdlog::debug("host board: {} ranks, allreduces up to {} bytes", env_.size, board_->capacity());
     }
     spdlog::debug("communicator ready: rank {} of {}, transport {}, host {} of {} ({} ranks)", env_.rank, env_.size,
@@ -229,9 +195,8 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   // A blocking allreduce through the host board (Note [Host board] in
   // transport/src/shm/host_board.cpp); false where the board does not serve it. Every rank decides
   // alike: the board holds all ranks or none, and its capacity is the least any rank offers.
-  bool board_allreduce(void* data, std::size_t count, DataType type, ReduceOp op, const CallSignature& call) {
+  void board_allreduce(void* data, std::size_t count, DataType type, ReduceOp op, const CallSignature& call) {
     const std::size_t bytes = count * size_of(type);
-    if (count == 0 || !board_serves(bytes)) return false;
     auto* out = static_cast<std::byte*>(data);
     const std::size_t element = size_of(type);
     auto area_of = [&](int r) { return board_->message(r).data; };
@@ -242,7 +207,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
         for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r);
         detail::reduce_in_order(board_inputs_, out, count, type, op);
       });
-      return true;
+      return;
     }
     // Piece by piece, one round each: each rank reduces its own block of every message into the
     // caller's buffer and puts it back in its own area (no other rank reads that block of it in
@@ -266,15 +231,10 @@ class Communicator::Impl final : public detail::CommunicatorCore {
         }
       });
     }
-    return true;
   }
 
-  bool board_serves(std::size_t bytes) const { return board_ && bytes <= board_->capacity(); }
-
-  bool board_barrier(const CallSignature& call) {
-    if (!board_) return false;
+  void board_barrier(const CallSignature& call) {
     board_round(BoardCall(*this, call), nullptr, 0, [](std::byte*) {});
-    return true;
   }
 
   // One collective on the board, one or more rounds: recorded as issued for the stall watch on
@@ -284,11 +244,10 @@ class Communicator::Impl final : public detail::CommunicatorCore {
       if (impl.finished_) throw LogicError("a collective was issued after Communicator::finish()");
       if (impl.failed_) throw JobError(impl.failure_);
       std::lock_guard lock(impl.issue_mutex_);
-      sequence = impl.next_sequence_++;
-      impl.record_issued({sequence, signature, call});
+      sequence = impl.calls_.issue(call);
     }
     ~BoardCall() {
-      if (std::uncaught_exceptions() == exceptions_at_start) impl.record_completed(sequence);
+      if (std::uncaught_exceptions() == exceptions_at_start) impl.calls_.completed(sequence);
     }
     BoardCall(const BoardCall&) = delete;
     BoardCall& operator=(const BoardCall&) = delete;
@@ -349,29 +308,10 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     return peers;
   }
 
-  // Note [Choosing an algorithm]: allreduces up to small_allreduce_bytes() gather and reduce
-  // locally (fewest steps); larger ones run hierarchically when there are several hosts of
-  // several ranks each, all alike, else on the job's ring. TNT_ALLREDUCE_ALGORITHM forces one
-  // (hierarchical falls back to the ring where hosts differ in size). Allgather: hierarchical
-  // where hierarchical allreduce would be, unless TNT_ALLGATHER_ALGORITHM says otherwise.
-  // Hierarchical takes fewer steps than the ring at every size (Note [Hierarchical allreduce])
-  // and puts less on each inter-host stream, so no size threshold of its own. Measured with
-  // tnt-bench-allreduce, 4 ranks as 2 virtual hosts x 2 (shared memory within, TCP loopback
-  // across), on 2 cores loaded by other builds (load average 11), medians of 3-5 alternating
-  // rounds, time hierarchical / ring: 64 KiB 0.70 and 0.77 (two runs), 256 KiB 3.2 and 0.73
-  // (noise of this load), 1 MiB 0.78, 4 MiB 0.39, 16 MiB 0.80.
-  bool hierarchical_allreduce(std::size_t bytes) {
-    if (!topology_.uniform() || env_.size == 1) return false;
-    const bool chosen = allreduce_algorithm_ == "hierarchical" ||
-                        (allreduce_algorithm_ == "auto" && topology_.layered() && bytes > small_allreduce_bytes_);
-    if (chosen && !told_hierarchical_.exchange(true)) announce_hierarchy();
-    return chosen;
-  }
-  bool hierarchical_allgather() {
-    if (!topology_.uniform() || env_.size == 1) return false;
-    const bool chosen =
-        allgather_algorithm_ == "hierarchical" || (allgather_algorithm_ == "auto" && topology_.layered());
-    if (chosen && !told_hierarchical_.exchange(true)) announce_hierarchy();
+  // Note [Choosing an algorithm] in choice.cpp.
+  detail::Algorithm choose(detail::Collective what, std::size_t bytes, bool blocking) {
+    const auto chosen = detail::choose_algorithm(what, bytes, blocking, topology_, env_.size, algorithms_);
+    if (chosen == detail::Algorithm::hierarchical && !told_hierarchical_.exchange(true)) announce_hierarchy();
     return chosen;
   }
   // Once per communicator, for the curious and for the tests that must reach these paths.
@@ -401,13 +341,12 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     if (finished_) throw LogicError("a collective was issued after Communicator::finish()");
     if (state->held) loop_->hold();
     std::lock_guard lock(issue_mutex_);
-    const std::uint64_t sequence = next_sequence_++;
-    record_issued({sequence, call.hash(true), call});
+    const std::uint64_t sequence = calls_.issue(call);
     ++active_ops_;
     asio::post(loop_->strand(), [this, sequence, state, args...] {
       if (!failure_.empty()) {
         --active_ops_;
-        record_completed(sequence);
+        calls_.completed(sequence);
         state->complete(failure_);
         return;
       }
@@ -426,7 +365,6 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   transport::Pair& right() override { return transport_->pair(right_rank_); }
   std::size_t segment_bytes() const override { return segment_bytes_; }
   int pipeline_depth() const override { return pipeline_depth_; }
-  std::size_t small_allreduce_bytes() const override { return small_allreduce_bytes_; }
   const detail::Topology& topology() const override { return topology_; }
   transport::Pair& pair(int peer_rank) override { return transport_->pair(peer_rank); }
 
@@ -451,7 +389,7 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     // The operation may still be on the call stack: destroy it after this handler returns.
     asio::post(loop_->strand(), [doomed = std::shared_ptr<Operation>(std::move(*owned))] {});
     ops_.erase(owned);
-    record_completed(op.sequence());
+    calls_.completed(op.sequence());
     op.state().complete(failure);
     --active_ops_;
     loop_->wake();
@@ -475,41 +413,6 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   const JobEnvironment& environment() const { return env_; }
 
  private:
-  // ---- What the heartbeats report (Note [Stall watch]) ---------------------------------------
-  // Called in sequence order (under issue_mutex_), so pending_calls_ stays sorted. Calls are
-  // described only when progress() asks: describing one took several string allocations, on a
-  // path that takes about a microsecond for a small allreduce on the host board.
-  void record_issued(const CallRecord& call) {
-    {
-      std::lock_guard lock(progress_mutex_);
-      last_issued_ = call;
-      pending_calls_.push_back(call);
-    }
-    if (rendezvous_) rendezvous_->progress_changed();
-  }
-
-  void record_completed(std::uint64_t sequence) {
-    {
-      std::lock_guard lock(progress_mutex_);
-      const auto call = std::find_if(pending_calls_.begin(), pending_calls_.end(),
-                                     [&](const CallRecord& pending) { return pending.sequence == sequence; });
-      if (call == pending_calls_.end()) return;
-      if (!last_completed_ || sequence > last_completed_->sequence) last_completed_ = *call;
-      pending_calls_.erase(call);
-    }
-    if (rendezvous_) rendezvous_->progress_changed();
-  }
-
-  transport::CollectiveProgress progress() {
-    std::lock_guard lock(progress_mutex_);
-    transport::CollectiveProgress now;
-    now.issued = last_issued_ ? last_issued_->sequence + 1 : 0;
-    if (!pending_calls_.empty()) now.oldest_pending = pending_calls_.front().described();
-    if (last_issued_) now.last_issued = last_issued_->described();
-    if (last_completed_) now.last_completed = last_completed_->described();
-    return now;
-  }
-
   JobEnvironment env_;
   std::unique_ptr<transport::EventLoop> own_control_loop_;
   std::unique_ptr<transport::EventLoop> loop_;  // the data plane's
@@ -522,17 +425,11 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   int right_rank_ = 0;
   std::size_t segment_bytes_ = 0;
   int pipeline_depth_ = 0;
-  std::size_t small_allreduce_bytes_ = 0;
-  std::string allreduce_algorithm_;
-  std::string allgather_algorithm_;
+  detail::AlgorithmSettings algorithms_;
   detail::Topology topology_;  // fixed once the job is joined
 
-  std::mutex issue_mutex_;
-  std::uint64_t next_sequence_ = 0;
-
-  std::mutex progress_mutex_;             // taken on the user's, the data and the control loop's threads
-  std::deque<CallRecord> pending_calls_;  // by sequence
-  std::optional<CallRecord> last_issued_, last_completed_;
+  std::mutex issue_mutex_;  // operations reach the data loop in the order of their sequence numbers
+  detail::CallLog calls_;
   std::atomic<int> active_ops_{0};
   std::atomic<bool> finishing_{false};
   std::atomic<bool> failed_{false};
@@ -607,24 +504,39 @@ Request Communicator::allreduce_async(void* data, std::size_t count, DataType ty
                                       CompletionCallback done) {
   check_data(data, count, "allreduce");
   const auto call = reduction_call("allreduce", count, type, op);
-  if (impl_->hierarchical_allreduce(count * size_of(type))) {
-    return impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data,
-                                                                count, type, op);
+  switch (impl_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/false)) {
+    case detail::Algorithm::hierarchical:
+      return impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data,
+                                                                  count, type, op);
+    case detail::Algorithm::gather:
+      return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type,
+                                                      op, /*gather=*/true);
+    default:
+      return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type,
+                                                      op, /*gather=*/false);
   }
-  return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type, op);
 }
 
-bool Communicator::host_board_serves(std::size_t bytes) const { return impl_->board_serves(bytes); }
+bool Communicator::host_board_serves(std::size_t bytes) const {
+  return impl_->choose(detail::Collective::allreduce, bytes, /*blocking=*/true) == detail::Algorithm::board;
+}
 
 void Communicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
   check_data(data, count, "allreduce");
   const auto call = reduction_call("allreduce", count, type, op);
-  if (impl_->board_allreduce(data, count, type, op, call)) return;
-  if (impl_->hierarchical_allreduce(count * size_of(type))) {
-    impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op).wait();
-    return;
+  switch (impl_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/true)) {
+    case detail::Algorithm::board: impl_->board_allreduce(data, count, type, op, call); return;
+    case detail::Algorithm::hierarchical:
+      impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op)
+          .wait();
+      return;
+    case detail::Algorithm::gather:
+      impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op, true).wait();
+      return;
+    default:
+      impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op, false).wait();
+      return;
   }
-  impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op).wait();
 }
 
 namespace {
@@ -657,7 +569,7 @@ Request Communicator::allgather_async(const void* send, void* recv, std::size_t 
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
   const CallSignature call{"allgather", std::nullopt, std::nullopt, -1, bytes_per_rank};
-  if (impl_->hierarchical_allgather()) {
+  if (impl_->choose(detail::Collective::allgather, bytes_per_rank, false) == detail::Algorithm::hierarchical) {
     return impl_->issue<detail::HierarchicalAllgatherOperation>(Impl::Waiter::unknown, std::move(done), call, send,
                                                                 recv, bytes_per_rank);
   }
@@ -669,7 +581,7 @@ void Communicator::allgather(const void* send, void* recv, std::size_t bytes_per
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
   const CallSignature call{"allgather", std::nullopt, std::nullopt, -1, bytes_per_rank};
-  if (impl_->hierarchical_allgather()) {
+  if (impl_->choose(detail::Collective::allgather, bytes_per_rank, true) == detail::Algorithm::hierarchical) {
     impl_->issue<detail::HierarchicalAllgatherOperation>(Impl::Waiter::caller, {}, call, send, recv, bytes_per_rank)
         .wait();
     return;
@@ -698,7 +610,10 @@ Request Communicator::barrier_async(CompletionCallback done) {
 }
 
 void Communicator::barrier() {
-  if (impl_->board_barrier({"barrier", std::nullopt, std::nullopt, -1, 0})) return;
+  if (impl_->choose(detail::Collective::barrier, 0, /*blocking=*/true) == detail::Algorithm::board) {
+    impl_->board_barrier({"barrier", std::nullopt, std::nullopt, -1, 0});
+    return;
+  }
   impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}, {"barrier", std::nullopt, std::nullopt, -1, 0})
       .wait();
 }
