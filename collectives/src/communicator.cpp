@@ -12,6 +12,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "board_collectives.h"
 #include "call_log.h"
 #include "choice.h"
 #include "operations.h"
@@ -68,7 +69,7 @@ std::chrono::microseconds poll_window(const JobEnvironment& env) {
 
 }  // namespace
 
-class Communicator::Impl final : public detail::CommunicatorCore {
+class Communicator::Impl final : public detail::CommunicatorCore, public detail::BoardOwner {
  public:
   explicit Impl(CommunicatorOptions options)
       : env_(options.environment ? *options.environment : JobEnvironment::from_env()),
@@ -184,108 +185,12 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     transport_->connect(book_, ring_peers());
     // Note [Host board]: only where it holds every rank (Note [Choosing an algorithm]).
     if (auto* board = transport_->host_board(); board && static_cast<int>(board->members().size()) == env_.size) {
-      board_ = board;
+      board_.emplace(*board, env_.rank, env_.size, *board_window_, *this);
       algorithms_.board_capacity = board->capacity();
-      spdlog::debug("host board: {} ranks, allreduces up to {} bytes", env_.size, board_->capacity());
+      spdlog::debug("host board: {} ranks, allreduces up to {} bytes", env_.size, board->capacity());
     }
     spdlog::debug("communicator ready: rank {} of {}, transport {}, host {} of {} ({} ranks)", env_.rank, env_.size,
                   env_.transport, topology_.host, topology_.hosts, topology_.local.size());
-  }
-
-  // A blocking allreduce through the host board (Note [Host board] in
-  // transport/src/shm/host_board.cpp); false where the board does not serve it. Every rank decides
-  // alike: the board holds all ranks or none, and its capacity is the least any rank offers.
-  void board_allreduce(void* data, std::size_t count, DataType type, ReduceOp op, const CallSignature& call) {
-    const std::size_t bytes = count * size_of(type);
-    auto* out = static_cast<std::byte*>(data);
-    const std::size_t element = size_of(type);
-    auto area_of = [&](int r) { return board_->message(r).data; };
-    const BoardCall record(*this, call);
-    if (bytes <= kBoardWholeBytes) {
-      // Every rank reduces every message: one step.
-      board_round(record, data, bytes, [&](std::byte*) {
-        for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r);
-        detail::reduce_in_order(board_inputs_, out, count, type, op);
-      });
-      return;
-    }
-    // Piece by piece, one round each: each rank reduces its own block of every message into the
-    // caller's buffer and puts it back in its own area (no other rank reads that block of it in
-    // this step); then every rank copies the other blocks out of their owners' areas.
-    const std::size_t piece_count = std::max<std::size_t>(1, board_->area_bytes() / element);
-    for (std::size_t first = 0; first < count; first += piece_count) {
-      const std::size_t in_piece = std::min(piece_count, count - first);
-      std::byte* piece = out + first * element;
-      board_round(record, piece, in_piece * element, [&](std::byte* own_area) {
-        const auto mine = Communicator::block(in_piece, env_.size, env_.rank);
-        const std::size_t offset = mine.offset * element;
-        for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r) + offset;
-        detail::reduce_in_order(board_inputs_, piece + offset, mine.count, type, op);
-        copy_bytes(own_area + offset, piece + offset, mine.count * element);
-        board_->publish_step();
-        if (!board_->gather(board_wait())) throw JobError(failure_);
-        for (int r = 0; r < env_.size; ++r) {
-          if (r == env_.rank) continue;
-          const auto theirs = Communicator::block(in_piece, env_.size, r);
-          copy_bytes(piece + theirs.offset * element, area_of(r) + theirs.offset * element, theirs.count * element);
-        }
-      });
-    }
-  }
-
-  void board_barrier(const CallSignature& call) {
-    board_round(BoardCall(*this, call), nullptr, 0, [](std::byte*) {});
-  }
-
-  // One collective on the board, one or more rounds: recorded as issued for the stall watch on
-  // construction, as completed when all its rounds are done (not when one threw).
-  struct BoardCall {
-    BoardCall(Impl& owner, const CallSignature& issued) : impl(owner), call(issued), signature(issued.hash(true)) {
-      if (impl.finished_) throw LogicError("a collective was issued after Communicator::finish()");
-      if (impl.failed_) throw JobError(impl.failure_);
-      std::lock_guard lock(impl.issue_mutex_);
-      sequence = impl.calls_.issue(call);
-    }
-    ~BoardCall() {
-      if (std::uncaught_exceptions() == exceptions_at_start) impl.calls_.completed(sequence);
-    }
-    BoardCall(const BoardCall&) = delete;
-    BoardCall& operator=(const BoardCall&) = delete;
-
-    Impl& impl;
-    const CallSignature& call;
-    std::uint64_t signature;
-    std::uint64_t sequence = 0;
-    int exceptions_at_start = std::uncaught_exceptions();
-  };
-
-  transport::HostBoard::Wait board_wait() { return {*board_window_, abandon_board_}; }
-
-  // One round on the board: this rank's `bytes` from `data` go up, and `read(own area)` runs
-  // once every rank's message of the round is there and matches this rank's call.
-  template <class Read>
-  void board_round(const BoardCall& record, const void* data, std::size_t bytes, const Read& read) {
-    if (failed_) throw JobError(failure_);
-    const CallSignature& call = record.call;
-    const std::uint64_t signature = record.signature;
-    board_inputs_.resize(static_cast<std::size_t>(env_.size));
-    const auto wait = board_wait();
-    std::byte* area = board_->post_area();
-    copy_bytes(area, data, bytes);
-    board_->publish(bytes, signature);
-    if (!board_->gather(wait)) throw JobError(failure_);
-    for (int r = 0; r < env_.size; ++r) {
-      const auto message = board_->message(r);
-      if (message.signature == signature && message.bytes == bytes) continue;
-      // Every rank compares every message, so each side of a mismatch fails on its own.
-      const std::string reason = "rank " + std::to_string(r) + " called another collective (" +
-                                 std::to_string(message.bytes) + " bytes) where rank " + std::to_string(env_.rank) +
-                                 " called " + call.describe() +
-                                 ": every rank must issue the same collectives in the same order";
-      loop_->call([&] { fail_job(reason); });
-      throw JobError(reason);
-    }
-    read(area);
   }
 
   // The neighbours in every ring an algorithm may use: the job's (Note [Node-aware order]), the
@@ -410,6 +315,21 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     while (!ops_.empty()) complete(*ops_.front(), reason);
   }
 
+  // ---- BoardOwner --------------------------------------------------------------------------------
+  std::uint64_t issue_board_call(const CallSignature& call) override {
+    if (finished_) throw LogicError("a collective was issued after Communicator::finish()");
+    if (failed_) throw JobError(failure_);
+    std::lock_guard lock(issue_mutex_);
+    return calls_.issue(call);
+  }
+  void board_call_completed(std::uint64_t sequence) override { calls_.completed(sequence); }
+  bool failed() const override { return failed_.load(); }
+  std::string failure() const override { return failure_; }
+  void fail_from_caller(const std::string& reason) override {
+    loop_->call([&] { fail_job(reason); });
+  }
+
+  detail::BoardCollectives& board() { return *board_; }
   const JobEnvironment& environment() const { return env_; }
 
  private:
@@ -438,13 +358,8 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   std::optional<std::chrono::milliseconds> exit_after_failure_;
   std::atomic<bool> told_hierarchical_{false};
 
-  // Note [Host board]: used by the calling thread only (calls come one at a time). Up to this
-  // size every rank reduces every message; above, each its own block (one step more).
-  static constexpr std::size_t kBoardWholeBytes = 8 << 10;
-  transport::HostBoard* board_ = nullptr;
   std::optional<transport::PollWindow> board_window_;
-  std::vector<const std::byte*> board_inputs_;
-  const std::function<bool()> abandon_board_ = [this] { return failed_.load(); };
+  std::optional<detail::BoardCollectives> board_;  // where the host board holds every rank
 
   // Touched only on the event loop's strand.
   std::list<std::unique_ptr<Operation>> ops_;
@@ -525,7 +440,7 @@ void Communicator::allreduce(void* data, std::size_t count, DataType type, Reduc
   check_data(data, count, "allreduce");
   const auto call = reduction_call("allreduce", count, type, op);
   switch (impl_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/true)) {
-    case detail::Algorithm::board: impl_->board_allreduce(data, count, type, op, call); return;
+    case detail::Algorithm::board: impl_->board().allreduce(data, count, type, op, call); return;
     case detail::Algorithm::hierarchical:
       impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op)
           .wait();
@@ -611,7 +526,7 @@ Request Communicator::barrier_async(CompletionCallback done) {
 
 void Communicator::barrier() {
   if (impl_->choose(detail::Collective::barrier, 0, /*blocking=*/true) == detail::Algorithm::board) {
-    impl_->board_barrier({"barrier", std::nullopt, std::nullopt, -1, 0});
+    impl_->board().barrier({"barrier", std::nullopt, std::nullopt, -1, 0});
     return;
   }
   impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}, {"barrier", std::nullopt, std::nullopt, -1, 0})
