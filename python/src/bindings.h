@@ -1,0 +1,18 @@
+#pragma once
+// Pieces of the tnt._tnt extension module, each bound by its own file (python/README.md).
+#include <pybind11/pybind11.h>
+
+#include "tnt/trainer/trainer.h"
+
+namespace tnt::python {
+
+// The process's one Session (and with it its one Communicator), joined on first use: the
+// trainer and tnt.comm_world() share it, as every rank must issue the same collectives in one
+// order. `threads` 0: join with 1 compute thread unless already joined.
+trainer::Session& session(int threads = 0);
+
+void bind_comm(pybind11::module_& m);
+void bind_sources(pybind11::module_& m);
+void bind_trainer(pybind11::module_& m);
+
+}  // namespace tnt::python
