@@ -1,0 +1,95 @@
+"""tnt.Model on NumPy arrays on every rank of a tnt-launch job: fit's History, evaluate, predict,
+save/load weights, and the GIL released while tnt trains (tests/python/CMakeLists.txt).
+
+    model_test.py WORKDIR
+"""
+import os
+import sys
+import threading
+
+import numpy as np
+
+import tnt
+
+workdir = sys.argv[1]
+rank, size = tnt.get_rank(), tnt.get_size()
+comm = tnt.comm_world()
+
+# Learnable classes: class c lights up row block c of the image.
+rng = np.random.default_rng(3)
+labels = rng.integers(0, 10, 600).astype(np.int64)
+images = rng.integers(0, 60, (600, 28, 28)).astype(np.uint8)
+for i, c in enumerate(labels):
+    images[i, 2 * c:2 * c + 3, :] = 255
+
+model = tnt.Model.from_zoo("lenet5", seed=5)
+model.compile(optimizer=tnt.optimizers.SGD(learning_rate=0.02, momentum=0.9), metrics=["accuracy"])
+
+# A Python thread keeps counting while fit runs: only possible if fit releases the GIL.
+ticks, done = [0], threading.Event()
+
+
+def count():
+    while not done.is_set():
+        ticks[0] += 1
+
+
+counter = threading.Thread(target=count)
+counter.start()
+history = model.fit(images[:500], labels[:500], batch_size=50, epochs=3, validation_data=(images[500:], labels[500:]),
+                    verbose=0)
+done.set()
+counter.join()
+assert ticks[0] > 1000, f"the GIL was held during fit: a Python thread counted only {ticks[0]} times"
+assert isinstance(history, tnt.callbacks.History)
+assert history.epoch == [0, 1, 2] and history.steps == 30, (history.epoch, history.steps)
+for key in ("loss", "accuracy", "val_loss", "val_accuracy"):
+    assert len(history.history[key]) == 3, history.history
+assert history.history["val_accuracy"][-1] > 0.7, history.history  # chance: 0.1
+
+# evaluate: the same figures on every rank, equal to fit's last validation.
+loss, accuracy = model.evaluate(images[500:], labels[500:], batch_size=40)
+both = comm.allgather(np.array([loss, accuracy]))
+assert np.all(both == both[0]), both
+assert abs(accuracy - history.history["val_accuracy"][-1]) < 1e-12, (accuracy, history.history)
+figures = model.evaluate(images[500:], labels[500:], return_dict=True)
+assert set(figures) >= {"loss", "accuracy"}, figures
+
+# predict: rows in input order on the master, or on every rank.
+p = model.predict(images[500:])
+assert p.shape == ((100, 10) if rank == 0 else (0, 10)), p.shape
+everywhere = model.predict(images[500:], on_all_ranks=True)
+assert everywhere.shape == (100, 10) and np.allclose(everywhere.sum(axis=1), 1, atol=1e-5)
+small_batches = model.predict(images[500:], on_all_ranks=True, batch_size=7)
+assert np.allclose(small_batches, everywhere, atol=1e-5)
+if rank == 0:
+    assert np.array_equal(p, everywhere)
+    assert abs((p.argmax(axis=1) == labels[500:]).mean() - accuracy) < 1e-12
+
+# save_weights / load_weights: another model (other seed) predicts the same after loading.
+path = os.path.join(workdir, "model_test.weights")
+model.save_weights(path)
+other = tnt.Model.from_zoo("lenet5", seed=6)
+other.compile(optimizer="sgd")
+assert not np.array_equal(other.predict(images[500:], on_all_ranks=True), everywhere)
+other.load_weights(path)
+assert np.array_equal(other.predict(images[500:], on_all_ranks=True), everywhere)
+
+# compile's and fit's errors are tnt's, as Python exceptions naming the setting.
+try:
+    model.fit(images, labels, batch_size=0, verbose=0)
+    raise AssertionError("batch size 0 was taken")
+except tnt.ConfigError as e:
+    assert "global batch" in str(e), e
+try:
+    model.fit(images, labels, batch_size=10, no_such_option=1)
+    raise AssertionError("an unknown keyword argument was taken")
+except TypeError as e:
+    assert "no_such_option" in str(e), e
+try:
+    other.load_weights(os.path.join(workdir, "missing.weights"))
+    raise AssertionError("a missing weights file was taken")
+except tnt.Error as e:
+    assert "missing.weights" in str(e), e
+comm.barrier()
+print(f"rank {rank}: model ok", flush=True)
