@@ -20,8 +20,9 @@ DataType data_type_of(const py::array& a, const char* call) {
   if (dtype.is(py::dtype::of<double>())) return DataType::float64;
   if (dtype.is(py::dtype::of<std::int32_t>())) return DataType::int32;
   if (dtype.is(py::dtype::of<std::int64_t>())) return DataType::int64;
-  throw py::type_error(fmt::format("comm.{}: arrays of dtype {} cannot be reduced; use float32, float64, int32 or int64",
-                                   call, py::str(static_cast<py::handle>(dtype)).cast<std::string>()));
+  throw py::type_error(
+      fmt::format("comm.{}: arrays of dtype {} cannot be reduced; use float32, float64, int32 or int64", call,
+                  py::str(static_cast<py::handle>(dtype)).cast<std::string>()));
 }
 
 ReduceOp reduce_op_of(const std::string& op) {

@@ -72,8 +72,8 @@ class PyTrainer {
     std::vector<std::unique_ptr<PythonCallback>> bridges;
     for (const auto& callback : callbacks) {
       const bool everywhere = callback.attr("run_on_all_ranks").cast<bool>();
-      bridges.push_back(std::make_unique<PythonCallback>(py::reinterpret_borrow<py::object>(callback), model,
-                                                         everywhere || master));
+      bridges.push_back(
+          std::make_unique<PythonCallback>(py::reinterpret_borrow<py::object>(callback), model, everywhere || master));
       options.callbacks.push_back(bridges.back().get());
     }
     trainer::History history;
@@ -112,9 +112,9 @@ class PyTrainer {
     compute::Tensor p;
     {
       py::gil_scoped_release release;
-      p = trainer_->predict(source.source, config.eval_batch, trainer::eval_transform(config),
-                            every_rank ? trainer::Trainer::PredictionsOn::every_rank
-                                       : trainer::Trainer::PredictionsOn::master);
+      p = trainer_->predict(
+          source.source, config.eval_batch, trainer::eval_transform(config),
+          every_rank ? trainer::Trainer::PredictionsOn::every_rank : trainer::Trainer::PredictionsOn::master);
     }
     const auto rows = p.dim(0), columns = p.dim(1);
     py::array_t<float> out({rows, columns});
@@ -141,13 +141,12 @@ class PyTrainer {
 
 // The run keys (Note [Run keys]) as (section, key, type, help) for tnt/options.py.
 py::list run_keys() {
-  static const char* const types[] = {"str", "bool", "float", "int", "int", "int", "list[int]", "list[float]",
-                                      "list[str]"};
+  static const char* const types[] = {"str", "bool",      "float",       "int",      "int",
+                                      "int", "list[int]", "list[float]", "list[str]"};
   static_assert(std::variant_size_v<trainer::AnyField> == std::size(types));
   py::list keys;
   for (const auto& k : trainer::run_keys()) {
-    keys.append(py::make_tuple(k.section, k.key, k.path ? "path" : types[k.field.index()],
-                               k.help ? k.help : ""));
+    keys.append(py::make_tuple(k.section, k.key, k.path ? "path" : types[k.field.index()], k.help ? k.help : ""));
   }
   return keys;
 }
