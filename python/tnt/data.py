@@ -24,7 +24,7 @@ def _note(text):
 
 
 def _megabytes(a):
-    return f"{a.nbytes / 2**20:.1f} MiB"
+    return f"{a.nbytes / 2**20:.1f} MiB" if a.nbytes >= 2**20 else f"{a.nbytes / 2**10:.1f} KiB"
 
 
 def features(name, x, input_shape):
