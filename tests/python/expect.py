@@ -1,12 +1,13 @@
-"""Runs a job that must fail: a non-zero exit status, TEXT in its output, within SECONDS (no hang).
+"""Runs a job and checks how it ends: its exit status (zero for `succeeds`, non-zero for `fails`),
+TEXT in its output, and an end within SECONDS (no hang).
 
-    expect_failure.py SECONDS TEXT -- COMMAND...
+    expect.py succeeds|fails SECONDS TEXT -- COMMAND...
 """
 import subprocess
 import sys
 import time
 
-seconds, text = float(sys.argv[1]), sys.argv[2]
+outcome, seconds, text = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 command = sys.argv[sys.argv.index("--") + 1:]
 start = time.monotonic()
 try:
@@ -16,7 +17,7 @@ except subprocess.TimeoutExpired as e:
     sys.exit(f"the job still ran after {seconds} s (a hang)")
 print(done.stdout)
 print(f"exit status {done.returncode} after {time.monotonic() - start:.1f} s")
-if done.returncode == 0:
-    sys.exit("the job succeeded; it should have failed")
+if (done.returncode == 0) != (outcome == "succeeds"):
+    sys.exit(f"the job should have ended with {'status 0' if outcome == 'succeeds' else 'a failure'}")
 if text not in done.stdout:
     sys.exit(f"'{text}' is not in the job's output")
