@@ -8,7 +8,11 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
+#include <thread>
 #include <string>
 #include <variant>
 #include <vector>
@@ -35,6 +39,38 @@ py::dict to_dict(const trainer::Logs& logs) {
 trainer::RunConfig read_settings(const std::vector<std::string>& settings, const char* origin) {
   return trainer::parse_run_config("", origin, settings);
 }
+
+// Note [Interrupts during fit]: Python runs its signal handlers (Ctrl-C's KeyboardInterrupt) on
+// the main thread, between bytecodes, which a fit that holds the main thread in C++ for minutes
+// never reaches. So fit runs on a thread of its own while the calling thread waits without the
+// GIL and asks Python every 100 ms whether a handler raised. If one did, InterruptStop asks the
+// run to stop (agreed by every rank as any callback's request: Note [Run control]); fit then
+// returns at a step boundary, and the handler's exception is raised. Under tnt-launch every rank
+// receives the SIGINT, so every rank raises KeyboardInterrupt, and tnt's excepthook
+// (tnt/__init__.py) ends each with status 130.
+class InterruptStop : public trainer::Callback {
+ public:
+  void on_train_begin() override {
+    std::lock_guard lock(mutex_);
+    running_ = true;
+    if (pending_) run().stop_training(reason_);
+  }
+  void on_train_end(const trainer::Logs&) override {
+    std::lock_guard lock(mutex_);
+    running_ = false;
+  }
+  void stop(const std::string& reason) {
+    std::lock_guard lock(mutex_);
+    reason_ = reason;
+    pending_ = true;
+    if (running_) run().stop_training(reason);
+  }
+
+ private:
+  std::mutex mutex_;
+  bool running_ = false, pending_ = false;
+  std::string reason_;
+};
 
 class PyTrainer {
  public:
@@ -76,16 +112,22 @@ class PyTrainer {
           std::make_unique<PythonCallback>(py::reinterpret_borrow<py::object>(callback), model, everywhere || master));
       options.callbacks.push_back(bridges.back().get());
     }
+    InterruptStop interrupt_stop;
+    options.callbacks.push_back(&interrupt_stop);
     trainer::History history;
+    std::optional<py::error_already_set> interrupt;
+    std::exception_ptr failure;
     try {
-      py::gil_scoped_release release;
-      history = trainer_->fit(sources.train, options);
+      history = fit_watching_signals(sources.train, options, interrupt_stop, interrupt);
     } catch (const std::exception&) {
-      // A Python callback's own exception, as it was raised, rather than tnt's account of it.
-      for (auto& bridge : bridges)
-        if (auto* error = bridge->error()) throw std::move(*error);
-      throw;
+      failure = std::current_exception();
     }
+    // A Python callback's own exception, as it was raised, rather than tnt's account of it; then
+    // tnt's failure; then the signal handler's exception (KeyboardInterrupt) once fit stopped.
+    for (auto& bridge : bridges)
+      if (auto* error = bridge->error()) throw std::move(*error);
+    if (failure) std::rethrow_exception(failure);
+    if (interrupt) throw std::move(*interrupt);
     py::list epochs;
     for (const auto& logs : history.epochs) epochs.append(to_dict(logs));
     py::dict out;
@@ -136,6 +178,42 @@ class PyTrainer {
   }
 
  private:
+  // Call with the GIL held; returns with it held. `interrupt` receives the exception a Python
+  // signal handler raised meanwhile (Note [Interrupts during fit]).
+  trainer::History fit_watching_signals(const std::shared_ptr<const data::Source>& train,
+                                        const trainer::FitOptions& options, InterruptStop& stop,
+                                        std::optional<py::error_already_set>& interrupt) {
+    std::mutex mutex;
+    std::condition_variable finished;
+    bool done = false;
+    trainer::History history;
+    std::exception_ptr failure;
+    std::thread worker([&] {
+      try {
+        history = trainer_->fit(train, options);
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      std::lock_guard lock(mutex);
+      done = true;
+      finished.notify_all();
+    });
+    for (;;) {
+      {
+        py::gil_scoped_release release;
+        std::unique_lock lock(mutex);
+        if (finished.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; })) break;
+      }
+      if (!interrupt && PyErr_CheckSignals() != 0) {
+        interrupt.emplace();  // takes the handler's exception out of Python's error indicator
+        stop.stop(fmt::format("interrupted ({})", py::str(interrupt->type().attr("__name__")).cast<std::string>()));
+      }
+    }
+    worker.join();
+    if (failure) std::rethrow_exception(failure);
+    return history;
+  }
+
   std::unique_ptr<trainer::Trainer> trainer_;
 };
 

@@ -54,13 +54,29 @@ def _leave():
         _tnt.leave()
 
 
+# Exit statuses as tnt-train's: 3 preempted (rerun with resume="auto"), 130 interrupted.
+_PREEMPTED_STATUS = 3
+_INTERRUPTED_STATUS = 130
+
+
 def _excepthook(kind, value, tb):
-    # A script that dies of an exception while it belongs to a job of several ranks leaves at
-    # once (as tnt-train does after a failure): the goodbye would wait for peers that may be
-    # blocked in a collective this rank will never join. They see a lost peer and end too.
+    # A script that dies of an exception while it belongs to a job leaves at once (as tnt-train
+    # does after a failure): the goodbye would wait for peers that may be blocked in a collective
+    # this rank will never join. They see a lost peer and end too.
     _traceback.print_exception(kind, value, tb)
-    if _tnt.joined() and _tnt.size() > 1:
-        _tnt.exit_now(130 if issubclass(kind, KeyboardInterrupt) else 1)
+    if not _tnt.joined():
+        return
+    status = 1
+    if issubclass(kind, Preempted):
+        status = _PREEMPTED_STATUS
+    elif issubclass(kind, KeyboardInterrupt):
+        status = _INTERRUPTED_STATUS
+    if _tnt.size() > 1:
+        _tnt.exit_now(status)
+    elif status != 1:
+        _leave()
+        _sys.stdout.flush()
+        _tnt.exit_now(status)
 
 
 _atexit.register(_leave)

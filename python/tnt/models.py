@@ -15,10 +15,17 @@ from .errors import ConfigError
 # The sections whose keys compile takes; fit takes the others (run keys: tnt/options.py).
 _COMPILE_SECTIONS = ("optimizer", "schedule")
 _FIT_SECTIONS = ("train", "data", "distribution", "checkpoint", "output", "callbacks")
+# Run keys of tnt-train's own doing, not fit's: its data set, its threads (tnt.init here), what it
+# writes after training (Model.save_weights here), sentence pairs.
 _NOT_FIT = {"train.loss", "train.metrics", "train.threads", "data.dataset", "data.path", "data.labels_path",
             "data.test_path", "data.test_labels_path", "data.train_size", "data.test_size", "data.shape",
-            "data.classes", "data.seed", "data.image_fit", "distribution.transport"}
-_FIT_KEYWORDS = {"seed": "train.seed", "checkpoint_path": "checkpoint.path"}
+            "data.classes", "data.seed", "data.image_fit", "distribution.transport", "output.save_weights",
+            "output.save_architecture", "data.max_chars", "data.tokenizer", "data.merges", "data.bucket_batches",
+            "train.label_smoothing"}
+# Keras's own arguments stand for these keys.
+_KERAS_KEYS = {"train.global_batch", "train.micro_batch", "train.epochs", "train.validation_frequency",
+               "train.eval_batch", "output.progress"}
+_FIT_KEYWORDS = {"seed": "train.seed"}
 
 
 class Model:
@@ -114,6 +121,9 @@ class Model:
             if entry is not None and entry[0] in _NOT_FIT:
                 raise TypeError(f"fit() got the keyword argument '{name}', which fit does not take (run key "
                                 f"{entry[0]}: the data are x and y here)")
+            if entry is not None and entry[0] in _KERAS_KEYS:
+                raise TypeError(f"fit() got the keyword argument '{name}': use Keras's (batch_size, "
+                                "micro_batch_size, epochs, validation_freq, validation_batch_size, verbose)")
         fit_settings += _options.settings_of("fit", options, _FIT_SECTIONS)
         user = []
         for callback in callbacks or []:
@@ -138,8 +148,13 @@ class Model:
 
     @staticmethod
     def fit_options():
-        """fit's keyword arguments from the run keys, with their help."""
-        return _options.describe(_FIT_SECTIONS)
+        """fit's keyword arguments from the run keys, with their help (besides Keras's own)."""
+        return _options.describe(_FIT_SECTIONS, _NOT_FIT | _KERAS_KEYS)
+
+    @staticmethod
+    def compile_options():
+        """compile's keyword arguments from the run keys (besides optimizer, loss and metrics)."""
+        return _options.describe(_COMPILE_SECTIONS)
 
     def _eval_options(self, function, batch_size, options):
         settings = list(self._eval_settings)

@@ -4,7 +4,9 @@ compile's and fit's options become run-file settings, "section.key=value" with a
 by the trainer's own run configuration (Note [Run keys] in actors/trainer/src/run_config.h): a
 key added there is a keyword argument here without further work, checked and explained as
 tnt-train checks it. A key's keyword is its name where no other section has that name, else
-"<section>_<name>" (checkpoint_path, data_seed, early_stopping_patience, ...).
+"<section>_<name>" (data_seed, train_seed); [checkpoint]'s keys are "checkpoint_<name>" (but
+resume), and a callback's "<callback>_<name>", its `enabled` the callback's name alone
+(terminate_on_nan=False, early_stopping_patience=3).
 """
 
 import json
@@ -23,7 +25,13 @@ def _table():
         count[key] = count.get(key, 0) + 1
     table = {}
     for section, key, kind, help_text in keys:
-        name = key if count[key] == 1 else f"{section.split('.')[-1]}_{key}"
+        last = section.split(".")[-1]
+        if section.startswith("callbacks."):
+            name = last if key == "enabled" else f"{last}_{key}"
+        elif section == "checkpoint" and key != "resume":
+            name = f"checkpoint_{key}"
+        else:
+            name = key if count[key] == 1 else f"{last}_{key}"
         table[name] = (f"{section}.{key}", kind, help_text)
     return table
 
@@ -75,19 +83,19 @@ def settings_of(function, options, sections):
     for name, value in options.items():
         entry = KEYS.get(name)
         if entry is None or not any(entry[0].startswith(s + ".") for s in sections):
-            known = sorted(n for n, e in KEYS.items() if any(e[0].startswith(s + ".") for s in sections))
-            raise TypeError(f"{function}() got an unexpected keyword argument '{name}' (its run-key options: "
-                            f"{', '.join(known)})")
+            raise TypeError(f"{function}() got an unexpected keyword argument '{name}' (Model.{function}_options() "
+                            "lists the run keys it takes)")
         if value is None:
             continue
         out.append(f"{entry[0]}={toml_value(value, entry[1], name)}")
     return out
 
 
-def describe(sections):
-    """The keyword arguments of `sections` with their run keys and help, one per line."""
+def describe(sections, leave_out=()):
+    """The keyword arguments of `sections` with their run keys and help, one per line (not those
+    of the run keys in `leave_out`)."""
     lines = []
     for name, (path, kind, help_text) in sorted(KEYS.items()):
-        if any(path.startswith(s + ".") for s in sections):
+        if any(path.startswith(s + ".") for s in sections) and path not in leave_out:
             lines.append(f"  {name} ({kind}; run key {path}){': ' + help_text if help_text else ''}")
     return "\n".join(lines)
