@@ -12,8 +12,8 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
-#include <thread>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
