@@ -8,8 +8,13 @@ namespace tnt::python {
 
 // The process's one Session (and with it its one Communicator), joined on first use: the
 // trainer and tnt.comm_world() share it, as every rank must issue the same collectives in one
-// order. `threads` 0: join with 1 compute thread unless already joined.
+// order. `threads` 0: join with 1 compute thread unless already joined. After the process has
+// left its job (tnt._tnt.leave, at exit) it throws tnt::Error.
 trainer::Session& session(int threads = 0);
+
+// The trainers of tnt.Model objects still alive let go of the session (at interpreter exit, before
+// it is closed: Python may destroy those objects only after). Later calls on them raise.
+void release_trainers();
 
 void bind_comm(pybind11::module_& m);
 void bind_sources(pybind11::module_& m);

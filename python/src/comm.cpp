@@ -45,11 +45,11 @@ void* writable_buffer(py::array& a, const char* call) {
   return a.mutable_data();
 }
 
+// Looks the communicator up on every call: it ends with the session (tnt._tnt.leave).
 class Comm {
  public:
-  explicit Comm(Communicator& communicator) : c_(communicator) {}
-  int rank() const { return c_.rank(); }
-  int size() const { return c_.size(); }
+  int rank() const { return c().rank(); }
+  int size() const { return c().size(); }
 
   py::array allreduce(py::array a, const std::string& op) {
     const auto type = data_type_of(a, "allreduce");
@@ -57,7 +57,7 @@ class Comm {
     void* data = writable_buffer(a, "allreduce");
     const auto count = static_cast<std::size_t>(a.size());
     py::gil_scoped_release release;
-    c_.allreduce(data, count, type, reduce);
+    c().allreduce(data, count, type, reduce);
     return a;
   }
 
@@ -66,7 +66,7 @@ class Comm {
     void* data = writable_buffer(a, "broadcast");
     const auto bytes = static_cast<std::size_t>(a.nbytes());
     py::gil_scoped_release release;
-    c_.broadcast(data, bytes, root);
+    c().broadcast(data, bytes, root);
     return a;
   }
 
@@ -74,7 +74,7 @@ class Comm {
   // shapes or dtypes on other ranks are the caller's error (as in MPI); sizes are not checked.
   py::array allgather(const py::array& a) {
     const auto send = py::array::ensure(a, py::array::c_style);
-    std::vector<py::ssize_t> shape{c_.size()};
+    std::vector<py::ssize_t> shape{c().size()};
     for (py::ssize_t d = 0; d < send.ndim(); ++d) shape.push_back(send.shape(d));
     py::array out(send.dtype(), shape);
     const auto bytes = static_cast<std::size_t>(send.nbytes());
@@ -82,23 +82,23 @@ class Comm {
     void* to = out.mutable_data();
     {
       py::gil_scoped_release release;
-      c_.allgather(from, to, bytes);
+      c().allgather(from, to, bytes);
     }
     return out;
   }
 
   void barrier() {
     py::gil_scoped_release release;
-    c_.barrier();
+    c().barrier();
   }
 
  private:
   void check_root(int root) const {
-    if (root < 0 || root >= c_.size()) {
-      throw py::value_error(fmt::format("comm.broadcast: root {} is not a rank of this job of {}", root, c_.size()));
+    if (root < 0 || root >= c().size()) {
+      throw py::value_error(fmt::format("comm.broadcast: root {} is not a rank of this job of {}", root, c().size()));
     }
   }
-  Communicator& c_;
+  static Communicator& c() { return session().communicator(); }
 };
 
 }  // namespace
@@ -115,7 +115,11 @@ void bind_comm(py::module_& m) {
       .def("allgather", &Comm::allgather, py::arg("array"), "Every rank's array in rank order, stacked on a new axis 0")
       .def("barrier", &Comm::barrier, "Returns once every rank has called it");
   m.def(
-      "comm_world", [] { return Comm(session().communicator()); },
+      "comm_world",
+      [] {
+        session();  // joins the job now, as mpi4py's COMM_WORLD is there on import
+        return Comm();
+      },
       "The communicator of this process's job (joined on first use), which the trainer shares");
 }
 

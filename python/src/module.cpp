@@ -17,6 +17,7 @@ namespace tnt::python {
 namespace {
 
 std::unique_ptr<trainer::Session> g_session;
+bool g_left = false;
 
 // The class of tnt/errors.py that stands for `e`. An actor's failure carries its cause, which
 // decides (a lost peer inside fit is a JobError); the message stays the failure's, which also
@@ -51,6 +52,7 @@ void translate(std::exception_ptr error) {
 }  // namespace
 
 trainer::Session& session(int threads) {
+  if (g_left) throw Error("this process has left its tnt job (at interpreter exit): tnt cannot be used any more");
   if (!g_session) {
     trainer::SessionOptions options;
     options.threads = threads > 0 ? threads : 1;
@@ -83,6 +85,8 @@ PYBIND11_MODULE(_tnt, m) {
   m.def(
       "leave",
       [] {
+        release_trainers();
+        g_left = true;
         // The goodbye to the other ranks waits for them: without the GIL, so that nothing else of
         // this process is held up.
         py::gil_scoped_release release;

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <variant>
@@ -72,6 +73,9 @@ class InterruptStop : public trainer::Callback {
   std::string reason_;
 };
 
+class PyTrainer;
+std::set<PyTrainer*> g_trainers;  // alive, under the GIL
+
 class PyTrainer {
  public:
   PyTrainer(const std::string& model_toml, std::uint64_t seed) {
@@ -80,15 +84,24 @@ class PyTrainer {
     py::gil_scoped_release release;
     trainer_ = std::make_unique<trainer::Trainer>(s, std::move(spec));
     trainer_->initialize(seed);
+    g_trainers.insert(this);
+  }
+  ~PyTrainer() { g_trainers.erase(this); }
+  PyTrainer(const PyTrainer&) = delete;
+  PyTrainer& operator=(const PyTrainer&) = delete;
+
+  void release() {
+    py::gil_scoped_release release;
+    trainer_.reset();
   }
 
-  std::string model_toml() { return compute::to_toml(trainer_->model().spec()); }
-  std::int64_t parameter_count() { return trainer_->model().total_parameter_size(); }
+  std::string model_toml() { return compute::to_toml(t().model().spec()); }
+  std::int64_t parameter_count() { return t().model().total_parameter_size(); }
 
   void compile(const std::vector<std::string>& settings) {
     const auto config = read_settings(settings, "Model.compile");
     trainer::validate_callbacks(config);
-    trainer_->compile(trainer::compile_options(config));
+    t().compile(trainer::compile_options(config));
   }
 
   // `settings`: compile's and fit's, as one run. Returns the History's figures.
@@ -101,7 +114,7 @@ class PyTrainer {
     if (validation) sources.test = validation->source;
     auto options = trainer::fit_options(config, sources);
     options.shuffle = shuffle;
-    const auto builtin = trainer::make_run_callbacks(config, *trainer_);
+    const auto builtin = trainer::make_run_callbacks(config, t());
     for (const auto& callback : builtin) options.callbacks.push_back(callback.get());
     const bool master = session().is_master_rank();
     // Destroyed after the GIL is taken back (declared before the release below).
@@ -143,8 +156,8 @@ class PyTrainer {
     trainer::Logs logs;
     {
       py::gil_scoped_release release;
-      logs = trainer_->evaluate(source.source, config.eval_batch, trainer::eval_transform(config),
-                                config.distribute_validation_dataset);
+      logs = t().evaluate(source.source, config.eval_batch, trainer::eval_transform(config),
+                          config.distribute_validation_dataset);
     }
     return to_dict(logs);
   }
@@ -154,7 +167,7 @@ class PyTrainer {
     compute::Tensor p;
     {
       py::gil_scoped_release release;
-      p = trainer_->predict(
+      p = t().predict(
           source.source, config.eval_batch, trainer::eval_transform(config),
           every_rank ? trainer::Trainer::PredictionsOn::every_rank : trainer::Trainer::PredictionsOn::master);
     }
@@ -166,15 +179,15 @@ class PyTrainer {
 
   void save_weights(const std::string& path) {
     py::gil_scoped_release release;
-    trainer_->save_weights(path);
+    t().save_weights(path);
   }
   void load_weights(const std::string& path) {
     py::gil_scoped_release release;
-    trainer_->load_weights(path);
+    t().load_weights(path);
   }
   void save_checkpoint(const std::string& path) {
     py::gil_scoped_release release;
-    trainer_->save_checkpoint(path);
+    t().save_checkpoint(path);
   }
 
  private:
@@ -188,9 +201,10 @@ class PyTrainer {
     bool done = false;
     trainer::History history;
     std::exception_ptr failure;
+    auto& trainer = t();
     std::thread worker([&] {
       try {
-        history = trainer_->fit(train, options);
+        history = trainer.fit(train, options);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -214,8 +228,21 @@ class PyTrainer {
     return history;
   }
 
+  trainer::Trainer& t() {
+    if (!trainer_) throw Error("this Model's trainer was released when the process left its tnt job");
+    return *trainer_;
+  }
+
   std::unique_ptr<trainer::Trainer> trainer_;
 };
+
+}  // namespace
+
+void release_trainers() {
+  for (auto* t : g_trainers) t->release();
+}
+
+namespace {
 
 // The run keys (Note [Run keys]) as (section, key, type, help) for tnt/options.py.
 py::list run_keys() {

@@ -66,6 +66,15 @@ if rank == 0:
     assert np.array_equal(p, everywhere)
     assert abs((p.argmax(axis=1) == labels[500:]).mean() - accuracy) < 1e-12
 
+# A built-in data set as x: read by tnt as tnt-train reads it (its own labels).
+on_files = model.evaluate(tnt.data.FashionMNIST(split="test", size=300), return_dict=True)
+assert on_files["count"] == 300, on_files
+try:
+    model.evaluate(tnt.data.FashionMNIST(split="test", size=300), labels[:300])
+    raise AssertionError("labels beside a data set were taken")
+except tnt.ConfigError as e:
+    assert "brings its own labels" in str(e), e
+
 # save_weights / load_weights: another model (other seed) predicts the same after loading.
 path = os.path.join(workdir, "model_test.weights")
 model.save_weights(path)
