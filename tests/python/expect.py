@@ -1,8 +1,9 @@
 """Runs a job and checks how it ends: its exit status (zero for `succeeds`, non-zero for `fails`),
-TEXT in its output, and an end within SECONDS (no hang).
+a match of the regular expression TEXT in its output, and an end within SECONDS (no hang).
 
     expect.py succeeds|fails SECONDS TEXT -- COMMAND...
 """
+import re
 import subprocess
 import sys
 import time
@@ -19,5 +20,5 @@ print(done.stdout)
 print(f"exit status {done.returncode} after {time.monotonic() - start:.1f} s")
 if (done.returncode == 0) != (outcome == "succeeds"):
     sys.exit(f"the job should have ended with {'status 0' if outcome == 'succeeds' else 'a failure'}")
-if text not in done.stdout:
-    sys.exit(f"'{text}' is not in the job's output")
+if not re.search(text, done.stdout):
+    sys.exit(f"nothing in the job's output matches '{text}'")
