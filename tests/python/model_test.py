@@ -96,6 +96,30 @@ assert not np.array_equal(other.predict(images[500:], on_all_ranks=True), everyw
 other.load_weights(path)
 assert np.array_equal(other.predict(images[500:], on_all_ranks=True), everywhere)
 
+# tnt's own callbacks, configured from Python, run in C++ (files on the master rank).
+csv_path = os.path.join(workdir, f"model_test_{size}.csv")
+best_path = os.path.join(workdir, f"model_test_{size}.best")
+for path in (csv_path, best_path):
+    if rank == 0 and os.path.exists(path):
+        os.remove(path)
+comm.barrier()
+history = model.fit(images[:500], labels[:500], batch_size=50, epochs=4, validation_data=(images[500:], labels[500:]),
+                    verbose=0, callbacks=[tnt.callbacks.CSVLogger(csv_path),
+                                          tnt.callbacks.ModelCheckpoint(best_path, save_weights_only=True),
+                                          tnt.callbacks.EarlyStopping(monitor="loss", baseline=0.0)])
+# EarlyStopping with a baseline no epoch beats stops at the first epoch it may (the second, as
+# Keras's), on every rank.
+assert history.epoch == [0, 1], history.epoch
+if rank == 0:
+    rows = open(csv_path).read().splitlines()
+    assert rows[0].startswith("epoch") and len(rows) == 3, rows
+    assert os.path.exists(best_path)
+try:
+    model.fit(images, labels, batch_size=50, callbacks=[tnt.callbacks.EarlyStopping(patience=-1)])
+    raise AssertionError("a negative patience was taken")
+except tnt.ConfigError as e:
+    assert "patience" in str(e), e
+
 # compile's and fit's errors are tnt's, as Python exceptions naming the setting.
 try:
     model.fit(images, labels, batch_size=0, verbose=0)
