@@ -151,6 +151,9 @@ def _expanded(layer, table):
     """A layer's TOML tables; Keras's activation= argument is one more layer in tnt."""
     out = [layer.toml(table)]
     activation = getattr(layer, "activation", None)
+    if activation == "softmax":
+        raise ValueError("activation='softmax': tnt's models end in logits and the loss applies the softmax; leave "
+                         "it out (predict returns probabilities)")
     if activation not in (None, "linear"):
         out.append(Activation(activation).toml(table))
     return out

@@ -55,6 +55,8 @@ for build, needle, error in [
         (lambda: L.Conv2D(4, "x"), "kernel_size", TypeError),
         (lambda: L.Dense(4, kernel_initializer="zeros"), "kernel_initializer 'zeros'", ValueError),
         (lambda: tnt.Sequential([L.Dense(4)]), "input_shape", tnt.ConfigError),
+        (lambda: tnt.Sequential([L.Flatten(), L.Dense(4, activation="softmax")], input_shape=(1, 4, 4)), "logits",
+         ValueError),
         (lambda: tnt.Sequential([L.Activation("nope"), L.Flatten(), L.Dense(2)], input_shape=(1, 4, 4)), "nope",
          tnt.ConfigError)]:
     try:
