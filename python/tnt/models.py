@@ -135,7 +135,7 @@ class Model:
             else:
                 raise TypeError(f"callbacks: {callback!r} is not a tnt.callbacks.Callback")
         if verbose == 2:
-            user.append(_EpochLine())
+            user.append(_EpochLine(epochs))
             user[-1].set_model(self)
         self.stop_training = False
         # evaluate and predict normalise as fit did.
@@ -203,9 +203,13 @@ class Model:
 class _EpochLine(_callbacks.Callback):
     """verbose=2: one line per epoch, as Keras prints it."""
 
+    def __init__(self, epochs):
+        super().__init__()
+        self.epochs = epochs
+
     def on_epoch_end(self, epoch, logs=None):
         figures = " - ".join(f"{k}: {v:.4f}" for k, v in (logs or {}).items())
-        print(f"Epoch {epoch + 1} - {figures}", flush=True)
+        print(f"Epoch {epoch + 1}/{self.epochs} - {figures}", flush=True)
 
 
 class Sequential(Model):
