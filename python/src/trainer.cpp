@@ -100,7 +100,6 @@ class PyTrainer {
 
   void compile(const std::vector<std::string>& settings) {
     const auto config = read_settings(settings, "Model.compile");
-    trainer::validate_callbacks(config);
     t().compile(trainer::compile_options(config));
   }
 
@@ -117,7 +116,7 @@ class PyTrainer {
     const auto builtin = trainer::make_run_callbacks(config, t());
     for (const auto& callback : builtin) options.callbacks.push_back(callback.get());
     const bool master = session().is_master_rank();
-    // Destroyed after the GIL is taken back (declared before the release below).
+    // They hold Python objects: destroyed here, with the GIL held.
     std::vector<std::unique_ptr<PythonCallback>> bridges;
     for (const auto& callback : callbacks) {
       const bool everywhere = callback.attr("run_on_all_ranks").cast<bool>();
@@ -201,10 +200,10 @@ class PyTrainer {
     bool done = false;
     trainer::History history;
     std::exception_ptr failure;
-    auto& trainer = t();
+    auto& fitted = t();
     std::thread worker([&] {
       try {
-        history = trainer.fit(train, options);
+        history = fitted.fit(train, options);
       } catch (...) {
         failure = std::current_exception();
       }
@@ -212,16 +211,23 @@ class PyTrainer {
       done = true;
       finished.notify_all();
     });
-    for (;;) {
-      {
-        py::gil_scoped_release release;
-        std::unique_lock lock(mutex);
-        if (finished.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; })) break;
+    try {
+      for (;;) {
+        {
+          py::gil_scoped_release release;
+          std::unique_lock lock(mutex);
+          if (finished.wait_for(lock, std::chrono::milliseconds(100), [&] { return done; })) break;
+        }
+        if (!interrupt && PyErr_CheckSignals() != 0) {
+          interrupt.emplace();  // takes the handler's exception out of Python's error indicator
+          stop.stop(fmt::format("interrupted ({})", py::str(interrupt->type().attr("__name__")).cast<std::string>()));
+        }
       }
-      if (!interrupt && PyErr_CheckSignals() != 0) {
-        interrupt.emplace();  // takes the handler's exception out of Python's error indicator
-        stop.stop(fmt::format("interrupted ({})", py::str(interrupt->type().attr("__name__")).cast<std::string>()));
-      }
+    } catch (...) {
+      // The worker uses this frame's variables: it must end before they do.
+      py::gil_scoped_release release;
+      worker.join();
+      throw;
     }
     worker.join();
     if (failure) std::rethrow_exception(failure);
