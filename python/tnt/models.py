@@ -10,7 +10,7 @@ from . import data as _data
 from . import losses as _losses
 from . import optimizers as _optimizers
 from . import options as _options
-from .errors import ConfigError
+from .errors import ConfigError, DataError
 
 # The sections whose keys compile takes; fit takes the others (run keys: tnt/options.py).
 _COMPILE_SECTIONS = ("optimizer", "schedule")
@@ -80,7 +80,9 @@ class Model:
         if self._compile_settings is None:
             raise ConfigError(f"Model.{what}: compile the model first")
 
-    def _source(self, x, y, x_name="x", y_name="y"):
+    def _source(self, x, y, x_name="x", y_name="y", labelled=True):
+        if labelled and y is None and not isinstance(x, (_data.Dataset, _tnt.Source)):
+            raise DataError(f"{y_name}: no labels for the samples of {x_name}")
         if isinstance(x, _data.Dataset):
             if y is not None:
                 raise ConfigError(f"{y_name}: a data set brings its own labels; pass y=None")
@@ -102,7 +104,7 @@ class Model:
             validation = self._source(validation_data[0], validation_data[1], "validation_data[0]",
                                       "validation_data[1]")
         elif isinstance(validation_data, (_data.Dataset, _tnt.Source)):
-            validation = self._source(validation_data, None, "validation_data")
+            validation = self._source(validation_data, None, "validation_data", "validation_data")
         elif validation_data is not None:
             raise ConfigError("validation_data: give (x_val, y_val) or a tnt.data data set")
         if verbose not in (0, 1, 2):
@@ -184,8 +186,8 @@ class Model:
     def predict(self, x, batch_size=None, on_all_ranks=False, **options):
         """Class probabilities (N, K) for x, in its order, computed by all ranks: on the master rank
         (the others get (0, K)), or on every rank with on_all_ranks=True."""
-        return self._trainer.predict(self._source(x, None), self._eval_options("predict", batch_size, options),
-                                     bool(on_all_ranks))
+        source = self._source(x, None, labelled=False)
+        return self._trainer.predict(source, self._eval_options("predict", batch_size, options), bool(on_all_ranks))
 
     def save_weights(self, path):
         """The master rank writes the weights (no optimizer state); every rank must call it."""

@@ -62,6 +62,7 @@ assert np.shares_memory(tnt.data.features("x", floats, (1, 28, 28)), floats)
 assert np.shares_memory(tnt.data.labels("y", y, 120, "x"), y)
 
 # Refused, naming the array and what is wrong, before any step (the weights stay as they were).
+refused("no labels", x, None, "y: no labels for the samples of x")
 refused("labels of another length", x, y[:100], "y has 100 labels but x has 120 samples")
 refused("samples of another shape", rng.random((120, 32, 32)), y, "x: samples of shape (32, 32)", "(1, 28, 28)")
 refused("complex features", x.astype(np.complex64), y, "x: dtype complex64")
