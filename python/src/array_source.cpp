@@ -17,8 +17,8 @@ class ArraySource : public data::Source {
  public:
   ArraySource(py::array features, py::object labels, int num_classes, std::string name)
       : features_(std::move(features)), labels_object_(std::move(labels)), name_(std::move(name)) {
-    const bool is_u8 = features_.dtype().is(py::dtype::of<std::uint8_t>());
-    if (!is_u8 && !features_.dtype().is(py::dtype::of<float>())) {
+    const bool is_u8 = holds<std::uint8_t>(features_);
+    if (!is_u8 && !holds<float>(features_)) {
       throw DataError(fmt::format("{}: features must be uint8 or float32 here", name_));
     }
     if (!(features_.flags() & py::array::c_style)) throw DataError(fmt::format("{}: features not C-contiguous", name_));
@@ -34,8 +34,8 @@ class ArraySource : public data::Source {
     if (features_.ndim() == 4) shape_ = {dim(1), dim(2), dim(3)};
     if (!labels_object_.is_none()) {
       auto label_array = labels_object_.cast<py::array>();
-      if (!label_array.dtype().is(py::dtype::of<std::int32_t>()) || !(label_array.flags() & py::array::c_style) ||
-          label_array.ndim() != 1 || static_cast<std::size_t>(label_array.shape(0)) != size_) {
+      if (!holds<std::int32_t>(label_array) || !(label_array.flags() & py::array::c_style) || label_array.ndim() != 1 ||
+          static_cast<std::size_t>(label_array.shape(0)) != size_) {
         throw DataError(fmt::format("{}: labels must be int32, C-contiguous and {} long here", name_, size_));
       }
       labels_ = static_cast<const std::int32_t*>(label_array.data());

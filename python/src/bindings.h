@@ -1,5 +1,6 @@
 #pragma once
 // Pieces of the tnt._tnt extension module, each bound by its own file (python/README.md).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
 #include "tnt/trainer/trainer.h"
@@ -15,6 +16,13 @@ trainer::Session& session(int threads = 0);
 // The trainers of tnt.Model objects still alive let go of the session (at interpreter exit, before
 // it is closed: Python may destroy those objects only after). Later calls on them raise.
 void release_trainers();
+
+// Whether the array's elements are T's (NumPy's equivalence: byte order and aliases such as
+// longlong for int64 included, which comparing dtype objects would miss).
+template <class T>
+bool holds(const pybind11::array& a) {
+  return pybind11::isinstance<pybind11::array_t<T>>(a);
+}
 
 void bind_comm(pybind11::module_& m);
 void bind_sources(pybind11::module_& m);

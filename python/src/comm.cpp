@@ -15,11 +15,11 @@ namespace tnt::python {
 namespace {
 
 DataType data_type_of(const py::array& a, const char* call) {
+  if (holds<float>(a)) return DataType::float32;
+  if (holds<double>(a)) return DataType::float64;
+  if (holds<std::int32_t>(a)) return DataType::int32;
+  if (holds<std::int64_t>(a)) return DataType::int64;
   const auto dtype = a.dtype();
-  if (dtype.is(py::dtype::of<float>())) return DataType::float32;
-  if (dtype.is(py::dtype::of<double>())) return DataType::float64;
-  if (dtype.is(py::dtype::of<std::int32_t>())) return DataType::int32;
-  if (dtype.is(py::dtype::of<std::int64_t>())) return DataType::int64;
   throw py::type_error(
       fmt::format("comm.{}: arrays of dtype {} cannot be reduced; use float32, float64, int32 or int64", call,
                   py::str(static_cast<py::handle>(dtype)).cast<std::string>()));
