@@ -88,7 +88,7 @@ except tnt.ConfigError as e:
     assert "brings its own labels" in str(e), e
 
 # save_weights / load_weights: another model (other seed) predicts the same after loading.
-path = os.path.join(workdir, "model_test.weights")
+path = os.path.join(workdir, f"model_test_{size}.weights")
 model.save_weights(path)
 other = tnt.Model.from_zoo("lenet5", seed=6)
 other.compile(optimizer="sgd")
