@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "tnt/actors/errors.h"
+#include "tnt/collectives/communicator.h"
 #include "tnt/core/error.h"
 
 namespace py = pybind11;
@@ -93,6 +94,16 @@ PYBIND11_MODULE(_tnt, m) {
         g_session.reset();
       },
       "Leaves the job in order (at interpreter exit)");
+  m.def(
+      "abort",
+      [](const std::string& reason) {
+        // Note [One failure, every rank told]: the other ranks hear this rank's reason at once,
+        // instead of waiting in a collective for it or seeing only its connections close.
+        if (!g_session) return;
+        py::gil_scoped_release release;
+        g_session->communicator().abort(reason);
+      },
+      py::arg("reason"), "Ends the job on every rank, naming this one and the reason");
   m.def(
       "exit_now",
       [](int status) {

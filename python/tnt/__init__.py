@@ -62,7 +62,7 @@ _INTERRUPTED_STATUS = 130
 def _excepthook(kind, value, tb):
     # A script that dies of an exception while it belongs to a job leaves at once (as tnt-train
     # does after a failure): the goodbye would wait for peers that may be blocked in a collective
-    # this rank will never join. They see a lost peer and end too.
+    # this rank will never join. They are told why (abort) and end too.
     _traceback.print_exception(kind, value, tb)
     if not _tnt.joined():
         return
@@ -72,6 +72,9 @@ def _excepthook(kind, value, tb):
     elif issubclass(kind, KeyboardInterrupt):
         status = _INTERRUPTED_STATUS
     if _tnt.size() > 1:
+        if status == 1 and not issubclass(kind, JobError):
+            # This rank's own failure: every other rank is told it, naming this rank.
+            _tnt.abort(f"{kind.__name__}: {value}"[:2000])
         _tnt.exit_now(status)
     elif status != 1:
         _leave()
