@@ -389,7 +389,33 @@ bool Request::wait_for(std::chrono::milliseconds timeout) const {
 
 // ---- Communicator ------------------------------------------------------------------------------
 
-Communicator::Communicator(CommunicatorOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+namespace {
+// Note [One world per process]: a process joins its job once (the master binds
+// TNT_MASTER_PORT once); every Communicator built from the environment shares that join.
+std::mutex world_mutex;
+std::weak_ptr<Communicator::Impl> world;
+std::string world_configuration;
+}  // namespace
+
+Communicator::Communicator(CommunicatorOptions options) {
+  if (options.environment || options.io_context) {
+    impl_ = std::make_shared<Impl>(std::move(options));
+    return;
+  }
+  std::lock_guard lock(world_mutex);
+  if (auto shared = world.lock()) {
+    if (options.configuration != world_configuration) {
+      throw ConfigError(
+          "this process's world was joined with another configuration: every Communicator built from the "
+          "environment in one process is that world, with the first one's configuration");
+    }
+    impl_ = std::move(shared);
+    return;
+  }
+  world_configuration = options.configuration;
+  impl_ = std::make_shared<Impl>(std::move(options));
+  world = impl_;
+}
 Communicator::~Communicator() = default;
 
 int Communicator::rank() const { return impl_->rank(); }

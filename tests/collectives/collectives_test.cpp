@@ -105,6 +105,17 @@ INSTANTIATE_TEST_SUITE_P(
              (c.single_copy ? "" : "_shm_ring_copies");
     });
 
+// Note [One world per process]: two Communicators built from the environment in one process are
+// the same world (before, the second master bound TNT_MASTER_PORT again and failed).
+TEST(World, TwoCommunicatorsFromTheEnvironmentAreOneWorld) {
+  Job job(3);
+  job.start_all({kWorker, "two-worlds"});
+  for (const auto& outcome : job.wait(60s)) {
+    EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+    EXPECT_NE(outcome.output.find("two worlds, 4 checks, 0 failures"), std::string::npos) << outcome.output;
+  }
+}
+
 // ---- start-up refusals -------------------------------------------------------------------------
 
 Job::Env quick(Job::Env env) {

@@ -289,6 +289,26 @@ int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
   return 0;
 }
 
+// Note [One world per process]: two Communicators built from the environment are one world: the
+// second joins nothing (the master would bind its port twice), and calls on either are matched
+// in one issue order.
+int run_two_worlds() {
+  tnt::Communicator first;
+  tnt::Communicator second;
+  ++checks;
+  if (first.rank() != second.rank() || first.size() != second.size()) report("two Communicators, two worlds");
+  std::vector<float> data(1000);
+  for (int round = 0; round < 3; ++round) {
+    std::fill(data.begin(), data.end(), static_cast<float>(first.rank() + 1));
+    (round % 2 ? first : second).allreduce(data.data(), data.size(), DataType::float32, ReduceOp::sum);
+    const float expected = static_cast<float>(first.size() * (first.size() + 1) / 2);
+    ++checks;
+    if (data.front() != expected || data.back() != expected) report("an allreduce on one of two Communicators");
+  }
+  std::printf("rank %d: two worlds, %lld checks, %d failures\n", first.rank(), checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -297,6 +317,7 @@ int main(int argc, char** argv) {
     tnt::CommunicatorOptions options;
     options.configuration = option(argc, argv, "--config", "test-configuration");
     options.environment = tnt::JobEnvironment::from_env();
+    if (mode == "two-worlds") return run_two_worlds();
     if (mode == "print-job") {  // where this rank thinks it is, and from which source; joins nothing
       std::fputs(options.environment->describe().c_str(), stdout);
       return 0;

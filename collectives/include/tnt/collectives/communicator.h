@@ -83,6 +83,11 @@ struct CommunicatorOptions {
 // Errors: the first failure (a lost or silent peer, a refused rank, mismatched calls) is
 // sticky: it fails every pending operation and every later call with a tnt::JobError that
 // names the rank and host.
+//
+// One world per process: every Communicator built from the environment (options without an
+// environment or an io_context) in one process is the same world, joined by the first and left
+// by the last to go; they share one issue order, and finish() or abort() on one ends it for all.
+// The first one's options hold for all; a later one with another configuration is refused.
 class Communicator {
  public:
   explicit Communicator(CommunicatorOptions options = {});
@@ -148,7 +153,7 @@ class Communicator {
   class Impl;
 
  private:
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // shared by every Communicator of the process's world
 };
 
 }  // namespace tnt
