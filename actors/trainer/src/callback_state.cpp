@@ -80,8 +80,8 @@ const std::vector<std::uint8_t>& CallbackState::bytes(const std::string& key) co
 std::vector<float> CallbackState::floats(const std::string& key) const {
   const auto& b = bytes(key);
   if (b.size() % sizeof(float) != 0) {
-    throw DataError(fmt::format("the state of callback '{}': '{}' holds {} bytes, not a number of floats", name_,
-                                key, b.size()));
+    throw DataError(
+        fmt::format("the state of callback '{}': '{}' holds {} bytes, not a number of floats", name_, key, b.size()));
   }
   std::vector<float> values(b.size() / sizeof(float));
   if (!b.empty()) std::memcpy(values.data(), b.data(), b.size());
@@ -129,8 +129,8 @@ void restore_callback_states(const std::vector<NamedCallback>& callbacks,
     try {
       cb->load_state(CallbackState(name, it->entries));
     } catch (const Error& e) {
-      throw DataError(fmt::format("checkpoint '{}': callback '{}' cannot take its saved state: {}", origin, name,
-                                  e.what()));
+      throw DataError(
+          fmt::format("checkpoint '{}': callback '{}' cannot take its saved state: {}", origin, name, e.what()));
     }
   }
   for (const auto& s : saved) {
