@@ -120,6 +120,11 @@ def checkpoint():
     header = b"TNTCKPT\x00" + struct.pack("<IIQQ", 1, 0, len(payload), fnv1a(payload))
     write("checkpoint", "full", b"\x00" + header + payload)
     write("checkpoint", "full_fixed_header", b"\x01" + header + payload)
+    text = text[:-1] + (', callbackStates = [(name = "EarlyStopping", entries = [(key = "wait", integer = 2), '
+                        '(key = "best", real = 0.5), (key = "best_weights.0", bytes = 0x"0000803f")])])')
+    payload = capnp_encode("compute/src/checkpoint.capnp", "Checkpoint", text)
+    header = b"TNTCKPT\x00" + struct.pack("<IIQQ", 1, 0, len(payload), fnv1a(payload))
+    write("checkpoint", "callback_states", b"\x00" + header + payload)
 
 
 def datasets():

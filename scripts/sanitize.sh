@@ -4,6 +4,9 @@
 #   scripts/sanitize.sh asan   build-asan: TNT_SANITIZE=address,undefined, the whole test suite. With
 #                              clang installed it is built with clang and TNT_FUZZ=ON, so the suite
 #                              includes the fuzz targets' short runs (ctest label fuzz).
+#                              TNT_SANITIZE_COMPILER=gcc builds it with GCC instead, into
+#                              build-asan-gcc (no fuzz targets: they need clang); =clang insists on
+#                              clang.
 #   scripts/sanitize.sh tsan   build-tsan: TNT_SANITIZE=thread, the tests labelled collectives,
 #                              transport and actors (and only the targets they need), less the
 #                              3- and 4-rank tiny-segment variants of the collectives matrix.
@@ -71,12 +74,29 @@ configure() {  # configure DIR CMAKE_ARGS...
 }
 
 run_asan() {
-  local dir=${TNT_ASAN_BUILD_DIR:-build-asan} compiler=()
-  if command -v clang++ >/dev/null && command -v clang >/dev/null; then
-    compiler=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTNT_FUZZ=ON)
-  else
-    echo "sanitize: clang not found: the ASan build uses the default compiler and builds no fuzz targets"
-  fi
+  local dir compiler=() has_clang=0
+  command -v clang++ >/dev/null && command -v clang >/dev/null && has_clang=1
+  case ${TNT_SANITIZE_COMPILER:-} in
+    gcc)
+      dir=${TNT_ASAN_BUILD_DIR:-build-asan-gcc}
+      compiler=(-DCMAKE_C_COMPILER=gcc -DCMAKE_CXX_COMPILER=g++ -DTNT_FUZZ=OFF)
+      ;;
+    clang | "")
+      dir=${TNT_ASAN_BUILD_DIR:-build-asan}
+      if ((has_clang)); then
+        compiler=(-DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DTNT_FUZZ=ON)
+      elif [[ ${TNT_SANITIZE_COMPILER:-} == clang ]]; then
+        echo "sanitize: TNT_SANITIZE_COMPILER=clang, but clang or clang++ is not installed" >&2
+        return 1
+      else
+        echo "sanitize: clang not found: the ASan build uses the default compiler and builds no fuzz targets"
+      fi
+      ;;
+    *)
+      echo "sanitize: TNT_SANITIZE_COMPILER='$TNT_SANITIZE_COMPILER': expected gcc or clang" >&2
+      exit 2
+      ;;
+  esac
   timed "asan configure" configure "$dir" -DTNT_SANITIZE=address,undefined "${compiler[@]}" || return 1
   timed "asan build" cmake --build "$dir" -j "$jobs" || return 1
   sanitizer_env "$(realpath -m "$dir")/sanitizer-reports"

@@ -4,7 +4,10 @@ $Cxx.namespace("tnt::compute::schema");
 # tnt checkpoint payload. A checkpoint file is a 32-byte header (magic
 # "TNTCKPT\0", format version, payload length, FNV-1a-64 of the payload)
 # followed by one unpacked Cap'n Proto message with this root. Bump
-# schemaVersion in checkpoint.cpp when the meaning of a field changes.
+# schemaVersion in checkpoint.cpp when the meaning of a field changes. New
+# fields (and new union members) go at the end with the next ordinal: files
+# written before them read them as empty, so older files stay readable under
+# the same schemaVersion.
 
 struct Array {
   name @0 :Text;
@@ -29,7 +32,15 @@ struct Entry {
   union {
     integer @1 :Int64;
     bytes @2 :Data;
+    real @3 :Float64;
   }
+}
+
+# One callback's state (tnt::trainer::Callback::save_state), under the name the
+# trainer gave it; the entries mean what that callback says they mean.
+struct CallbackState {
+  name @0 :Text;
+  entries @1 :List(Entry);
 }
 
 struct Checkpoint {
@@ -46,6 +57,7 @@ struct Checkpoint {
   step @10 :UInt64;
   trainingPasses @11 :UInt64;
   extra @12 :List(Entry);      # trainer state (data order, ...)
+  callbackStates @13 :List(CallbackState);  # empty in files written before it
 
   enum Kind {
     full @0;

@@ -140,6 +140,21 @@ Checkpoint capture(const Model& model, const Optimizer* optimizer, CheckpointKin
 
 namespace {
 
+void put_entries(capnp::List<schema::Entry>::Builder out, const std::vector<CheckpointEntry>& entries) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    auto e = out[static_cast<unsigned>(i)];
+    e.setKey(entries[i].key);
+    if (const auto* integer = std::get_if<int64_t>(&entries[i].value)) {
+      e.setInteger(*integer);
+    } else if (const auto* real = std::get_if<double>(&entries[i].value)) {
+      e.setReal(*real);
+    } else {
+      const auto& b = std::get<std::vector<uint8_t>>(entries[i].value);
+      e.setBytes(kj::arrayPtr(b.data(), b.size()));
+    }
+  }
+}
+
 // The Cap'n Proto message of a checkpoint, without the header.
 void build_message(schema::Checkpoint::Builder root, const Checkpoint& c) {
   root.setSchemaVersion(kSchemaVersion);
@@ -179,16 +194,13 @@ void build_message(schema::Checkpoint::Builder root, const Checkpoint& c) {
   root.setEpoch(c.epoch);
   root.setStep(c.step);
   root.setTrainingPasses(c.training_passes);
-  auto extra = root.initExtra(static_cast<unsigned>(c.extra.size()));
-  for (size_t i = 0; i < c.extra.size(); ++i) {
-    auto e = extra[static_cast<unsigned>(i)];
-    e.setKey(c.extra[i].key);
-    if (const auto* v = std::get_if<int64_t>(&c.extra[i].value)) {
-      e.setInteger(*v);
-    } else {
-      const auto& b = std::get<std::vector<uint8_t>>(c.extra[i].value);
-      e.setBytes(kj::arrayPtr(b.data(), b.size()));
-    }
+  put_entries(root.initExtra(static_cast<unsigned>(c.extra.size())), c.extra);
+  auto callbacks = root.initCallbackStates(static_cast<unsigned>(c.callback_states.size()));
+  for (size_t i = 0; i < c.callback_states.size(); ++i) {
+    auto out = callbacks[static_cast<unsigned>(i)];
+    out.setName(c.callback_states[i].name);
+    put_entries(out.initEntries(static_cast<unsigned>(c.callback_states[i].entries.size())),
+                c.callback_states[i].entries);
   }
 }
 
@@ -305,18 +317,35 @@ void read_optimizer(schema::Checkpoint::Reader root, Checkpoint& c, const std::s
   }
 }
 
-void read_extra(schema::Checkpoint::Reader root, Checkpoint& c, const std::string& origin) {
-  for (auto e : root.getExtra()) {
+// `where` names the list in errors ("extra entry", "callback 'EarlyStopping' entry").
+std::vector<CheckpointEntry> get_entries(capnp::List<schema::Entry>::Reader in, const std::string& origin,
+                                         const std::string& where) {
+  std::vector<CheckpointEntry> entries;
+  for (auto e : in) {
     CheckpointEntry entry{e.getKey(), int64_t{0}};
     if (e.isInteger()) {
       entry.value = e.getInteger();
+    } else if (e.isReal()) {
+      entry.value = e.getReal();
     } else if (e.isBytes()) {
       auto b = e.getBytes();
       entry.value = std::vector<uint8_t>(b.begin(), b.end());
     } else {
-      bad_file(origin, "extra entry '" + entry.key + "' has an unknown value type");
+      bad_file(origin, where + " '" + entry.key + "' has an unknown value type");
     }
-    c.extra.push_back(std::move(entry));
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+void read_callback_states(schema::Checkpoint::Reader root, Checkpoint& c, const std::string& origin) {
+  for (auto state : root.getCallbackStates()) {
+    std::string name = state.getName();
+    for (const auto& seen : c.callback_states) {
+      if (seen.name == name) bad_file(origin, "two states of callback '" + name + "'");
+    }
+    auto entries = get_entries(state.getEntries(), origin, "callback '" + name + "' entry");
+    c.callback_states.push_back({std::move(name), std::move(entries)});
   }
 }
 
@@ -350,7 +379,8 @@ Checkpoint read_message(schema::Checkpoint::Reader root, const std::string& orig
   c.epoch = root.getEpoch();
   c.step = root.getStep();
   c.training_passes = root.getTrainingPasses();
-  read_extra(root, c, origin);
+  c.extra = get_entries(root.getExtra(), origin, "extra entry");
+  read_callback_states(root, c, origin);
   return c;
 }
 

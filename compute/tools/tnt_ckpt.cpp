@@ -21,6 +21,16 @@ const char* kind_name(CheckpointKind k) {
   return "?";
 }
 
+void print_entry(const char* indent, const CheckpointEntry& e) {
+  if (const auto* integer = std::get_if<int64_t>(&e.value)) {
+    std::printf("%s%s = %lld\n", indent, e.key.c_str(), static_cast<long long>(*integer));
+  } else if (const auto* real = std::get_if<double>(&e.value)) {
+    std::printf("%s%s = %.17g\n", indent, e.key.c_str(), *real);
+  } else {
+    std::printf("%s%s = <%zu bytes>\n", indent, e.key.c_str(), std::get<std::vector<uint8_t>>(e.value).size());
+  }
+}
+
 void print_info(const std::string& path, bool show_toml) {
   Checkpoint c = load_checkpoint(path);
   std::printf("checkpoint   %s\nkind         %s\nmodel        %s, input %s, %zu top-level layers\n", path.c_str(),
@@ -47,12 +57,10 @@ void print_info(const std::string& path, bool show_toml) {
   } else {
     std::printf("optimizer    none\n");
   }
-  for (const auto& e : c.extra) {
-    if (const auto* v = std::get_if<int64_t>(&e.value)) {
-      std::printf("extra        %s = %lld\n", e.key.c_str(), static_cast<long long>(*v));
-    } else {
-      std::printf("extra        %s = <%zu bytes>\n", e.key.c_str(), std::get<std::vector<uint8_t>>(e.value).size());
-    }
+  for (const auto& e : c.extra) print_entry("extra        ", e);
+  for (const auto& state : c.callback_states) {
+    std::printf("callback     %s: %zu entries\n", state.name.c_str(), state.entries.size());
+    for (const auto& e : state.entries) print_entry("               ", e);
   }
   if (show_toml) {
     std::printf("\n%s", to_toml(c.model).c_str());
@@ -80,6 +88,18 @@ struct Differ {
         continue;
       }
       values(group + " " + a[i].name, a[i].values, b[i].values);
+    }
+  }
+
+  // Trainer and callback state: exact, whatever the tolerances (they are counters, bits of
+  // doubles, saved weights whose tolerance would be the weights' own).
+  void entries(const std::string& group, const std::vector<CheckpointEntry>& a, const std::vector<CheckpointEntry>& b) {
+    if (a.size() != b.size()) {
+      note(group + " entries: " + std::to_string(a.size()) + " vs " + std::to_string(b.size()));
+      return;
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].key != b[i].key || a[i].value != b[i].value) note(group + " entry '" + a[i].key + "'");
     }
   }
 
@@ -143,12 +163,17 @@ int run_diff(const std::string& pa, const std::string& pb, double rtol, double a
            std::to_string(a.training_passes) + " vs " + std::to_string(b.epoch) + "/" + std::to_string(b.step) + "/" +
            std::to_string(b.training_passes));
   }
-  if (a.extra.size() != b.extra.size()) {
-    d.note("extra entries: " + std::to_string(a.extra.size()) + " vs " + std::to_string(b.extra.size()));
+  d.entries("extra", a.extra, b.extra);
+  if (a.callback_states.size() != b.callback_states.size()) {
+    d.note("callback states: " + std::to_string(a.callback_states.size()) + " vs " +
+           std::to_string(b.callback_states.size()));
   } else {
-    for (size_t i = 0; i < a.extra.size(); ++i) {
-      if (a.extra[i].key != b.extra[i].key || a.extra[i].value != b.extra[i].value) {
-        d.note("extra entry '" + a.extra[i].key + "'");
+    for (size_t i = 0; i < a.callback_states.size(); ++i) {
+      const auto &sa = a.callback_states[i], &sb = b.callback_states[i];
+      if (sa.name != sb.name) {
+        d.note("callback state " + std::to_string(i) + ": '" + sa.name + "' vs '" + sb.name + "'");
+      } else {
+        d.entries("callback " + sa.name, sa.entries, sb.entries);
       }
     }
   }

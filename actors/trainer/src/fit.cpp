@@ -131,17 +131,22 @@ History FitRun::run() {
   if (!options_.csv_path.empty())
     callbacks_.push_back(&csv_.emplace(CsvLoggerOptions{options_.csv_path, ',', resumed_}));
   callbacks_.insert(callbacks_.end(), options_.callbacks.begin(), options_.callbacks.end());
-  // Callbacks reach the run from on_train_begin to on_train_end, and not after fit. (A local
-  // class: it has FitRun's access to Callback.)
+  // Callbacks reach the run from on_train_begin to on_train_end, and not after fit; their
+  // states go into the checkpoints written meanwhile. (A local class: it has FitRun's access
+  // to Callback.)
   struct Attached {
     const std::vector<Callback*>& callbacks;
-    Attached(const std::vector<Callback*>& c, RunControl* run) : callbacks(c) {
+    std::vector<NamedCallback>& stateful;
+    Attached(const std::vector<Callback*>& c, RunControl* run, std::vector<NamedCallback>& s)
+        : callbacks(c), stateful(s) {
       for (auto* cb : callbacks) cb->run_ = run;
+      stateful = stateful_callbacks(callbacks);
     }
     ~Attached() {
       for (auto* cb : callbacks) cb->run_ = nullptr;
+      stateful.clear();
     }
-  } attached(callbacks_, &*control_);
+  } attached(callbacks_, &*control_, s_.fitting_callbacks);
   if (s_.position.epoch >= options_.epochs) {
     spdlog::info("nothing to do: the checkpoint is at epoch {} of {}", s_.position.epoch, options_.epochs);
     return history_;
@@ -151,6 +156,7 @@ History FitRun::run() {
   EngineContext context = engine_context();
 
   for (auto* cb : callbacks_) cb->on_train_begin();
+  if (resumed_) restore_callback_states(s_.fitting_callbacks, saved_callback_states_, resume_origin_, s_.master());
   train_start_ = epoch_start_ = Clock::now();
   while (!finished()) {
     const std::size_t epoch = s_.position.epoch;
@@ -177,6 +183,8 @@ void FitRun::prepare() {
     const auto checkpoint = load_checkpoint_everywhere(resume, s_.comm());
     s_.position = resume_from(checkpoint, resume, s_.model, *s_.optimizer, s_.fingerprint, steps_per_epoch_);
     s_.rate_factor = saved_rate_factor(checkpoint, resume);
+    saved_callback_states_ = checkpoint.callback_states;
+    resume_origin_ = resume;
   }
   RunController::Setup setup;
   setup.schedule = s_.schedule.get();

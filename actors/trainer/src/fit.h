@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 
+#include "callback_state.h"
 #include "engine.h"
 #include "fit_parts.h"
 #include "progress.h"
@@ -92,6 +93,8 @@ class FitRun {
   std::optional<RunController> control_;  // from prepare() on
   std::optional<SignalWatch> signals_;    // FitOptions::stop_on_signals
   bool resumed_ = false;
+  std::string resume_origin_;                                         // the checkpoint resumed from
+  std::vector<compute::CallbackStateEntries> saved_callback_states_;  // its callbacks' states
   bool stop_announced_ = false;
 
   // Written by the metrics actor during a segment, read here between segments.

@@ -251,7 +251,8 @@ const std::vector<RunKey>& run_keys() {
       {"checkpoint", "every_steps", +[](RunConfig& c) -> auto& { return c.checkpoint_every_steps; },
        "--checkpoint-every-steps", "Write the checkpoint every N optimizer steps"},
       {"checkpoint", "resume", +[](RunConfig& c) -> auto& { return c.resume; }, "--resume",
-       "Continue from this checkpoint (weights, optimizer state, data position, learning-rate factor); auto: "
+       "Continue from this checkpoint (weights, optimizer state, data position, learning-rate factor, the "
+       "callbacks' states); auto: "
        "from the checkpoint path when a checkpoint is there, else start fresh"},
       {"callbacks.terminate_on_nan", "enabled", +[](RunConfig& c) -> auto& { return c.terminate_on_nan; },
        "--allow-nan", "Train on when the loss or the reduced gradient is NaN or infinite (by default every rank "

@@ -161,6 +161,7 @@ void Trainer::save_checkpoint(const std::string& path) {
     checkpoint.extra.push_back({kFingerprintKey, std::bit_cast<int64_t>(s.fingerprint)});
   }
   checkpoint.extra.push_back({kRateFactorKey, std::bit_cast<int64_t>(s.rate_factor)});
+  checkpoint.callback_states = capture_callback_states(s.fitting_callbacks);
   compute::save_checkpoint(path, checkpoint);
   spdlog::info("checkpoint written to {} (epoch {}, step {}, optimizer step {})", path, s.position.epoch,
                s.position.step, s.optimizer->steps());

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "callback_state.h"
 #include "compute_thread.h"
 #include "objective.h"
 #include "tnt/collectives/communicator.h"
@@ -28,6 +29,8 @@ struct Trainer::State {
   bool has_fingerprint = false;
   // The learning-rate factor on top of the schedule (RunControl), agreed by every rank.
   double rate_factor = 1.0;
+  // The callbacks of the fit in progress that keep state: save_checkpoint takes their states.
+  std::vector<NamedCallback> fitting_callbacks;
 
   ComputeThread compute;  // Note in compute_thread.h: every forward/backward runs here
 

@@ -78,6 +78,15 @@ void ModelCheckpoint::on_epoch_end(std::size_t epoch, const Logs& logs) {
   saved_.push_back(path);
 }
 
+void ModelCheckpoint::save_state(CallbackState& state) const {
+  if (best_) state.set_real("best", *best_);
+}
+
+void ModelCheckpoint::load_state(const CallbackState& state) {
+  best_.reset();
+  if (state.contains("best")) best_ = state.real("best");
+}
+
 // --- LearningRateScheduler -----------------------------------------------------------------------
 
 LearningRateScheduler::LearningRateScheduler(Function schedule) : schedule_(std::move(schedule)) {

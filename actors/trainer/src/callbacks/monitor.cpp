@@ -41,6 +41,15 @@ std::optional<double> monitored(const std::string& who, const std::string& monit
   return std::nullopt;
 }
 
+// A count the state holds (a negative one is refused: the state was not written by this callback).
+std::size_t count_in(const CallbackState& state, const std::string& key) {
+  const std::int64_t n = state.integer(key);
+  if (n < 0) {
+    throw DataError(fmt::format("the state of callback '{}': '{}' is {}, not a count", state.callback_name(), key, n));
+  }
+  return static_cast<std::size_t>(n);
+}
+
 }  // namespace
 
 // --- EarlyStopping -------------------------------------------------------------------------------
@@ -93,7 +102,7 @@ void EarlyStopping::on_epoch_end(std::size_t epoch, const Logs& logs) {
   if (wait_ < options_.patience || epoch == 0) return;
   stopped_epoch_ = epoch;
   std::string restored;
-  if (options_.restore_best_weights && best_epoch_) {
+  if (options_.restore_best_weights && !best_weights_.empty()) {
     for (std::size_t i = 0; i < model.parameter_count(); ++i) {
       std::copy(best_weights_[i].begin(), best_weights_[i].end(), model.weights(i));
     }
@@ -105,6 +114,50 @@ void EarlyStopping::on_epoch_end(std::size_t epoch, const Logs& logs) {
   }
   run().stop_training(fmt::format("EarlyStopping: {} has not improved for {} epoch(s) (best {:.6g} at epoch {}){}",
                                   options_.monitor, wait_, best_, best_epoch_ ? *best_epoch_ + 1 : 0, restored));
+}
+
+void EarlyStopping::save_state(CallbackState& state) const {
+  state.set_integer("wait", static_cast<std::int64_t>(wait_));
+  state.set_real("best", best_);
+  if (best_epoch_) state.set_integer("best_epoch", static_cast<std::int64_t>(*best_epoch_));
+  if (!best_weights_.empty()) {
+    state.set_integer("best_weights", static_cast<std::int64_t>(best_weights_.size()));
+    for (std::size_t i = 0; i < best_weights_.size(); ++i) {
+      state.set_floats(fmt::format("best_weights.{}", i), best_weights_[i]);
+    }
+  }
+}
+
+void EarlyStopping::load_state(const CallbackState& state) {
+  wait_ = count_in(state, "wait");
+  best_ = state.real("best");
+  best_epoch_.reset();
+  if (state.contains("best_epoch")) best_epoch_ = count_in(state, "best_epoch");
+  best_weights_.clear();
+  if (!options_.restore_best_weights || !best_epoch_) return;
+  if (!state.contains("best_weights")) {
+    spdlog::warn(
+        "EarlyStopping: the checkpoint holds no weights of the best epoch ({}; written without "
+        "restore_best_weights): unless a better epoch comes, none are restored when it stops",
+        *best_epoch_ + 1);
+    return;
+  }
+  const compute::Model& model = trainer_.model();
+  const std::size_t arrays = count_in(state, "best_weights");
+  if (arrays != model.parameter_count() + model.state_count()) {
+    throw DataError(fmt::format("EarlyStopping kept {} arrays of best weights, model '{}' has {} (and statistics)",
+                                arrays, model.spec().name, model.parameter_count() + model.state_count()));
+  }
+  for (std::size_t i = 0; i < arrays; ++i) {
+    auto values = state.floats(fmt::format("best_weights.{}", i));
+    const auto expected = static_cast<std::size_t>(
+        i < model.parameter_count() ? model.parameter(i).size : model.state(i - model.parameter_count()).size);
+    if (values.size() != expected) {
+      throw DataError(fmt::format("EarlyStopping's best weights {} hold {} values, the model's array has {}", i,
+                                  values.size(), expected));
+    }
+    best_weights_.push_back(std::move(values));
+  }
 }
 
 // --- ReduceLROnPlateau ---------------------------------------------------------------------------
@@ -151,6 +204,20 @@ void ReduceLROnPlateau::on_epoch_end(std::size_t epoch, const Logs& logs) {
     cooldown_left_ = options_.cooldown;
     wait_ = 0;
   }
+}
+
+void ReduceLROnPlateau::save_state(CallbackState& state) const {
+  state.set_integer("wait", static_cast<std::int64_t>(wait_));
+  state.set_integer("cooldown_left", static_cast<std::int64_t>(cooldown_left_));
+  state.set_real("best", best_);
+  state.set_integer("reductions", static_cast<std::int64_t>(reductions_));
+}
+
+void ReduceLROnPlateau::load_state(const CallbackState& state) {
+  wait_ = count_in(state, "wait");
+  cooldown_left_ = count_in(state, "cooldown_left");
+  best_ = state.real("best");
+  reductions_ = count_in(state, "reductions");
 }
 
 }  // namespace tnt::trainer

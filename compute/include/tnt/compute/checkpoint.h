@@ -1,6 +1,7 @@
 #pragma once
 // Checkpoints: model configuration, weights, BatchNorm statistics, optimizer
-// state, epoch/step and any extra trainer state, in one Cap'n Proto file.
+// state, epoch/step, any extra trainer state and the callbacks' states, in one
+// Cap'n Proto file.
 // Saving is atomic (temporary file in the same folder, fsync, rename, fsync
 // of the folder). Loading checks the header, length, checksum and schema
 // version, then names, shapes and sizes against the model, and refuses
@@ -34,7 +35,13 @@ struct NamedArray {
 // Trainer state the checkpoint carries without interpreting it.
 struct CheckpointEntry {
   std::string key;
-  std::variant<int64_t, std::vector<uint8_t>> value;
+  std::variant<int64_t, std::vector<uint8_t>, double> value;
+};
+
+// One callback's state (tnt::trainer::Callback::save_state) under its name in the run.
+struct CallbackStateEntries {
+  std::string name;
+  std::vector<CheckpointEntry> entries;
 };
 
 struct Checkpoint {
@@ -48,6 +55,7 @@ struct Checkpoint {
   uint64_t step = 0;
   uint64_t training_passes = 0;  // Model::training_passes (Dropout masks)
   std::vector<CheckpointEntry> extra;
+  std::vector<CallbackStateEntries> callback_states;  // none in files written before they existed
 
   const CheckpointEntry* find(const std::string& key) const;
 };

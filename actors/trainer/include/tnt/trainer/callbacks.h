@@ -43,13 +43,20 @@ struct EarlyStoppingOptions {
   std::size_t start_from_epoch = 0;  // epochs before counting starts
 };
 
-// Stops training after `patience` epochs without improvement of `monitor`.
+// Stops training after `patience` epochs without improvement of `monitor`. Its state in
+// checkpoints (Note [Callback state] in trainer.h): the wait, the best figure and its epoch,
+// and with restore_best_weights the best epoch's weights and BatchNorm statistics (as large
+// again as the model's), so that a resumed run stops at the same epoch and restores the same
+// weights as a run straight through.
 class EarlyStopping : public Callback {
  public:
   // `trainer`: whose weights restore_best_weights keeps and restores.
   EarlyStopping(EarlyStoppingOptions options, Trainer& trainer);
   void on_train_begin() override;
   void on_epoch_end(std::size_t epoch, const Logs& logs) override;
+  std::string state_name() const override { return "EarlyStopping"; }
+  void save_state(CallbackState& state) const override;
+  void load_state(const CallbackState& state) override;
   // The epoch (0-based) training stopped after, if it stopped; the best epoch and its figure.
   std::optional<std::size_t> stopped_epoch() const { return stopped_epoch_; }
   std::optional<std::size_t> best_epoch() const { return best_epoch_; }
@@ -79,11 +86,17 @@ struct ReduceLROnPlateauOptions {
 
 // Multiplies the learning-rate factor (RunControl, on top of the schedule) by `factor` after
 // `patience` epochs without improvement of `monitor`. Every rank reduces at the same epoch.
+// Its state in checkpoints: the wait, the cooldown left, the best figure and the reductions so
+// far (the factor itself is the run's, saved with it).
 class ReduceLROnPlateau : public Callback {
  public:
   explicit ReduceLROnPlateau(ReduceLROnPlateauOptions options);
   void on_train_begin() override;
   void on_epoch_end(std::size_t epoch, const Logs& logs) override;
+  std::string state_name() const override { return "ReduceLROnPlateau"; }
+  void save_state(CallbackState& state) const override;
+  void load_state(const CallbackState& state) override;
+  // Since the run began (a resumed run counts those before the checkpoint).
   std::size_t reductions() const { return reductions_; }
 
  private:
@@ -109,12 +122,19 @@ struct ModelCheckpointOptions {
 };
 
 // Saves the model at the end of epochs (master rank writes; every rank calls, as
-// Trainer::save_checkpoint asks).
+// Trainer::save_checkpoint asks). Its state in checkpoints: the best figure (save_best_only).
+// A full checkpoint it writes holds the other callbacks' states as they are when it writes:
+// those after it in FitOptions::callbacks have not seen the epoch's end yet, and a factor asked
+// for at that epoch is not agreed yet; resuming from FitOptions::checkpoint_path, written after
+// every callback has seen the epoch, continues exactly.
 class ModelCheckpoint : public Callback {
  public:
   ModelCheckpoint(ModelCheckpointOptions options, Trainer& trainer);  // checks filepath's fields
   void on_train_begin() override;
   void on_epoch_end(std::size_t epoch, const Logs& logs) override;
+  std::string state_name() const override { return "ModelCheckpoint"; }
+  void save_state(CallbackState& state) const override;
+  void load_state(const CallbackState& state) override;
   const std::vector<std::string>& saved() const { return saved_; }  // paths, in order
 
  private:

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "tnt/compute/checkpoint.h"
 #include "tnt/compute/decode.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
@@ -158,6 +159,35 @@ class RunControl {
   virtual const char* sample_unit() const { return "samples"; }
 };
 
+// What a callback keeps in checkpoints (Callback::save_state): named integers, reals, bytes and
+// float arrays, in the order they were set (setting a key again replaces its value). A getter
+// asked for a key that is not there, or that holds another kind of value, throws
+// tnt::DataError naming the callback and the key.
+class CallbackState {
+ public:
+  explicit CallbackState(std::string callback_name, std::vector<compute::CheckpointEntry> entries = {});
+
+  void set_integer(const std::string& key, std::int64_t value);
+  void set_real(const std::string& key, double value);
+  void set_bytes(const std::string& key, std::vector<std::uint8_t> bytes);
+  void set_floats(const std::string& key, std::span<const float> values);
+
+  bool contains(const std::string& key) const;
+  std::int64_t integer(const std::string& key) const;
+  double real(const std::string& key) const;
+  const std::vector<std::uint8_t>& bytes(const std::string& key) const;
+  std::vector<float> floats(const std::string& key) const;
+
+  const std::string& callback_name() const { return name_; }
+  const std::vector<compute::CheckpointEntry>& entries() const { return entries_; }
+
+ private:
+  const compute::CheckpointEntry& entry(const std::string& key, const char* kind) const;
+  void set(const std::string& key, decltype(compute::CheckpointEntry::value) value);
+  std::string name_;
+  std::vector<compute::CheckpointEntry> entries_;
+};
+
 class Callback {
  public:
   virtual ~Callback() = default;
@@ -167,6 +197,22 @@ class Callback {
   virtual void on_batch_end(std::size_t /*epoch*/, std::size_t /*step*/, const Logs& /*logs*/) {}
   virtual void on_epoch_end(std::size_t /*epoch*/, const Logs& /*logs*/) {}
   virtual void on_train_end(const Logs& /*logs*/) {}
+
+  // Note [Callback state]: a callback whose decisions depend on earlier epochs (a patience
+  // count, a best value) keeps that state in the run's checkpoints, so that a resumed run
+  // decides exactly as the run straight through would have. It names its state (empty: it
+  // keeps none); fit calls save_state on the master rank whenever a full checkpoint is written
+  // during the run (FitOptions::checkpoint_path, ModelCheckpoint, preemption), and, when fit
+  // resumes, load_state on every rank after on_train_begin (which starts the state afresh)
+  // and before the first step, with what the master's callback saved. Two callbacks of one
+  // run with the same name are told apart by their order: the second is stored as "NAME#2".
+  // A resumed run warns about a saved state that no callback of the run takes (it is
+  // dropped) and about a callback whose state the checkpoint does not hold (it starts
+  // afresh: a checkpoint written before it was added, or by an older tnt). load_state may
+  // throw (tnt::DataError for a state it cannot use): fit then fails naming the callback.
+  virtual std::string state_name() const { return {}; }
+  virtual void save_state(CallbackState& /*state*/) const {}
+  virtual void load_state(const CallbackState& /*state*/) {}
 
   // The run being fitted, from on_train_begin to on_train_end; tnt::LogicError outside fit.
   RunControl& run() const;
@@ -244,8 +290,8 @@ struct FitOptions {
   std::size_t checkpoint_every_epochs = 0;
   std::size_t checkpoint_every_steps = 0;
   // Continue from this checkpoint: weights, optimizer state, data position, learning-rate
-  // factor. "auto": from checkpoint_path when the master rank finds a file there, else start
-  // fresh (a file there that is not a valid checkpoint is an error, never ignored).
+  // factor, the callbacks' states (Note [Callback state]). "auto": from checkpoint_path when the master rank finds a
+  // file there, else start fresh (a file there that is not a valid checkpoint is an error, never ignored).
   std::string resume_path;
 
   // TerminateOnNaN, on by default (Keras's is opt-in): a loss or reduced gradient that is NaN
