@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -71,7 +72,42 @@ struct Model::Registry {
   std::unique_ptr<Profiler> profiler;  // while profiling
 };
 
+// Note [Channels-last hint]: NumPy arrays of images are often (N, H, W, C), which tnt reads as
+// C = H, H = W, W = C; the error that follows ("kernel does not fit input [6, 14, 1]") says
+// nothing about the layout. A sample {H, W, C} with a channel count last (at most 4) and none
+// first is retried as {C, H, W}; when the model takes that, the error says so.
+std::optional<Shape> channels_first(const Shape& sample) {
+  if (sample.size() != 3 || sample[2] > 4 || sample[0] <= 4) return std::nullopt;
+  return Shape{sample[2], sample[0], sample[1]};
+}
+
+std::string channels_last_hint(const Shape& sample, const Shape& wanted) {
+  const auto transposed = channels_first(sample);
+  if (!transposed || *transposed != wanted) return {};
+  return " (the data looks channels-last: samples " + to_string(sample) + " read as (H, W, C) are " +
+         to_string(*transposed) +
+         " (C, H, W), which fits; tnt takes (N, C, H, W): transpose the array, e.g. "
+         "numpy.transpose(x, (0, 3, 1, 2)))";
+}
+
 Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
+  try {
+    build();
+  } catch (const ConfigError& e) {
+    const auto transposed = channels_first(spec_.input);
+    if (!transposed || spec_.is_sequence_to_sequence()) throw;
+    ModelSpec retried = spec_;
+    retried.input = *transposed;
+    try {
+      Model probe(std::move(retried));
+    } catch (const Error&) {
+      throw e;
+    }
+    throw ConfigError(e.what() + channels_last_hint(spec_.input, *transposed));
+  }
+}
+
+void Model::build() {
   check_shape(spec_.name, "input", spec_.input);
   if (spec_.layers.empty()) {
     throw ConfigError("model '" + spec_.name + "': no layers");

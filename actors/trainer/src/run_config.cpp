@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tnt/compute/model.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
@@ -111,15 +112,15 @@ void apply_settings(toml::table& root, const std::vector<std::string>& settings)
     const auto eq = setting.find('=');
     const auto dot = eq == std::string::npos ? std::string::npos : setting.rfind('.', eq);
     if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
-      throw ConfigError(fmt::format("--set '{}': expected section.key=value", setting));
+      throw ConfigError(fmt::format("--set '{}': expected section.key=value", quote_cut(setting)));
     }
     const std::string section = setting.substr(0, dot), key = setting.substr(dot + 1, eq - dot - 1);
     toml::table parsed;
     try {
       parsed = toml::parse(std::string_view("value = " + setting.substr(eq + 1)), std::string_view("--set"));
     } catch (const toml::parse_error& e) {
-      throw ConfigError(
-          fmt::format("--set '{}': the value is not TOML ({}); strings need quotes", setting, e.description()));
+      throw ConfigError(fmt::format("--set '{}': the value is not TOML ({}); strings need quotes", quote_cut(setting),
+                                    e.description()));
     }
     // A dotted section is a path of tables: callbacks.terminate_on_nan.enabled=false.
     toml::table* t = &root;
@@ -128,7 +129,9 @@ void apply_settings(toml::table& root, const std::vector<std::string>& settings)
       const std::string name = section.substr(begin, end - begin);
       if (!t->contains(name)) t->insert(name, toml::table{});
       t = (*t)[name].as_table();
-      if (!t) throw ConfigError(fmt::format("--set '{}': '{}' is not a section", setting, section.substr(0, end)));
+      if (!t)
+        throw ConfigError(
+            fmt::format("--set '{}': '{}' is not a section", quote_cut(setting), quote_cut(section.substr(0, end))));
       begin = end + 1;
     }
     t->insert_or_assign(key, *parsed.get("value"));
@@ -530,8 +533,9 @@ compute::ModelSpec resolve_model(const RunConfig& c, int data_classes, const dat
     throw ConfigError(fmt::format("model '{}' is neither a zoo model ({}) nor an existing model file", c.model, list));
   }
   if (spec.input != input) {
-    throw ConfigError(fmt::format("model '{}' takes input {} but the data set '{}' gives {}", c.model,
-                                  compute::to_string(spec.input), c.dataset, compute::to_string(input)));
+    throw ConfigError(fmt::format("model '{}' takes input {} but the data set '{}' gives {}{}", c.model,
+                                  compute::to_string(spec.input), c.dataset, compute::to_string(input),
+                                  compute::channels_last_hint(input, spec.input)));
   }
   return spec;
 }

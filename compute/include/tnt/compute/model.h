@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -84,6 +85,12 @@ struct LayerKindProfile {
 };
 
 class Layer;
+
+// Note [Channels-last hint] in model.cpp: a sample {H, W, C} (a channel count last, at most 4, and
+// none first) as {C, H, W}; nothing for other shapes.
+std::optional<Shape> channels_first(const Shape& sample);
+// What a shape error adds when `sample` read as channels-last is `wanted`; empty otherwise.
+std::string channels_last_hint(const Shape& sample, const Shape& wanted);
 
 // Where a micro-batch sits in a training run (Note [Dropout masks]) and how
 // long its sequences are (Note [Sequence padding]).
@@ -168,6 +175,7 @@ class Model {
   std::string summary() const;
 
  private:
+  void build();                                   // the constructor's work
   const Tensor& finish_forward(const Tensor& y);  // the output in plain layout
 
   ModelSpec spec_;
