@@ -23,6 +23,7 @@
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
+#include "tnt/core/log.h"
 #include "tnt/dataset/sequence.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
@@ -427,6 +428,7 @@ int run(const CommandLine& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tnt::init_startup_logging();
   CommandLine command;
   if (const auto status = parse(argc, argv, command)) return *status;
   if (command.print_job) {
