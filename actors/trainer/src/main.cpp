@@ -313,6 +313,7 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
     session.communicator().barrier();
     return;
   }
+  tnt::trainer::check_training_memory(spec, config, session, sources.train_pairs->size());
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
@@ -365,6 +366,7 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
   }
   auto sources = tnt::trainer::make_sources(config, session.rank());
   const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
+  tnt::trainer::check_training_memory(spec, config, session, sources.train->size());
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));

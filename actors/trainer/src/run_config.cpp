@@ -10,10 +10,12 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tnt/collectives/communicator.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
+#include "tnt/core/machine.h"
 
 namespace tnt::trainer {
 namespace {
@@ -538,6 +540,29 @@ compute::ModelSpec resolve_model(const RunConfig& c, int data_classes, const dat
                                   compute::channels_last_hint(input, spec.input)));
   }
   return spec;
+}
+
+void check_training_memory(const compute::ModelSpec& spec, const RunConfig& c, Session& session,
+                           std::size_t train_samples) {
+  const auto available = available_memory();
+  if (!available) return;  // neither /proc/meminfo nor a cgroup says: nothing to compare with
+  const auto ranks = static_cast<std::size_t>(session.size());
+  const int ranks_here = std::max(1, session.communicator().environment().local_size);
+  const std::size_t global_batch =
+      std::min(c.micro_batch > 0 ? c.micro_batch * ranks : c.global_batch, std::max(train_samples, ranks));
+  const auto micro_batch = static_cast<int64_t>((global_batch + ranks - 1) / ranks);
+  const auto slots = compute::optimizer_slot_kinds(compile_options(c).optimizer).size();
+  const auto need = compute::Model::estimate_training_memory(spec, std::max<int64_t>(1, micro_batch), slots);
+  const double share = static_cast<double>(available->bytes) / ranks_here;
+  if (need.total() <= share) return;
+  constexpr double kMiB = 1 << 20;
+  throw ConfigError(fmt::format(
+      "model '{}' needs at least {:.0f} MiB to train on this rank ({:.0f} MiB of weights and gradients, {:.0f} MiB of "
+      "optimizer state, {:.0f} MiB of layer outputs and their gradients at a micro-batch of {}), but it may take "
+      "{:.0f} MiB: {:.0f} MiB available ({}) shared by {} rank(s) on this host. Use a smaller micro-batch or model, "
+      "or fewer ranks per host",
+      spec.name, need.total() / kMiB, need.parameters / kMiB, need.optimizer / kMiB, need.activations / kMiB,
+      micro_batch, share / kMiB, static_cast<double>(available->bytes) / kMiB, available->where, ranks_here));
 }
 
 bool is_sentence_pairs(const RunConfig& c) { return c.dataset == "freedict"; }

@@ -102,9 +102,21 @@ struct BatchInfo {
   std::span<const int32_t> target_lengths = {};
 };
 
+// Note [Training memory] in model.cpp: what training a model takes at least, in bytes.
+struct TrainingMemory {
+  double parameters = 0;   // weights and their gradients
+  double optimizer = 0;    // the optimizer's slots
+  double activations = 0;  // every layer's output and its gradient at the micro-batch
+  double total() const { return parameters + optimizer + activations; }
+};
+
 class Model {
  public:
   explicit Model(ModelSpec spec);
+  // Sets the model's layers up (shapes only: nothing is allocated for parameters or passes) and
+  // says what training it takes at least, with `optimizer_slots` floats of optimizer state per
+  // parameter (optimizer_slot_kinds). Throws what the constructor throws for a spec it refuses.
+  static TrainingMemory estimate_training_memory(const ModelSpec& spec, int64_t micro_batch, size_t optimizer_slots);
   ~Model();
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
@@ -175,7 +187,9 @@ class Model {
   std::string summary() const;
 
  private:
-  void build();                                   // the constructor's work
+  struct ShapesOnly {};
+  Model(ModelSpec spec, ShapesOnly);
+  void build(bool allocate);                      // the constructors' work
   const Tensor& finish_forward(const Tensor& y);  // the output in plain layout
 
   ModelSpec spec_;
