@@ -90,9 +90,15 @@ std::string channels_last_hint(const Shape& sample, const Shape& wanted) {
          "numpy.transpose(x, (0, 3, 1, 2)))";
 }
 
-Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
+Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) { build(true); }
+
+Model::Model(ModelSpec spec, ShapesOnly) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
+  build(false);
+}
+
+void Model::build(bool allocate) {
   try {
-    build(true);
+    set_up(allocate);
   } catch (const ConfigError& e) {
     const auto transposed = channels_first(spec_.input);
     if (!transposed || spec_.is_sequence_to_sequence()) throw;
@@ -105,10 +111,6 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_uniqu
     }
     throw ConfigError(e.what() + channels_last_hint(spec_.input, *transposed));
   }
-}
-
-Model::Model(ModelSpec spec, ShapesOnly) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
-  build(false);
 }
 
 // Note [Training memory]: a lower bound of what training takes, known before anything is
@@ -131,7 +133,7 @@ TrainingMemory Model::estimate_training_memory(const ModelSpec& spec, int64_t mi
           .activations = 2 * kFloat * floats_per_sample * static_cast<double>(micro_batch)};
 }
 
-void Model::build(bool allocate) {
+void Model::set_up(bool allocate) {
   check_shape(spec_.name, "input", spec_.input);
   if (spec_.layers.empty()) {
     throw ConfigError("model '" + spec_.name + "': no layers");

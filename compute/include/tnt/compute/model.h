@@ -189,7 +189,9 @@ class Model {
  private:
   struct ShapesOnly {};
   Model(ModelSpec spec, ShapesOnly);
-  void build(bool allocate);                      // the constructors' work
+  // The constructors' work: set_up, and the hint of Note [Channels-last hint] on its shape errors.
+  void build(bool allocate);
+  void set_up(bool allocate);
   const Tensor& finish_forward(const Tensor& y);  // the output in plain layout
 
   ModelSpec spec_;
