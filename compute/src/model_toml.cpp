@@ -9,6 +9,7 @@
 
 #include "tnt/compute/spec.h"
 #include "tnt/core/error.h"
+#include "tnt/core/toml_bounds.h"
 
 namespace tnt::compute {
 namespace {
@@ -39,7 +40,8 @@ std::vector<int64_t> integer_list(const std::string& origin, const std::string& 
 // than kMaxModelLayers layers in all. Building, preparing and running a model recurse once per
 // nesting level and keep buffers per layer, so without these a small file could overflow the
 // stack (2,000 nested blocks did, in Residual::prepare) or grow without end (100,000 activations
-// reached 24 GB). The parser itself recurses only through nesting, and counts as it goes.
+// reached 24 GB). The parser itself recurses only through nesting, and counts as it goes;
+// check_toml_key_depth (core/) keeps toml++ from recursing through a deep dotted key first.
 struct LayerBudget {
   const std::string& origin;
   std::size_t layers = 0;
@@ -156,48 +158,6 @@ toml::table layer_table(const LayerSpec& spec) {
   return t;
 }
 
-// toml++ builds a table per part of a dotted key ("a.b.c = 1", "[[layers.main.main]]") and
-// recurses through them: 400,000 parts, 800 kB, overflowed the stack inside toml::parse. Inline
-// values are bounded by toml++ itself (TOML_MAX_NESTED_VALUES); this bounds the dots a line may
-// have outside strings and comments, which bounds the depth of every key. A model file needs
-// kMaxModelNesting + 1 in a header, and a float option one.
-constexpr std::size_t kMaxDotsPerLine = 4 * kMaxModelNesting;
-
-void check_key_depth(const std::string& text, const std::string& origin) {
-  char quote = 0;  // the quote of the string the scan is in, 0 outside strings
-  bool comment = false, escaped = false;
-  std::size_t line = 1, dots = 0;
-  for (const char c : text) {
-    if (c == '\n') {
-      ++line;
-      dots = 0;
-      comment = false;
-      continue;
-    }
-    if (comment) continue;
-    if (quote != 0) {
-      if (escaped) {
-        escaped = false;
-      } else if (quote == '"' && c == '\\') {
-        escaped = true;
-      } else if (c == quote) {
-        quote = 0;
-      }
-      continue;
-    }
-    if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == '#') {
-      comment = true;
-    } else if (c == '.' && ++dots > kMaxDotsPerLine) {
-      throw ConfigError(origin + ":" + std::to_string(line) + ": more than " + std::to_string(kMaxDotsPerLine) +
-                        " dots outside strings: keys nested that deep are beyond a model file (residual blocks nest "
-                        "at most " +
-                        std::to_string(kMaxModelNesting) + " deep; compute/README.md)");
-    }
-  }
-}
-
 }  // namespace
 
 ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
@@ -205,7 +165,7 @@ ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
     throw ConfigError(origin + ": " + std::to_string(text.size()) + " bytes, more than a model file may have (" +
                       std::to_string(kMaxModelFileBytes) + "; compute/README.md)");
   }
-  check_key_depth(text, origin);
+  check_toml_key_depth(text, origin);
   toml::table root;
   try {
     root = toml::parse(text, origin);

@@ -5,7 +5,8 @@ model_files: model files beyond the documented bounds (compute/README.md, "Bound
   file") are refused within 2 s, under 200 MB of memory, with a message naming the limit: 2,000
   nested residual blocks (10 MB; crashed Residual::prepare), 100,000 ReLU layers (4.5 MB; grew
   to 24 GB), and below the size bound 65 nested blocks, 10,001 layers and a dotted key of
-  400,000 parts (overflowed toml++'s stack). 64 nested blocks still train.
+  400,000 parts (overflowed toml++'s stack). 64 nested blocks still train, and a run file's
+  dotted key of 400,000 parts is refused too.
 memory: a model whose weights and activations cannot fit in the rank's memory is refused before
   allocation, with the estimate and the limit.
 early_errors: errors before logging starts (a job token file too short) go to stderr without
@@ -78,12 +79,21 @@ def model_files(args, work):
         ("65 nested residual blocks", "nested65.toml", nested(65), ["nested more than 64 deep"]),
         ("10,001 layers", "relu10001.toml", relus(10_001), ["more than 10000 layers"]),
         ("a dotted key of 400,000 parts", "dotted.toml", "input = [1]\n" + ".".join(["a"] * 400_000) + " = 1\n",
-         ["more than 256 dots", "at most 64 deep"]),
+         ["dotted.toml:2: more than 256 dots outside strings"]),
     ]
     for name, file, text, fragments in cases:
         path = work / file
         path.write_text(text)
         expect_refused(args, name, path, fragments)
+    # A run file goes through toml++ too.
+    path = work / "run_dotted.toml"
+    path.write_text("[train]\nepochs = 1\n" + ".".join(["a"] * 400_000) + " = 1\n")
+    out, seconds, mb = run([args.train, str(path)])
+    if out.returncode != 2 or "run_dotted.toml:3: more than 256 dots outside strings" not in out.stderr:
+        sys.exit(f"a run file with a dotted key of 400,000 parts: expected a refusal, got {out.returncode}:\n"
+                 f"{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    print(f"a run file with a dotted key of 400,000 parts: refused in {seconds:.2f} s:",
+          out.stderr.strip().splitlines()[-1])
     # The bound itself is allowed: 64 nested blocks train one step.
     path = work / "nested64.toml"
     path.write_text(nested(64))

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -16,6 +17,7 @@
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
 #include "tnt/core/machine.h"
+#include "tnt/core/toml_bounds.h"
 
 namespace tnt::trainer {
 namespace {
@@ -369,19 +371,15 @@ RunConfig config_from_table(toml::table root, const std::string& path, const std
 }  // namespace
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings) {
-  toml::table root;
-  if (!path.empty()) {
-    try {
-      root = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-      throw ConfigError(
-          fmt::format("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description()));
-    }
-  }
-  return config_from_table(std::move(root), path, settings);
+  if (path.empty()) return config_from_table({}, path, settings);
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (!in || !(text << in.rdbuf())) throw ConfigError(fmt::format("cannot read run file '{}'", path));
+  return parse_run_config(text.str(), path, settings);
 }
 
 RunConfig parse_run_config(std::string_view text, const std::string& origin, const std::vector<std::string>& settings) {
+  check_toml_key_depth(text, origin);
   toml::table root;
   try {
     root = toml::parse(text, std::string_view(origin));
