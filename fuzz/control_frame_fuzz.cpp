@@ -50,6 +50,17 @@ void read_control(wire::Control::Reader control) {
       use(control.getAbort().getReason());
       break;
     case wire::Control::GOODBYE: break;
+    case wire::Control::PROGRESS: {
+      const auto progress = control.getProgress();
+      consumed += progress.getIssued();
+      for (auto call : {progress.getOldestPending(), progress.getLastIssued(), progress.getLastCompleted()}) {
+        consumed += call.getSequence() + call.getSignature();
+        use(call.getDescription());
+      }
+      break;
+    }
+    case wire::Control::STALL_WARNING: use(control.getStallWarning()); break;
+    case wire::Control::FAILED: use(control.getFailed()); break;
     default: break;  // a newer peer's union member
   }
 }

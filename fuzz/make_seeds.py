@@ -65,7 +65,12 @@ def control_frame():
     write("control_frame", "refusal", b"\x01" + frame(refusal))
     for name, text in [("heartbeat", "(heartbeat = void)"), ("goodbye", "(goodbye = void)"),
                        ("peer_lost", '(peerLost = (rank = 2, reason = "reset"))'),
-                       ("abort", '(abort = (lostRank = -1, reason = "stopped"))')]:
+                       ("abort", '(abort = (lostRank = -1, reason = "stopped"))'),
+                       ("failed", '(failed = "cannot create /nonexistent/dir/c.ckpt")'),
+                       ("stall_warning", '(stallWarning = "silence: nothing heard from rank 2")'),
+                       ("progress", '(progress = (issued = 3, oldestPending = (sequence = 2, signature = 7, '
+                                    'description = "allreduce(sum, float32, 4096 bytes)"), lastIssued = (sequence = 2), '
+                                    'lastCompleted = (sequence = 1, description = "barrier(0 bytes)")))')]:
         write("control_frame", name, b"\x02" + frame(capnp_encode(schema, "Control", text)))
 
 

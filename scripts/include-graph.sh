@@ -78,6 +78,7 @@ declare -A allowed=(
   [actors/runtime]="core"
   [actors/trainer]="actors/runtime collectives transport compute dataset core"
   [launcher]="core"
+  [python]="actors/trainer actors/runtime collectives transport compute dataset core"
 )
 status=0
 declare -A unknown=()

@@ -25,6 +25,8 @@ packages=(
   libpmix-dev  # ranks started by mpirun find rank 0 through PMIx (transport/src/pmix_exchange.cpp)
   slurm-wlm munge  # the test Slurm of ctest label "slurm" (tests/slurm/slurm_cluster.sh)
   python3
+  python3-dev python3-numpy pybind11-dev  # the Python package (python/) and its tests
+  python3-matplotlib  # examples/python: the loss-curve callback's PNG
 )
 # Benchmark comparisons only (PyTorch CPU with OpenBLAS); skipped with TNT_MINIMAL_DEPS=1.
 if [[ "${TNT_MINIMAL_DEPS:-0}" != 1 ]]; then

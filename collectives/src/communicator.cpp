@@ -8,9 +8,13 @@
 #include <functional>
 #include <list>
 #include <optional>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
+#include "board_collectives.h"
+#include "call_log.h"
+#include "choice.h"
 #include "operations.h"
 #include "reduce.h"
 #include "tnt/core/copy.h"
@@ -22,48 +26,11 @@
 
 namespace tnt {
 namespace asio = boost::asio;
+using detail::CallSignature;
 using detail::Operation;
 using detail::OperationState;
 
 namespace {
-
-// What a rank called, as the stall watch compares and names it (Note [Stall watch]).
-struct CallSignature {
-  std::string_view kind;
-  std::optional<DataType> type;
-  std::optional<ReduceOp> op;
-  int root = -1;
-  std::size_t bytes = 0;
-
-  std::string describe() const {
-    std::string text = std::string(kind) + "(";
-    if (op) text += std::string(name_of(*op)) + ", ";
-    if (type) text += std::string(name_of(*type)) + ", ";
-    if (root >= 0) text += "root " + std::to_string(root) + ", ";
-    return text + std::to_string(bytes) + (kind == "allgather" ? " bytes per rank)" : " bytes)");
-  }
-  // FNV-1a over the fields; `with_size` false gives the part that goes into tags (Note [Tags]).
-  std::uint64_t hash(bool with_size) const {
-    std::uint64_t h = 14695981039346656037ull;
-    auto mix = [&](std::uint64_t value) {
-      for (int i = 0; i < 8; ++i, value >>= 8) h = (h ^ (value & 0xff)) * 1099511628211ull;
-    };
-    for (char c : kind) mix(static_cast<unsigned char>(c));
-    mix(type ? static_cast<std::uint64_t>(*type) + 1 : 0);
-    mix(op ? static_cast<std::uint64_t>(*op) + 1 : 0);
-    mix(static_cast<std::uint64_t>(root + 1));
-    if (with_size) mix(bytes);
-    return h;
-  }
-};
-
-// An issued call, as the stall watch will want it described.
-struct CallRecord {
-  std::uint64_t sequence = 0;
-  std::uint64_t signature = 0;
-  CallSignature call;
-  transport::CollectiveCall described() const { return {sequence, signature, call.describe()}; }
-};
 
 // Note [Poll window]: a thread blocked in a collective polls the event loop for a while before
 // it sleeps in epoll. Measured on a 2-core VM (tnt-bench-allreduce, 2 ranks over TCP, 4 / 16 /
@@ -102,10 +69,11 @@ std::chrono::microseconds poll_window(const JobEnvironment& env) {
 
 }  // namespace
 
-class Communicator::Impl final : public detail::CommunicatorCore {
+class Communicator::Impl final : public detail::CommunicatorCore, public detail::BoardOwner {
  public:
   explicit Impl(CommunicatorOptions options)
-      : env_(options.environment ? *options.environment : JobEnvironment::from_env()) {
+      : env_(options.environment ? *options.environment : JobEnvironment::from_env()),
+        exit_after_failure_(options.exit_after_failure) {
     const auto poll = options.poll_before_sleep.count() >= 0 ? options.poll_before_sleep : poll_window(env_);
     board_window_.emplace(poll);
     // Note [Two loops]: the data plane's loop runs on demand (Note [Driving] in event_loop.cpp);
@@ -123,12 +91,11 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     pipeline_depth_ =
         options.pipeline_depth ? options.pipeline_depth : static_cast<int>(settings::kPipelineDepth.read());
     if (pipeline_depth_ < 1 || pipeline_depth_ > 255) throw ConfigError("pipeline depth must be in [1, 255]");
-    small_allreduce_bytes_ = options.small_allreduce_bytes != std::size_t(-1) ? options.small_allreduce_bytes
-                                                                              : settings::kSmallAllreduceKb.read();
-    allreduce_algorithm_ = settings::kAllreduceAlgorithm.read();
-    if (allreduce_algorithm_ == "ring") small_allreduce_bytes_ = 0;
-    if (allreduce_algorithm_ == "gather") small_allreduce_bytes_ = std::size_t(-1);
-    allgather_algorithm_ = settings::kAllgatherAlgorithm.read();
+    algorithms_.small_allreduce_bytes = options.small_allreduce_bytes != std::size_t(-1)
+                                            ? options.small_allreduce_bytes
+                                            : settings::kSmallAllreduceKb.read();
+    algorithms_.allreduce = detail::parse_forced(settings::kAllreduceAlgorithm.read());
+    algorithms_.allgather = detail::parse_forced(settings::kAllgatherAlgorithm.read());
     topology_ = detail::Topology::build(std::vector<int>(static_cast<std::size_t>(env_.size), 0), env_.rank);
     if (env_.size == 1) return;
     try {
@@ -140,27 +107,59 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   }
 
   ~Impl() {
+    if (!finished_) {
+      try {
+        finish();
+      } catch (const std::exception& error) {
+        if (!aborted_) spdlog::warn("orderly shutdown failed: {}", error.what());
+      }
+    }
+    if (env_.size > 1) close_planes();
+    transport_.reset();
+    verdict_timer_.reset();
+  }
+
+  void finish() {
+    if (finished_.exchange(true)) throw LogicError("Communicator::finish() called twice");
     loop_->wait_until([this] { return active_ops_.load() == 0; });
     if (env_.size > 1) {
       finishing_ = true;
-      if (!failed_) {
-        try {
-          rendezvous_->finish();
-        } catch (const std::exception& error) {
-          spdlog::warn("orderly shutdown failed: {}", error.what());
-        }
-      }
-      close_planes();
+      if (!failed_) rendezvous_->finish();
     }
-    transport_.reset();
-    verdict_timer_.reset();
+    if (failed_) throw JobError(failure_);
+  }
+
+  void abort(const std::string& reason) {
+    if (finished_ || env_.size == 1) return;
+    aborted_ = true;
+    // Told first: closing this rank's channels before the master has heard why would make it
+    // blame a lost connection instead.
+    rendezvous_->abort(reason);
+    loop_->call([&] { fail_job("this rank failed: " + reason, /*log=*/false); });
+  }
+
+  // Note [One failure, every rank told] in transport/src/rendezvous/control_plane.cpp.
+  void start_exit_watch() {
+    if (!exit_after_failure_) return;
+    std::thread([grace = *exit_after_failure_, rank = env_.rank] {
+      std::this_thread::sleep_for(grace);
+      spdlog::error("rank {}: the job failed {:.1f} s ago and this process has not ended: exiting with status 1", rank,
+                    std::chrono::duration<double>(grace).count());
+      spdlog::default_logger()->flush();
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(1);
+    }).detach();
   }
 
   void join_job(const std::string& configuration) {
     transport_ = transport::make_transport(*loop_, env_);
     rendezvous_ =
         std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{configuration});
-    rendezvous_->set_progress_source([this] { return progress(); });
+    rendezvous_->set_progress_source([this] { return calls_.progress(); });
+    calls_.on_change([this] {
+      if (rendezvous_) rendezvous_->progress_changed();
+    });
     book_ = rendezvous_->join([this](const std::string& local_ip) { return transport_->listen(local_ip); });
     transport_->set_error_handler([this](int peer, const std::string& message) {
       if (finishing_ && active_ops_ == 0) return;  // neighbours close their channels as the job ends
@@ -184,117 +183,14 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     });
     topology_ = detail::Topology::build(transport::hosts_of(book_), env_.rank);
     transport_->connect(book_, ring_peers());
-    // Note [Host board]: only where it holds every rank, and only for the automatic choice, so
-    // that a forced algorithm still runs in the tests.
-    if (auto* board = transport_->host_board();
-        board && static_cast<int>(board->members().size()) == env_.size && allreduce_algorithm_ == "auto") {
-      board_ = board;
-      spdlog::debug("host board: {} ranks, allreduces up to {} bytes", env_.size, board_->capacity());
+    // Note [Host board]: only where it holds every rank (Note [Choosing an algorithm]).
+    if (auto* board = transport_->host_board(); board && static_cast<int>(board->members().size()) == env_.size) {
+      board_.emplace(*board, env_.rank, env_.size, *board_window_, *this);
+      algorithms_.board_capacity = board->capacity();
+      spdlog::debug("host board: {} ranks, allreduces up to {} bytes", env_.size, board->capacity());
     }
     spdlog::debug("communicator ready: rank {} of {}, transport {}, host {} of {} ({} ranks)", env_.rank, env_.size,
                   env_.transport, topology_.host, topology_.hosts, topology_.local.size());
-  }
-
-  // A blocking allreduce through the host board (Note [Host board] in
-  // transport/src/shm/host_board.cpp); false where the board does not serve it. Every rank decides
-  // alike: the board holds all ranks or none, and its capacity is the least any rank offers.
-  bool board_allreduce(void* data, std::size_t count, DataType type, ReduceOp op, const CallSignature& call) {
-    const std::size_t bytes = count * size_of(type);
-    if (count == 0 || !board_serves(bytes)) return false;
-    auto* out = static_cast<std::byte*>(data);
-    const std::size_t element = size_of(type);
-    auto area_of = [&](int r) { return board_->message(r).data; };
-    const BoardCall record(*this, call);
-    if (bytes <= kBoardWholeBytes) {
-      // Every rank reduces every message: one step.
-      board_round(record, data, bytes, [&](std::byte*) {
-        for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r);
-        detail::reduce_in_order(board_inputs_, out, count, type, op);
-      });
-      return true;
-    }
-    // Piece by piece, one round each: each rank reduces its own block of every message into the
-    // caller's buffer and puts it back in its own area (no other rank reads that block of it in
-    // this step); then every rank copies the other blocks out of their owners' areas.
-    const std::size_t piece_count = std::max<std::size_t>(1, board_->area_bytes() / element);
-    for (std::size_t first = 0; first < count; first += piece_count) {
-      const std::size_t in_piece = std::min(piece_count, count - first);
-      std::byte* piece = out + first * element;
-      board_round(record, piece, in_piece * element, [&](std::byte* own_area) {
-        const auto mine = Communicator::block(in_piece, env_.size, env_.rank);
-        const std::size_t offset = mine.offset * element;
-        for (int r = 0; r < env_.size; ++r) board_inputs_[static_cast<std::size_t>(r)] = area_of(r) + offset;
-        detail::reduce_in_order(board_inputs_, piece + offset, mine.count, type, op);
-        copy_bytes(own_area + offset, piece + offset, mine.count * element);
-        board_->publish_step();
-        if (!board_->gather(board_wait())) throw JobError(failure_);
-        for (int r = 0; r < env_.size; ++r) {
-          if (r == env_.rank) continue;
-          const auto theirs = Communicator::block(in_piece, env_.size, r);
-          copy_bytes(piece + theirs.offset * element, area_of(r) + theirs.offset * element, theirs.count * element);
-        }
-      });
-    }
-    return true;
-  }
-
-  bool board_serves(std::size_t bytes) const { return board_ && bytes <= board_->capacity(); }
-
-  bool board_barrier(const CallSignature& call) {
-    if (!board_) return false;
-    board_round(BoardCall(*this, call), nullptr, 0, [](std::byte*) {});
-    return true;
-  }
-
-  // One collective on the board, one or more rounds: recorded as issued for the stall watch on
-  // construction, as completed when all its rounds are done (not when one threw).
-  struct BoardCall {
-    BoardCall(Impl& owner, const CallSignature& issued) : impl(owner), call(issued), signature(issued.hash(true)) {
-      if (impl.failed_) throw JobError(impl.failure_);
-      std::lock_guard lock(impl.issue_mutex_);
-      sequence = impl.next_sequence_++;
-      impl.record_issued({sequence, signature, call});
-    }
-    ~BoardCall() {
-      if (std::uncaught_exceptions() == exceptions_at_start) impl.record_completed(sequence);
-    }
-    BoardCall(const BoardCall&) = delete;
-    BoardCall& operator=(const BoardCall&) = delete;
-
-    Impl& impl;
-    const CallSignature& call;
-    std::uint64_t signature;
-    std::uint64_t sequence = 0;
-    int exceptions_at_start = std::uncaught_exceptions();
-  };
-
-  transport::HostBoard::Wait board_wait() { return {*board_window_, abandon_board_}; }
-
-  // One round on the board: this rank's `bytes` from `data` go up, and `read(own area)` runs
-  // once every rank's message of the round is there and matches this rank's call.
-  template <class Read>
-  void board_round(const BoardCall& record, const void* data, std::size_t bytes, const Read& read) {
-    if (failed_) throw JobError(failure_);
-    const CallSignature& call = record.call;
-    const std::uint64_t signature = record.signature;
-    board_inputs_.resize(static_cast<std::size_t>(env_.size));
-    const auto wait = board_wait();
-    std::byte* area = board_->post_area();
-    copy_bytes(area, data, bytes);
-    board_->publish(bytes, signature);
-    if (!board_->gather(wait)) throw JobError(failure_);
-    for (int r = 0; r < env_.size; ++r) {
-      const auto message = board_->message(r);
-      if (message.signature == signature && message.bytes == bytes) continue;
-      // Every rank compares every message, so each side of a mismatch fails on its own.
-      const std::string reason = "rank " + std::to_string(r) + " called another collective (" +
-                                 std::to_string(message.bytes) + " bytes) where rank " + std::to_string(env_.rank) +
-                                 " called " + call.describe() +
-                                 ": every rank must issue the same collectives in the same order";
-      loop_->call([&] { fail_job(reason); });
-      throw JobError(reason);
-    }
-    read(area);
   }
 
   // The neighbours in every ring an algorithm may use: the job's (Note [Node-aware order]), the
@@ -317,29 +213,10 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     return peers;
   }
 
-  // Note [Choosing an algorithm]: allreduces up to small_allreduce_bytes() gather and reduce
-  // locally (fewest steps); larger ones run hierarchically when there are several hosts of
-  // several ranks each, all alike, else on the job's ring. TNT_ALLREDUCE_ALGORITHM forces one
-  // (hierarchical falls back to the ring where hosts differ in size). Allgather: hierarchical
-  // where hierarchical allreduce would be, unless TNT_ALLGATHER_ALGORITHM says otherwise.
-  // Hierarchical takes fewer steps than the ring at every size (Note [Hierarchical allreduce])
-  // and puts less on each inter-host stream, so no size threshold of its own. Measured with
-  // tnt-bench-allreduce, 4 ranks as 2 virtual hosts x 2 (shared memory within, TCP loopback
-  // across), on 2 cores loaded by other builds (load average 11), medians of 3-5 alternating
-  // rounds, time hierarchical / ring: 64 KiB 0.70 and 0.77 (two runs), 256 KiB 3.2 and 0.73
-  // (noise of this load), 1 MiB 0.78, 4 MiB 0.39, 16 MiB 0.80.
-  bool hierarchical_allreduce(std::size_t bytes) {
-    if (!topology_.uniform() || env_.size == 1) return false;
-    const bool chosen = allreduce_algorithm_ == "hierarchical" ||
-                        (allreduce_algorithm_ == "auto" && topology_.layered() && bytes > small_allreduce_bytes_);
-    if (chosen && !told_hierarchical_.exchange(true)) announce_hierarchy();
-    return chosen;
-  }
-  bool hierarchical_allgather() {
-    if (!topology_.uniform() || env_.size == 1) return false;
-    const bool chosen =
-        allgather_algorithm_ == "hierarchical" || (allgather_algorithm_ == "auto" && topology_.layered());
-    if (chosen && !told_hierarchical_.exchange(true)) announce_hierarchy();
+  // Note [Choosing an algorithm] in choice.cpp.
+  detail::Algorithm choose(detail::Collective what, std::size_t bytes, bool blocking) {
+    const auto chosen = detail::choose_algorithm(what, bytes, blocking, topology_, env_.size, algorithms_);
+    if (chosen == detail::Algorithm::hierarchical && !told_hierarchical_.exchange(true)) announce_hierarchy();
     return chosen;
   }
   // Once per communicator, for the curious and for the tests that must reach these paths.
@@ -366,15 +243,15 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     auto state = std::make_shared<OperationState>(*loop_, std::move(done));
     state->held = waiter == Waiter::unknown;
     state->tag_check = static_cast<std::uint16_t>(call.hash(false) >> 52);
+    if (finished_) throw LogicError("a collective was issued after Communicator::finish()");
     if (state->held) loop_->hold();
     std::lock_guard lock(issue_mutex_);
-    const std::uint64_t sequence = next_sequence_++;
-    record_issued({sequence, call.hash(true), call});
+    const std::uint64_t sequence = calls_.issue(call);
     ++active_ops_;
     asio::post(loop_->strand(), [this, sequence, state, args...] {
       if (!failure_.empty()) {
         --active_ops_;
-        record_completed(sequence);
+        calls_.completed(sequence);
         state->complete(failure_);
         return;
       }
@@ -393,7 +270,6 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   transport::Pair& right() override { return transport_->pair(right_rank_); }
   std::size_t segment_bytes() const override { return segment_bytes_; }
   int pipeline_depth() const override { return pipeline_depth_; }
-  std::size_t small_allreduce_bytes() const override { return small_allreduce_bytes_; }
   const detail::Topology& topology() const override { return topology_; }
   transport::Pair& pair(int peer_rank) override { return transport_->pair(peer_rank); }
 
@@ -418,55 +294,45 @@ class Communicator::Impl final : public detail::CommunicatorCore {
     // The operation may still be on the call stack: destroy it after this handler returns.
     asio::post(loop_->strand(), [doomed = std::shared_ptr<Operation>(std::move(*owned))] {});
     ops_.erase(owned);
-    record_completed(op.sequence());
+    calls_.completed(op.sequence());
     op.state().complete(failure);
     --active_ops_;
     loop_->wake();
   }
 
-  void fail_job(const std::string& reason) override {
+  // After abort() this rank has said why it failed; the master's verdict only repeats it.
+  void fail_job(const std::string& reason) override { fail_job(reason, !aborted_); }
+
+  void fail_job(const std::string& reason, bool log) {
     if (!failure_.empty()) return;
     failure_ = reason;
     failed_ = true;
     verdict_timer_->cancel();
-    spdlog::error("{}", reason);
+    if (log) spdlog::error("{}", reason);
+    start_exit_watch();
     // No channel may complete anything into an operation that is about to be destroyed.
     if (transport_) transport_->close();
     while (!ops_.empty()) complete(*ops_.front(), reason);
   }
 
+  // ---- BoardOwner --------------------------------------------------------------------------------
+  std::uint64_t issue_board_call(const CallSignature& call) override {
+    if (finished_) throw LogicError("a collective was issued after Communicator::finish()");
+    if (failed_) throw JobError(failure_);
+    std::lock_guard lock(issue_mutex_);
+    return calls_.issue(call);
+  }
+  void board_call_completed(std::uint64_t sequence) override { calls_.completed(sequence); }
+  bool failed() const override { return failed_.load(); }
+  std::string failure() const override { return failure_; }
+  void fail_from_caller(const std::string& reason) override {
+    loop_->call([&] { fail_job(reason); });
+  }
+
+  detail::BoardCollectives& board() { return *board_; }
   const JobEnvironment& environment() const { return env_; }
 
  private:
-  // ---- What the heartbeats report (Note [Stall watch]) ---------------------------------------
-  // Called in sequence order (under issue_mutex_), so pending_calls_ stays sorted. Calls are
-  // described only when progress() asks: describing one took several string allocations, on a
-  // path that takes about a microsecond for a small allreduce on the host board.
-  void record_issued(const CallRecord& call) {
-    std::lock_guard lock(progress_mutex_);
-    last_issued_ = call;
-    pending_calls_.push_back(call);
-  }
-
-  void record_completed(std::uint64_t sequence) {
-    std::lock_guard lock(progress_mutex_);
-    const auto call = std::find_if(pending_calls_.begin(), pending_calls_.end(),
-                                   [&](const CallRecord& pending) { return pending.sequence == sequence; });
-    if (call == pending_calls_.end()) return;
-    if (!last_completed_ || sequence > last_completed_->sequence) last_completed_ = *call;
-    pending_calls_.erase(call);
-  }
-
-  transport::CollectiveProgress progress() {
-    std::lock_guard lock(progress_mutex_);
-    transport::CollectiveProgress now;
-    now.issued = last_issued_ ? last_issued_->sequence + 1 : 0;
-    if (!pending_calls_.empty()) now.oldest_pending = pending_calls_.front().described();
-    if (last_issued_) now.last_issued = last_issued_->described();
-    if (last_completed_) now.last_completed = last_completed_->described();
-    return now;
-  }
-
   JobEnvironment env_;
   std::unique_ptr<transport::EventLoop> own_control_loop_;
   std::unique_ptr<transport::EventLoop> loop_;  // the data plane's
@@ -479,29 +345,21 @@ class Communicator::Impl final : public detail::CommunicatorCore {
   int right_rank_ = 0;
   std::size_t segment_bytes_ = 0;
   int pipeline_depth_ = 0;
-  std::size_t small_allreduce_bytes_ = 0;
-  std::string allreduce_algorithm_;
-  std::string allgather_algorithm_;
+  detail::AlgorithmSettings algorithms_;
   detail::Topology topology_;  // fixed once the job is joined
 
-  std::mutex issue_mutex_;
-  std::uint64_t next_sequence_ = 0;
-
-  std::mutex progress_mutex_;             // taken on the user's, the data and the control loop's threads
-  std::deque<CallRecord> pending_calls_;  // by sequence
-  std::optional<CallRecord> last_issued_, last_completed_;
+  std::mutex issue_mutex_;  // operations reach the data loop in the order of their sequence numbers
+  detail::CallLog calls_;
   std::atomic<int> active_ops_{0};
   std::atomic<bool> finishing_{false};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> finished_{false};  // finish() was called: no more collectives
+  std::atomic<bool> aborted_{false};
+  std::optional<std::chrono::milliseconds> exit_after_failure_;
   std::atomic<bool> told_hierarchical_{false};
 
-  // Note [Host board]: used by the calling thread only (calls come one at a time). Up to this
-  // size every rank reduces every message; above, each its own block (one step more).
-  static constexpr std::size_t kBoardWholeBytes = 8 << 10;
-  transport::HostBoard* board_ = nullptr;
   std::optional<transport::PollWindow> board_window_;
-  std::vector<const std::byte*> board_inputs_;
-  const std::function<bool()> abandon_board_ = [this] { return failed_.load(); };
+  std::optional<detail::BoardCollectives> board_;  // where the host board holds every rank
 
   // Touched only on the event loop's strand.
   std::list<std::unique_ptr<Operation>> ops_;
@@ -537,6 +395,8 @@ Communicator::~Communicator() = default;
 int Communicator::rank() const { return impl_->rank(); }
 int Communicator::size() const { return impl_->size(); }
 const JobEnvironment& Communicator::environment() const { return impl_->environment(); }
+void Communicator::finish() { impl_->finish(); }
+void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
 
 Communicator::Block Communicator::block(std::size_t count, int size, int r) {
   const auto ranks = static_cast<std::size_t>(size);
@@ -559,24 +419,39 @@ Request Communicator::allreduce_async(void* data, std::size_t count, DataType ty
                                       CompletionCallback done) {
   check_data(data, count, "allreduce");
   const auto call = reduction_call("allreduce", count, type, op);
-  if (impl_->hierarchical_allreduce(count * size_of(type))) {
-    return impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data,
-                                                                count, type, op);
+  switch (impl_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/false)) {
+    case detail::Algorithm::hierarchical:
+      return impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data,
+                                                                  count, type, op);
+    case detail::Algorithm::gather:
+      return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type,
+                                                      op, /*gather=*/true);
+    default:
+      return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type,
+                                                      op, /*gather=*/false);
   }
-  return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type, op);
 }
 
-bool Communicator::host_board_serves(std::size_t bytes) const { return impl_->board_serves(bytes); }
+bool Communicator::host_board_serves(std::size_t bytes) const {
+  return impl_->choose(detail::Collective::allreduce, bytes, /*blocking=*/true) == detail::Algorithm::board;
+}
 
 void Communicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
   check_data(data, count, "allreduce");
   const auto call = reduction_call("allreduce", count, type, op);
-  if (impl_->board_allreduce(data, count, type, op, call)) return;
-  if (impl_->hierarchical_allreduce(count * size_of(type))) {
-    impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op).wait();
-    return;
+  switch (impl_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/true)) {
+    case detail::Algorithm::board: impl_->board().allreduce(data, count, type, op, call); return;
+    case detail::Algorithm::hierarchical:
+      impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op)
+          .wait();
+      return;
+    case detail::Algorithm::gather:
+      impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op, true).wait();
+      return;
+    default:
+      impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op, false).wait();
+      return;
   }
-  impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op).wait();
 }
 
 namespace {
@@ -609,7 +484,7 @@ Request Communicator::allgather_async(const void* send, void* recv, std::size_t 
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
   const CallSignature call{"allgather", std::nullopt, std::nullopt, -1, bytes_per_rank};
-  if (impl_->hierarchical_allgather()) {
+  if (impl_->choose(detail::Collective::allgather, bytes_per_rank, false) == detail::Algorithm::hierarchical) {
     return impl_->issue<detail::HierarchicalAllgatherOperation>(Impl::Waiter::unknown, std::move(done), call, send,
                                                                 recv, bytes_per_rank);
   }
@@ -621,7 +496,7 @@ void Communicator::allgather(const void* send, void* recv, std::size_t bytes_per
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
   const CallSignature call{"allgather", std::nullopt, std::nullopt, -1, bytes_per_rank};
-  if (impl_->hierarchical_allgather()) {
+  if (impl_->choose(detail::Collective::allgather, bytes_per_rank, true) == detail::Algorithm::hierarchical) {
     impl_->issue<detail::HierarchicalAllgatherOperation>(Impl::Waiter::caller, {}, call, send, recv, bytes_per_rank)
         .wait();
     return;
@@ -650,7 +525,10 @@ Request Communicator::barrier_async(CompletionCallback done) {
 }
 
 void Communicator::barrier() {
-  if (impl_->board_barrier({"barrier", std::nullopt, std::nullopt, -1, 0})) return;
+  if (impl_->choose(detail::Collective::barrier, 0, /*blocking=*/true) == detail::Algorithm::board) {
+    impl_->board().barrier({"barrier", std::nullopt, std::nullopt, -1, 0});
+    return;
+  }
   impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}, {"barrier", std::nullopt, std::nullopt, -1, 0})
       .wait();
 }

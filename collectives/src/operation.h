@@ -47,7 +47,6 @@ class CommunicatorCore {
   virtual transport::Pair& pair(int peer_rank) = 0;
   virtual std::size_t segment_bytes() const = 0;
   virtual int pipeline_depth() const = 0;
-  virtual std::size_t small_allreduce_bytes() const = 0;
   // Scratch memory, recycled between operations so that steady-state steps allocate nothing.
   virtual std::vector<std::byte> acquire(std::size_t bytes) = 0;
   virtual void release(std::vector<std::byte> buffer) = 0;

@@ -66,7 +66,7 @@ void AllreduceOperation::start() {
     return;
   }
   const std::size_t bytes = count_ * size_of(type_);
-  if (bytes <= core_.small_allreduce_bytes()) {
+  if (gather_) {
     // Gather every rank's whole buffer, then reduce in rank order: ranks-1 steps instead of
     // 2(ranks-1), and every rank computes bitwise the same result.
     small_ = true;

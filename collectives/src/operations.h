@@ -28,11 +28,15 @@ class ReductionOperation : public RingOperation {
 
 class AllreduceOperation final : public ReductionOperation {
  public:
-  using ReductionOperation::ReductionOperation;
+  // `gather`: gather every rank's buffer and reduce in rank order (Note [Choosing an algorithm]).
+  AllreduceOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, void* data,
+                     std::size_t count, DataType type, ReduceOp op, bool gather)
+      : ReductionOperation(core, sequence, std::move(state), data, count, type, op), gather_(gather) {}
   void start() override;
 
  private:
   void ring_done() override;
+  const bool gather_;
   bool small_ = false;
 };
 

@@ -345,6 +345,55 @@ TEST(Stall, MissingRankIsNamedByEveryWaitingRank) {
   }
 }
 
+// Note [Silent ranks]: a stopped master is named by every other rank, with what each waits in,
+// within 10 s of TNT_STALL_WARN_S=5 (the peer timeout, 60 s, is far off). Five runs of five.
+TEST(Stall, StoppedMasterIsNamedByEveryOtherRank) {
+  for (int run = 0; run < 5; ++run) {
+    Job job(3);
+    job.start_all({kWorker, "stall", "--calls", "4", "--pause-s", "0.3", "--stop-ranks", "0"},
+                  {{"TNT_STALL_WARN_S", "5"}, {"TNT_PEER_TIMEOUT_S", "60"}, {"TNT_LOG_ON_ALL_DEVICES", "1"}});
+    ASSERT_TRUE(job.wait_for_output(0, "rank 0: stopping after collective #2", 30s)) << job.output(0);
+    const auto stopped_at = std::chrono::steady_clock::now();
+    for (int r : {1, 2}) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(10s - (std::chrono::steady_clock::now() - stopped_at));
+      EXPECT_TRUE(job.wait_for_output(r, "silence: nothing heard from rank 0 (", left)) << "run " << run << "\n"
+                                                                                        << job.output(r);
+      EXPECT_NE(job.output(r).find("this rank last completed #2 allreduce"), std::string::npos) << job.output(r);
+    }
+  }
+}
+
+// Ranks 2 and 3 of 4 stop together: the master's warning and the job's failure at
+// TNT_PEER_TIMEOUT_S name both, each with the call it last completed (its report is sent within
+// kProgressReportDelay of a change, not at the next heartbeat: the calls are 0.5 s apart, longer
+// than a heartbeat). Five runs of five.
+TEST(Stall, StoppedRanksAreAllNamedInTheWarningAndTheFailure) {
+  for (int run = 0; run < 5; ++run) {
+    Job job(4);
+    job.start_all({kWorker, "stall", "--calls", "4", "--pause-s", "0.5", "--stop-ranks", "2,3"},
+                  {{"TNT_STALL_WARN_S", "2"}, {"TNT_PEER_TIMEOUT_S", "6"}, {"TNT_LOG_ON_ALL_DEVICES", "1"}});
+    const auto outcomes = job.wait(60s, {0, 1});
+    for (int r : {0, 1}) {
+      const auto& output = outcomes[static_cast<std::size_t>(r)].output;
+      EXPECT_FALSE(outcomes[static_cast<std::size_t>(r)].timed_out) << output;
+      EXPECT_NE(outcomes[static_cast<std::size_t>(r)].exit_code, 0) << output;
+      const auto warning = output.find("silence: nothing heard from rank 2 (");
+      ASSERT_NE(warning, std::string::npos) << "run " << run << "\n" << output;
+      const auto warning_line = output.substr(warning, output.find('\n', warning) - warning);
+      for (int stopped : {2, 3}) {
+        EXPECT_NE(warning_line.find("rank " + std::to_string(stopped) + " ("), std::string::npos) << warning_line;
+      }
+      EXPECT_NE(warning_line.find("last completed #2 allreduce"), std::string::npos) << warning_line;
+      EXPECT_EQ(warning_line.find("last completed #1 "), std::string::npos) << "a stale report: " << warning_line;
+      const auto failure = output.find("silent: rank 2 (");
+      ASSERT_NE(failure, std::string::npos) << output;
+      const auto failure_line = output.substr(failure, output.find('\n', failure) - failure);
+      EXPECT_NE(failure_line.find("rank 3 ("), std::string::npos) << failure_line;
+    }
+  }
+}
+
 // With TNT_STALL_TIMEOUT_S the job fails instead: tnt-launch exits non-zero naming rank 2, and
 // nothing of the job is left running.
 TEST(Stall, TimeoutFailsTheWholeJobUnderTntLaunch) {

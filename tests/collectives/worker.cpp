@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -251,17 +252,25 @@ std::string option(int argc, char** argv, const std::string& name, const std::st
 
 // Ranks allreduce `--calls` times, `--pause-s` apart (computing, as far as the job can tell).
 // `--skip-rank R` stops issuing before the last call and stays alive; `--mismatch-rank R` makes
-// its last call a broadcast of the same size instead (Note [Stall watch]).
+// its last call a broadcast of the same size instead (Note [Stall watch]); `--stop-ranks R,S`
+// stop themselves (SIGSTOP) before the last call, after `--pause-s` of computing.
 int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
   const int calls = std::stoi(option(argc, argv, "--calls", "4"));
   const int skip = std::stoi(option(argc, argv, "--skip-rank", "-1"));
   const int mismatch = std::stoi(option(argc, argv, "--mismatch-rank", "-1"));
   const int other_size = std::stoi(option(argc, argv, "--other-size-rank", "-1"));
   const auto pause = std::chrono::duration<double>(std::stod(option(argc, argv, "--pause-s", "0")));
+  const std::string stop_ranks = "," + option(argc, argv, "--stop-ranks", "") + ",";
+  const bool stops = stop_ranks.find("," + std::to_string(comm.rank()) + ",") != std::string::npos;
   std::vector<float> data(1024, 1.0f);
   for (int call = 0; call < calls; ++call) {
     if (call > 0) std::this_thread::sleep_for(pause);
     const bool last = call == calls - 1;
+    if (last && stops) {
+      std::printf("rank %d: stopping after collective #%d\n", comm.rank(), call - 1);
+      std::fflush(stdout);
+      std::raise(SIGSTOP);
+    }
     if (last && comm.rank() == skip) {
       std::printf("rank %d: skipping collective #%d\n", comm.rank(), call);
       std::fflush(stdout);

@@ -100,4 +100,20 @@ void Rendezvous::report_peer_lost(int rank, const std::string& reason) {
 
 void Rendezvous::finish() { impl_->control().finish(); }
 
+void Rendezvous::abort(const std::string& reason) {
+  auto& control = impl_->control();
+  impl_->loop().call([&] { control.abort(reason); });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  const auto ended = [&] {
+    const auto phase = control.phase();
+    return phase == detail::Phase::failed || phase == detail::Phase::finished || phase == detail::Phase::stopped;
+  };
+  // The master's verdict (an Abort naming this rank), unless the master is gone or stopped.
+  impl_->loop().wait_until(ended, deadline);
+  impl_->loop().call([&] { control.fail_here("this rank failed: " + reason); });
+  impl_->loop().wait_until([&] { return control.flushed(); }, deadline);
+}
+
+void Rendezvous::progress_changed() { impl_->control().progress_changed(); }
+
 }  // namespace tnt::transport

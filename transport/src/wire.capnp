@@ -38,6 +38,7 @@ struct Control {
     goodbye @3 :Void;       # rank -> master: I am done; master -> ranks: everyone is done
     progress @4 :Progress;  # rank -> master, instead of a heartbeat: how far its collectives got
     stallWarning @5 :Text;  # master -> every rank: log this (Note [Stall watch])
+    failed @6 :Text;        # rank -> master: this rank failed on its own, and why (Note [One failure, every rank told])
   }
 }
 

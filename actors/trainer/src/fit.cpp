@@ -10,6 +10,7 @@
 
 #include "tnt/compute/peaks.h"
 #include "tnt/core/error.h"
+#include "tnt/core/fail_point.h"
 #include "trainer_state.h"
 
 namespace tnt::trainer {
@@ -346,6 +347,7 @@ void FitRun::end_epoch(std::size_t epoch) {
   history_.epochs.push_back(logs);
   last_logs_ = logs;
   control_->set_logs(logs);
+  fail_point("callback", s_.comm().rank());
   for (auto* cb : callbacks_) cb->on_epoch_end(epoch, logs);
   agree();  // a stop asked for in on_epoch_end ends training before the next epoch begins
   if (checkpoints_.due_after_epoch(epoch)) save();
@@ -369,7 +371,7 @@ void FitRun::finish() {
 StepDecision FitRun::on_step(const StepFigures& f) {
   const StepDecision decision = control_->on_step(f);
   epoch_sums_.add(f);
-  ++steps_done_;
+  if (++steps_done_ == 2) fail_point("step", s_.comm().rank());
   FigureSums step;
   step.add(f);
   const Logs step_logs = step.logs();

@@ -17,6 +17,7 @@
 
 #include "tnt/collectives/communicator.h"
 #include "tnt/core/error.h"
+#include "tnt/core/fail_point.h"
 #include "trainer_state.h"
 
 namespace tnt::trainer {
@@ -88,6 +89,7 @@ void broadcast_model(compute::Model& model, Communicator& comm) {
 }
 
 compute::Checkpoint load_checkpoint_everywhere(const std::string& path, Communicator& comm) {
+  fail_point("checkpoint_read", comm.rank());
   std::vector<char> bytes;
   std::string error;
   if (comm.is_master_rank()) {

@@ -23,6 +23,7 @@
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
+#include "tnt/core/fail_point.h"
 #include "tnt/core/log.h"
 #include "tnt/dataset/sequence.h"
 #include "tnt/dataset/source.h"
@@ -117,6 +118,11 @@ void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
   }
   spdlog::info("predictions for {} test samples written to {}", p.dim(0), path);
 }
+
+// How long a rank may take to end once the job has failed (CommunicatorOptions::
+// exit_after_failure): a rank released from a collective unwinds in milliseconds; one busy in a
+// step or an evaluation would otherwise run on until its next collective.
+constexpr std::chrono::milliseconds kExitAfterFailure{3000};
 
 [[noreturn]] void die(int code) {
   spdlog::default_logger()->flush();
@@ -220,6 +226,28 @@ int report_failure() {
   }
 }
 
+// Ends this rank's part in the job after a failure (called in a catch block). A stop that every
+// rank reached at the same step (a preemption, a non-finite loss) ends with the orderly goodbye,
+// so that the master's last checkpoint is written before anyone leaves; any other failure may be
+// this rank's alone, and the others may wait for it in a collective or in the goodbye: the job is
+// aborted, which ends it on every rank (Note [One failure, every rank told]).
+void end_after_failure(tnt::trainer::Session& session) {
+  auto& comm = session.communicator();
+  try {
+    throw;
+  } catch (const tnt::trainer::Preempted&) {
+  } catch (const tnt::trainer::NonFiniteError&) {
+  } catch (const std::exception& e) {
+    comm.abort(e.what());
+    return;
+  }
+  try {
+    comm.finish();
+  } catch (const std::exception& e) {
+    spdlog::warn("orderly shutdown failed: {}", e.what());
+  }
+}
+
 // Decodes test pairs spread evenly over the split (it is in dictionary order) and scores them
 // against the copy-the-source baseline (master).
 void score_test_pairs(tnt::trainer::Trainer& trainer, const tnt::trainer::Sources& sources, const RunConfig& config,
@@ -307,6 +335,7 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
   const auto sources = tnt::trainer::make_sources(
       config, session.rank(),
       evaluate_only ? tnt::trainer::vocabulary_path(command.evaluate_checkpoint) : std::string());
+  tnt::fail_point("data", session.rank());
   const auto spec = tnt::trainer::resolve_sequence_model(config, sources);
   if (!command.export_pairs.empty()) {
     if (session.is_master_rank()) export_pairs(sources, config, spec, command.export_pairs);
@@ -336,6 +365,7 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
     spdlog::info("evaluating the weights of {}", command.evaluate_checkpoint);
   }
   const auto test = trainer.evaluate(sources.test_pairs, config.eval_batch);
+  tnt::fail_point("translate", session.rank());
   if (session.is_master_rank()) {
     fmt::print("test (teacher forcing): token loss {:.4f}, token accuracy {:.4f} over {} tokens\n", test.at("loss"),
                test.at("accuracy"), test.at("count"));
@@ -365,6 +395,7 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
         "distribute_validation_dataset = true");
   }
   auto sources = tnt::trainer::make_sources(config, session.rank());
+  tnt::fail_point("data", session.rank());
   const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
   tnt::trainer::check_training_memory(spec, config, session, sources.train->size());
   tnt::trainer::Trainer trainer(session, spec);
@@ -415,15 +446,18 @@ int run(const CommandLine& command) {
   // Ranks must agree on whether they train: it decides which collectives they issue.
   tnt::trainer::Session session(
       {tnt::trainer::canonical_text(command.config) + ";evaluate_only=" + (evaluate_only ? "1" : "0"),
-       command.config.threads});
+       command.config.threads, kExitAfterFailure});
   try {
+    tnt::fail_point("start", session.rank());
     run_in(command, session);
+    tnt::fail_point("goodbye", session.rank());
+    session.communicator().finish();
     return 0;
   } catch (...) {
-    // Said before the session ends. A failure all ranks agree on (a NaN, a stop) then ends with
-    // the orderly goodbye, so every rank has said it before the first exits and tnt-launch stops
-    // the job; after a lost peer the goodbye is skipped (Communicator::~Communicator).
-    return report_failure();
+    // Said before the job ends, so that the master's message about this rank follows it.
+    const int status = report_failure();
+    end_after_failure(session);
+    return status;
   }
 }
 

@@ -18,6 +18,7 @@
 #include "tnt/compute/model.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
+#include "tnt/core/fail_point.h"
 #include "tnt/core/log.h"
 #include "tnt/core/machine.h"
 #include "tnt/core/settings.h"
@@ -40,6 +41,7 @@ Session::Session(SessionOptions options) : threads_(options.threads) {
   CommunicatorOptions co;
   co.configuration = std::move(options.configuration);
   co.environment = env;
+  co.exit_after_failure = options.exit_after_failure;
   // Note [Waits beside compute]: the gradients' allreduce runs while backprop computes (the
   // CommActor waits on the host board: Note [Buckets on the host board] in engine.cpp). Where the
   // compute threads fill every core this rank may use, a waiting thread that polls takes its
@@ -151,6 +153,7 @@ void Trainer::compile(const CompileOptions& options) {
 void Trainer::save_checkpoint(const std::string& path) {
   auto& s = *state_;
   if (!s.optimizer) throw LogicError("save_checkpoint: compile() first");
+  fail_point("checkpoint_write", s.session.rank());
   if (!s.master()) return;
   auto checkpoint = compute::capture(s.model, s.optimizer.get(), compute::CheckpointKind::full);
   checkpoint.epoch = s.position.epoch;
@@ -239,6 +242,7 @@ History Trainer::fit_data(FitData train, const FitOptions& options) {
 Logs Trainer::evaluate(std::shared_ptr<const data::SequenceSource> source, std::size_t global_batch) {
   auto& s = *state_;
   auto& comm = s.comm();
+  fail_point("evaluate", comm.rank());
   if (!source) throw ConfigError("evaluate: no data");
   check_vocabulary(s.model.spec(), source->vocabulary());
   check_lengths(s.model.spec(), *source);
@@ -301,6 +305,7 @@ Logs Trainer::evaluate(std::shared_ptr<const data::Source> source, std::size_t g
                        const data::TransformOptions& transform, bool distribute) {
   auto& s = *state_;
   auto& comm = s.comm();
+  fail_point("evaluate", comm.rank());
   if (!source) throw ConfigError("evaluate: no data");
   if (global_batch == 0) throw ConfigError("evaluate: the batch must be at least 1");
   check_data(*source, "the data to evaluate");

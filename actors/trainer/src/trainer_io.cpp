@@ -27,6 +27,7 @@
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/checkpoint.h"
 #include "tnt/core/error.h"
+#include "tnt/core/fail_point.h"
 #include "tnt/dataset/loader.h"
 #include "trainer_io.h"
 #include "trainer_state.h"
@@ -85,6 +86,7 @@ compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std
                                  const data::TransformOptions& transform, PredictionsOn on) {
   auto& s = *state_;
   auto& comm = s.comm();
+  fail_point("predict", comm.rank());
   if (!source) throw ConfigError("predict: no data");
   if (batch == 0) throw ConfigError("predict: batch must be at least 1");
   check_data(*source, "the data to predict");

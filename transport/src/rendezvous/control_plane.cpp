@@ -55,6 +55,7 @@ ControlPlane::ControlPlane(EventLoop& loop, const JobEnvironment& env, TaskCount
       env_(env),
       tasks_(tasks),
       heartbeat_timer_(loop.strand()),
+      report_timer_(loop.strand()),
       reports_(env.rank == 0 ? env.size : 0),
       stall_watch_(env.stall_warn, env.stall_timeout) {}
 
@@ -98,6 +99,51 @@ void ControlPlane::report_peer_lost(int rank, const std::string& reason) {
   for (auto& link : links_) send(*link, bytes);
 }
 
+// Note [One failure, every rank told]: a rank that fails on its own (a file only it writes, an
+// error in a callback, evaluate or predict on one rank) would leave the others waiting: in a
+// collective this rank will never join, or in the goodbye. Instead its failure travels the same
+// path as a lost peer's: the rank sends `failed` to the master, the master judges as for
+// PeerLost and sends Abort to every rank naming the failed rank and its message, and each rank's
+// failure handler fails its pending and later collectives (JobError) at once. What remains is
+// that every rank reaches an exit: a rank that waits in a collective or the goodbye is released
+// by the Abort; one busy elsewhere (computing, reading data) finds out at its next call, and the
+// owner of a communicator that must not outlive the job (tnt-train) says how long it may take
+// (CommunicatorOptions::exit_after_failure). The failing rank waits, bounded, for its message to
+// leave before it closes its connections, so the master never mistakes it for a crash.
+void ControlPlane::abort(const std::string& reason) {
+  if (is_outcome(phase_)) return;
+  if (env_.rank == 0) {
+    fail_job(0, peer_name(0) + " failed: " + reason);
+    return;
+  }
+  // The master's Abort comes back and fails this rank too; until then this rank keeps its
+  // channels open, so that the master hears of the failure before it sees any channel close.
+  const auto bytes = control_frame([&](wire::Control::Builder c) { c.setFailed(reason); });
+  for (auto& link : links_) send(*link, bytes);
+}
+
+void ControlPlane::fail_here(const std::string& reason) { fail_local(env_.rank, reason); }
+
+void ControlPlane::progress_changed() {
+  if (env_.rank == 0 || !progress_source_ || report_scheduled_.exchange(true)) return;
+  asio::post(loop_.strand(), [this] {
+    if (phase_ == Phase::stopped) return;
+    report_timer_.expires_at(std::max(Clock::now(), last_report_sent_ + kProgressReportDelay));
+    report_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || phase_ == Phase::stopped) return;
+      send_progress_report();
+    });
+  });
+}
+
+void ControlPlane::send_progress_report() {
+  // Cleared before reading: a change made while the report is built schedules the next one.
+  report_scheduled_ = false;
+  last_report_sent_ = Clock::now();
+  const auto report = progress_frame(progress_source_());
+  for (auto& link : links_) send(*link, report);
+}
+
 void ControlPlane::finish() {
   loop_.call([this] {
     if (!advance(Phase::finishing)) return;
@@ -112,11 +158,18 @@ void ControlPlane::finish() {
   // The master's goodbyes must leave before its sockets close, or ranks would see a lost master.
   const auto flush_deadline = Clock::now() + std::chrono::seconds(5);
   loop_.wait_until([&] { return pending_writes_.load() == 0 || Clock::now() > flush_deadline; });
+  // A rank that failed while this one said goodbye failed the job: the goodbye did not happen.
+  std::string failure;
+  loop_.call([&] {
+    if (phase_ == Phase::failed) failure = failure_reason_;
+  });
+  if (!failure.empty()) throw JobError(failure);
 }
 
 void ControlPlane::stop() {
   advance(Phase::stopped);
   heartbeat_timer_.cancel();
+  report_timer_.cancel();
   boost::system::error_code ignored;
   for (auto& link : links_) link->socket.close(ignored);
 }
@@ -140,20 +193,98 @@ void ControlPlane::schedule_heartbeat() {
 
 void ControlPlane::beat() {
   const auto now = Clock::now();
-  const auto heartbeat = env_.rank != 0 && progress_source_
-                             ? progress_frame(progress_source_())
-                             : control_frame([](wire::Control::Builder c) { c.setHeartbeat(); });
-  for (auto& link : links_) {
-    if (link->closed) continue;
-    if (now - link->last_heard > env_.peer_timeout) {
-      lost(*link, "has been silent for " +
-                      seconds(std::chrono::duration_cast<std::chrono::milliseconds>(now - link->last_heard)) +
-                      " (stopped or hung? TNT_PEER_TIMEOUT_S=" + seconds(env_.peer_timeout) + ")");
-      continue;
-    }
-    send(*link, heartbeat);
+  if (env_.rank != 0 && progress_source_) {
+    send_progress_report();
+  } else {
+    const auto heartbeat = control_frame([](wire::Control::Builder c) { c.setHeartbeat(); });
+    for (auto& link : links_) send(*link, heartbeat);
   }
+  if (const auto timed_out = silent_links(now, env_.peer_timeout); !timed_out.empty()) {
+    lost_to_silence(timed_out, now);
+    return;
+  }
+  watch_silence(now);
   if (env_.rank == 0 && phase_ == Phase::running) watch_progress(now);
+}
+
+namespace {
+std::chrono::milliseconds silence_of(const ControlLink& link, Clock::time_point now) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(now - link.last_heard);
+}
+}  // namespace
+
+std::vector<ControlLink*> ControlPlane::silent_links(Clock::time_point now,
+                                                     std::chrono::milliseconds longer_than) const {
+  std::vector<ControlLink*> silent;
+  for (const auto& link : links_) {
+    if (!link->closed && silence_of(*link, now) > longer_than) silent.push_back(link.get());
+  }
+  std::sort(silent.begin(), silent.end(), [](const ControlLink* a, const ControlLink* b) { return a->rank < b->rank; });
+  return silent;
+}
+
+// Note [Silent ranks]: every rank watches its control links, so a stopped master is named by
+// the others as a stopped rank is named by the master. A link silent for TNT_STALL_WARN_S is
+// warned about (again after twice as long, and so on), with what the silent rank last reported
+// of its collectives; at TNT_PEER_TIMEOUT_S the job fails naming every rank silent for a while,
+// not only the first to reach the timeout, so ranks stopped together are named together.
+std::string ControlPlane::describe_silent(const std::vector<ControlLink*>& silent, Clock::time_point now) const {
+  std::vector<int> ranks;
+  std::string text;
+  for (std::size_t i = 0; i < silent.size(); ++i) {
+    ranks.push_back(silent[i]->rank);
+    if (i > 0) text += i + 1 == silent.size() ? " and " : ", ";
+    text += peer_name(silent[i]->rank) + (env_.rank != 0 ? ", the master," : "") + " for " +
+            seconds(silence_of(*silent[i], now));
+  }
+  text += " (stopped or hung?)";
+  if (env_.rank == 0) {
+    text += "; " + last_calls(ranks, reports_, [this](int rank) { return peer_name(rank); });
+  } else if (progress_source_) {
+    text += "; this rank " + last_calls_of(progress_source_());
+  }
+  return text;
+}
+
+// A live peer is heard at every heartbeat: one silent for two of them is named beside one that
+// is due to be warned about, so that ranks stopped moments apart appear in one message.
+std::chrono::milliseconds ControlPlane::silence_worth_naming() const {
+  return std::min(env_.stall_warn, 2 * heartbeat_interval(env_));
+}
+
+void ControlPlane::watch_silence(Clock::time_point now) {
+  const auto to_warn = silent_links(now, silence_worth_naming());
+  const bool due = std::any_of(to_warn.begin(), to_warn.end(), [&](const ControlLink* link) {
+    const auto silence = silence_of(*link, now);
+    return silence > env_.stall_warn && silence >= 2 * link->silence_warned;
+  });
+  if (!due) return;
+  for (auto* link : to_warn) link->silence_warned = silence_of(*link, now);
+  const auto message =
+      "silence: nothing heard from " + describe_silent(to_warn, now) +
+      "; the job fails once a rank has been silent for TNT_PEER_TIMEOUT_S=" + seconds(env_.peer_timeout);
+  spdlog::warn("{}", message);
+  if (env_.rank != 0) return;
+  const auto notice = control_frame([&](wire::Control::Builder c) { c.setStallWarning(message); });
+  for (auto& link : links_) {
+    if (std::find(to_warn.begin(), to_warn.end(), link.get()) == to_warn.end()) send(*link, notice);
+  }
+}
+
+void ControlPlane::lost_to_silence(const std::vector<ControlLink*>& timed_out, Clock::time_point now) {
+  const auto named = silent_links(now, silence_worth_naming());
+  const auto message = describe_silent(named.empty() ? timed_out : named, now) +
+                       " (TNT_PEER_TIMEOUT_S=" + seconds(env_.peer_timeout) + ")";
+  for (auto* link : timed_out) {
+    link->closed = true;
+    boost::system::error_code ignored;
+    link->socket.close(ignored);
+  }
+  if (env_.rank == 0) {
+    fail_job(timed_out.front()->rank, "silent: " + message);
+  } else {
+    fail_local(0, "the master is silent: " + message);
+  }
 }
 
 void ControlPlane::watch_progress(Clock::time_point now) {
@@ -178,6 +309,7 @@ asio::awaitable<void> ControlPlane::read_control(ControlLink& link) {
     while (phase_ != Phase::stopped) {
       Frame frame = co_await read_frame(link.socket, kMaxControlFrame, "a control message", link.name());
       link.last_heard = Clock::now();
+      link.silence_warned = std::chrono::milliseconds(0);
       auto reader = frame.reader();
       auto control = reader.getRoot<wire::Control>();
       switch (control.which()) {
@@ -193,6 +325,11 @@ asio::awaitable<void> ControlPlane::read_control(ControlLink& link) {
             const int lost_rank = control.getPeerLost().getRank();
             fail_job(lost_rank, link.name() + " lost its connection to " + peer_name(lost_rank) + ": " +
                                     control.getPeerLost().getReason().cStr());
+          }
+          break;
+        case wire::Control::FAILED:
+          if (env_.rank == 0) {
+            fail_job(link.rank, peer_name(link.rank) + " failed: " + control.getFailed().cStr());
           }
           break;
         case wire::Control::ABORT: fail_local(control.getAbort().getLostRank(), control.getAbort().getReason()); break;

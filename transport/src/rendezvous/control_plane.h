@@ -27,6 +27,10 @@ namespace tnt::transport::detail {
 // waits for an outcome).
 enum class Phase { joining, running, finishing, finished, failed, stopped };
 
+// The longest a change in a rank's collective progress waits before it is reported, and so the
+// least time between two reports: at most a few hundred small frames a second per rank.
+inline constexpr std::chrono::milliseconds kProgressReportDelay{5};
+
 class ControlPlane {
  public:
   ControlPlane(EventLoop& loop, const JobEnvironment& env, TaskCount& tasks);
@@ -38,7 +42,20 @@ class ControlPlane {
   // Before start().
   void set_progress_source(Rendezvous::ProgressSource source) { progress_source_ = std::move(source); }
   void report_peer_lost(int rank, const std::string& reason);
-  // User thread: Goodbye both ways; returns once every rank said it, or the job failed.
+  // On the strand: this rank failed on its own (Note [One failure, every rank told]): the master
+  // fails the job at once; another rank tells the master, which fails it on every rank.
+  void abort(const std::string& reason);
+  // On the strand: the job fails here, naming this rank (after abort(), if no verdict came).
+  void fail_here(const std::string& reason);
+  // Any thread: this rank's collective progress changed. The master hears of it within
+  // kProgressReportDelay rather than at the next heartbeat, so that a rank stopped between two
+  // heartbeats is described as it was when it stopped (Note [Stall watch]).
+  void progress_changed();
+  // True once no control message waits to be written (the owner waits for this, bounded,
+  // before it closes the connections after abort()).
+  bool flushed() const { return pending_writes_.load() == 0; }
+  // User thread: Goodbye both ways; returns once every rank said it, or throws JobError with
+  // the job's failure.
   void finish();
   // On the strand: closes every connection; the owner then waits for its TaskCount.
   void stop();
@@ -49,7 +66,13 @@ class ControlPlane {
   bool advance(Phase next);
   void schedule_heartbeat();
   void beat();
+  void send_progress_report();
   void watch_progress(Clock::time_point now);
+  void watch_silence(Clock::time_point now);
+  void lost_to_silence(const std::vector<ControlLink*>& timed_out, Clock::time_point now);
+  std::chrono::milliseconds silence_worth_naming() const;
+  std::vector<ControlLink*> silent_links(Clock::time_point now, std::chrono::milliseconds longer_than) const;
+  std::string describe_silent(const std::vector<ControlLink*>& silent, Clock::time_point now) const;
   boost::asio::awaitable<void> read_control(ControlLink& link);
   void on_control_error(ControlLink& link, const std::exception& error);
   void lost(ControlLink& link, const std::string& what);
@@ -68,6 +91,9 @@ class ControlPlane {
   std::vector<std::unique_ptr<ControlLink>> links_;
   std::vector<PeerAddress> book_;
   boost::asio::steady_timer heartbeat_timer_;
+  boost::asio::steady_timer report_timer_;
+  std::atomic<bool> report_scheduled_{false};
+  Clock::time_point last_report_sent_{};
   Rendezvous::FailureHandler failure_handler_;
   Rendezvous::ProgressSource progress_source_;
   // The master's: every rank's latest progress report, by rank (Note [Stall watch]).

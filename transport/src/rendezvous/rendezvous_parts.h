@@ -62,6 +62,8 @@ struct ControlLink {
   std::string hostname;
   std::string address;
   Clock::time_point last_heard = Clock::now();
+  // The silence that the last warning about this link reported (0: none since it was last heard).
+  std::chrono::milliseconds silence_warned{0};
   std::deque<std::vector<std::uint8_t>> outbox;
   bool writing = false;
   bool said_goodbye = false;

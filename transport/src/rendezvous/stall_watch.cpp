@@ -25,6 +25,29 @@ std::string name_list(const std::vector<int>& ranks, const Name& name) {
   return text;
 }
 
+}  // namespace
+
+std::string last_calls_of(const CollectiveProgress& progress) {
+  return fmt::format("last completed {} and last issued {}", call_text(progress.last_completed),
+                     call_text(progress.last_issued));
+}
+
+// "rank 2 (a) last completed #41 ... and last issued #41 ...; rank 3 (b) ...": each rank's own
+// calls, as its latest report gave them.
+std::string last_calls(const std::vector<int>& ranks, const Reports& reports, const Name& name) {
+  constexpr std::size_t kShown = 8;
+  std::string text;
+  for (std::size_t i = 0; i < ranks.size() && i < kShown; ++i) {
+    const auto& report = reports[static_cast<std::size_t>(ranks[i])];
+    text += (i ? "; " : "") + name(ranks[i]) + " " +
+            (report ? last_calls_of(*report) : std::string("has not reported any call"));
+  }
+  if (ranks.size() > kShown) text += fmt::format("; and {} more", ranks.size() - kShown);
+  return text;
+}
+
+namespace {
+
 // Two ranks that report one sequence number with different signatures, if any.
 std::optional<StallWatch::Verdict> find_mismatch(const Reports& reports, const Name& name) {
   struct Seen {
@@ -90,12 +113,10 @@ StallWatch::Verdict StallWatch::check(const Reports& reports, const Name& name, 
   if (!fail && waited < stall_->next_warning) return {};
   stall_->next_warning *= 2;
 
-  const CollectiveProgress& first_missing = *reports[missing.front()];
-  auto message = fmt::format(
-      "stall: {} {} not joined collective {} for {}, while {} {} in it; {} last completed {} and last issued {}",
-      name_list(missing, name), missing.size() == 1 ? "has" : "have", call_text(*awaited), seconds(waited),
-      name_list(waiting, name), waiting.size() == 1 ? "waits" : "wait", name(missing.front()),
-      call_text(first_missing.last_completed), call_text(first_missing.last_issued));
+  auto message =
+      fmt::format("stall: {} {} not joined collective {} for {}, while {} {} in it; {}", name_list(missing, name),
+                  missing.size() == 1 ? "has" : "have", call_text(*awaited), seconds(waited), name_list(waiting, name),
+                  waiting.size() == 1 ? "waits" : "wait", last_calls(missing, reports, name));
   if (fail) {
     message += fmt::format(" (TNT_STALL_TIMEOUT_S={})", seconds(fail_after_));
   } else {

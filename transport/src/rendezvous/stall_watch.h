@@ -30,6 +30,13 @@ namespace tnt::transport::detail {
 //
 // Reports are up to a heartbeat old, so the watch only judges what has persisted over reports;
 // a rank that has not reported yet is never named.
+// "last completed #41 allreduce(...) and last issued #42 barrier(0 bytes)".
+std::string last_calls_of(const CollectiveProgress& progress);
+// Each of `ranks` (at most 8 shown) with the last call it completed and the last it issued, as
+// its latest report in `reports` (indexed by rank) gave them.
+std::string last_calls(const std::vector<int>& ranks, const std::vector<std::optional<CollectiveProgress>>& reports,
+                       const std::function<std::string(int)>& name);
+
 class StallWatch {
  public:
   using Clock = std::chrono::steady_clock;

@@ -63,6 +63,12 @@ struct CommunicatorOptions {
   // at once). Only blocked callers poll, never the progress thread that runs asynchronous
   // collectives beside computation.
   std::chrono::microseconds poll_before_sleep{-1};
+  // Once the job has failed (on any rank, for any reason), this process exits with status 1 if
+  // it has not ended by itself within this time: a rank busy outside tnt's calls (computing,
+  // reading data) then cannot outlive the job it belongs to. Unset (the default): the process
+  // goes on, and its next tnt call throws the failure. tnt-train sets it (Note [One failure,
+  // every rank told] in transport/src/rendezvous/control_plane.cpp).
+  std::optional<std::chrono::milliseconds> exit_after_failure;
 };
 
 // A job's ranks and the collectives among them (Tarantella's rank API plus MPI-like
@@ -80,7 +86,9 @@ struct CommunicatorOptions {
 class Communicator {
  public:
   explicit Communicator(CommunicatorOptions options = {});
-  ~Communicator();  // waits for pending operations, then says goodbye to the other ranks
+  // Waits for pending operations, then says goodbye to the other ranks unless finish() or
+  // abort() was called; a failure in the goodbye is logged (call finish() to have it thrown).
+  ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
 
@@ -89,6 +97,16 @@ class Communicator {
   int master_rank() const { return 0; }
   bool is_master_rank() const { return rank() == master_rank(); }
   const JobEnvironment& environment() const;
+
+  // Orderly end: waits for pending operations, says goodbye and returns once every rank has
+  // said it; throws tnt::JobError if the job failed before or meanwhile. No collective may be
+  // issued afterwards.
+  void finish();
+  // This rank cannot go on (`reason` says why, e.g. a file it alone writes): the job fails on
+  // every rank within moments, each naming this rank and `reason`, and every pending or later
+  // collective here and there throws tnt::JobError. Returns once the other ranks are told (or
+  // after a second); the communicator is failed afterwards. Not from a completion callback.
+  void abort(const std::string& reason);
 
   // In-place allreduce of `count` elements. bfloat16 is accumulated in float32. avg of
   // integers divides the sum by size() rounding toward zero.

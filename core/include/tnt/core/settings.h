@@ -188,4 +188,9 @@ inline constexpr Flag kBenchSkipGradientAllreduce{
     "TNT_BENCH_SKIP_GRADIENT_ALLREDUCE", false,
     "benchmarks only: the trainer skips the gradient allreduce (each rank keeps its own gradients)"};
 
+// --- Tests only ----------------------------------------------------------------------------------
+// Fault injection (core/include/tnt/core/fail_point.h): "phase:rank[,phase:rank...]".
+inline constexpr Text kTestFailAt{"TNT_TEST_FAIL_AT", "",
+                                  "tests only: fail the named ranks at the named phases (e.g. checkpoint_write:0)"};
+
 }  // namespace tnt::settings

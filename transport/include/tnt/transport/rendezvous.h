@@ -71,8 +71,16 @@ class Rendezvous {
   // and reported to the master, which watches for stalls and mismatched calls. Without one, this
   // rank reports nothing and is never named in a stall.
   void set_progress_source(ProgressSource source);
-  // Orderly end: returns once every rank has called finish() or the job has failed.
+  // Orderly end: returns once every rank has called finish(); throws tnt::JobError if the job
+  // failed first.
   void finish();
+  // This rank failed on its own, for `reason`: the job fails on every rank, naming this one
+  // (Note [One failure, every rank told] in rendezvous/control_plane.cpp). Returns once the
+  // master's verdict has come back (the failure handler then runs with it), or after a second.
+  // From a user thread, not the loop's.
+  void abort(const std::string& reason);
+  // Any thread, cheap: what the progress source reports has changed (see set_progress_source).
+  void progress_changed();
 
  private:
   class Impl;

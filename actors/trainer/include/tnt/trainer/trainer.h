@@ -17,11 +17,13 @@
 //
 // Errors: every failure is a tnt::Error: bad options a tnt::ConfigError; a lost rank or any failure inside the actors
 // throws (tnt::JobError or tnt::actors::ActorFailed) on every surviving rank.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -50,6 +52,9 @@ struct SessionOptions {
   std::string configuration;
   // Compute threads (oneDNN / OpenMP) per rank.
   int threads = 1;
+  // Once the job fails, this process exits (status 1) if it has not ended within this time
+  // (CommunicatorOptions::exit_after_failure); unset: it goes on, and its next call throws.
+  std::optional<std::chrono::milliseconds> exit_after_failure;
 };
 
 class Session {

@@ -1,0 +1,59 @@
+#pragma once
+// This rank's collective calls as the stall watch sees them (Note [Stall watch] in
+// transport/src/rendezvous/stall_watch.h): each call's place in the issue order, what was
+// called, and which calls are still pending.
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tnt/collectives/types.h"
+#include "tnt/transport/rendezvous.h"
+
+namespace tnt::detail {
+
+// What a rank called, as the stall watch compares and names it.
+struct CallSignature {
+  std::string_view kind;
+  std::optional<DataType> type;
+  std::optional<ReduceOp> op;
+  int root = -1;
+  std::size_t bytes = 0;
+
+  std::string describe() const;  // e.g. "allreduce(sum, float32, 4096 bytes)"
+  // FNV-1a over the fields; `with_size` false gives the part that goes into tags (Note [Tags]).
+  std::uint64_t hash(bool with_size) const;
+};
+
+// Thread-safe: issued on the user's thread, completed on the data loop's or the user's, read on
+// the control loop's.
+class CallLog {
+ public:
+  // Called after every change, outside the log's lock (the control plane reports soon after).
+  void on_change(std::function<void()> changed) { changed_ = std::move(changed); }
+  // Gives the call the next sequence number and records it as pending. Calls are described
+  // only when progress() asks: describing one took several string allocations, on a path that
+  // takes about a microsecond for a small allreduce on the host board.
+  std::uint64_t issue(const CallSignature& call);
+  void completed(std::uint64_t sequence);
+  transport::CollectiveProgress progress() const;
+
+ private:
+  struct Record {
+    std::uint64_t sequence = 0;
+    std::uint64_t signature = 0;
+    CallSignature call;
+    transport::CollectiveCall described() const { return {sequence, signature, call.describe()}; }
+  };
+
+  mutable std::mutex mutex_;
+  std::uint64_t next_sequence_ = 0;
+  std::deque<Record> pending_;  // by sequence
+  std::optional<Record> last_issued_, last_completed_;
+  std::function<void()> changed_;
+};
+
+}  // namespace tnt::detail
