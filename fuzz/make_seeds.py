@@ -98,6 +98,26 @@ def text_seeds():
           b"\x00train.epochs=2\nmodel.name=\"mlp\"\noptimizer.momentum=0.5\n")
     for f in (ROOT / "conf/models").glob("*.toml"):
         write("model_toml", f.stem, f.read_bytes())
+    bound_seeds()
+
+
+def bound_seeds():
+    """Inputs at and just past the bounds of model files and hostfiles (Note [Model file bounds] in
+    compute/src/model_toml.cpp, Note [Hostfile bounds] in launcher/src/hostfile.cpp), so that the
+    fuzzers start beside each limit; scripts/fuzz.sh raises -max_len to reach the size bounds."""
+    def nested(depth):
+        lines, key = ["input = [1, 4, 4]"], "layers"
+        for _ in range(depth):
+            lines += [f"[[{key}]]", 'type = "residual"']
+            key += ".main"
+        return "\n".join(lines + [f"[[{key}]]", 'type = "flatten"']) + "\n"
+    write("model_toml", "nested_64", nested(64))
+    write("model_toml", "nested_65", nested(65))
+    write("model_toml", "layers_10001", "input = [4]\n" + "[[layers]]\ntype='flatten'\n" * 10001)
+    write("model_toml", "dots_257", "input = [4]\n" + ".".join(["a"] * 258) + " = 1\n")
+    write("hostfile", "name_253", "h" * 253 + " slots=2\n")
+    write("hostfile", "name_254", "node1\n" + "h" * 254 + "\n")
+    write("hostfile", "user_33", "u" * 33 + "@node1\n")
 
 
 def fnv1a(data):

@@ -47,8 +47,16 @@ for arg in "${targets[@]}"; do
   inputs=("$work")
   for dir in fuzz/corpus/$t fuzz/regressions/$t; do [[ -d $dir ]] && inputs+=("$dir"); done
   status=0
+  # Inputs as long as the parser's size bound and a little more, where libFuzzer's default (the
+  # largest seed) stops short of it: a model file's 1 MiB (compute/README.md), and 1 MiB of
+  # hostfile, past its name and host-count bounds (its 8 MiB file bound has a unit test).
+  max_len=()
+  case $t in
+    model_toml) max_len=(-max_len=$(((1 << 20) + 64))) ;;
+    hostfile) max_len=(-max_len=$((1 << 20))) ;;
+  esac
   # -timeout: an input that takes 10 s is a hang, a finding like a crash.
-  "$program" -max_total_time="$run_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  "$program" -max_total_time="$run_seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 "${max_len[@]}" \
     -artifact_prefix="$crashes/" "${inputs[@]}" >"$log" 2>&1 || status=$?
   execs=$(awk '/^stat::number_of_executed_units:/ {print $2}' "$log")
   rate=$(awk '/^stat::average_exec_per_sec:/ {print $2}' "$log")

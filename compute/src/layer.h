@@ -142,6 +142,9 @@ class Layer {
   virtual LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const;
 
   virtual void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
+  // Note [Training memory] in model.cpp: the floats per sample that the layers nested in this one
+  // keep for backward (their outputs).
+  virtual int64_t nested_activation_floats() const { return 0; }
   // Note [Mixed precision] in runtime.h: set before prepare(); layers that
   // hold other layers pass it on.
   virtual void set_precision(Precision precision) { precision_ = precision; }
@@ -188,6 +191,8 @@ class Chain {
   // need_dx: whether the chain's own input gradient is wanted.
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
+  // Floats per sample of every layer's output, nested layers included (after setup).
+  int64_t activation_floats() const;
   void set_precision(Precision precision);
   // Layer::release_gradients for the layers whose buffers backward()'s
   // result may be in (the chain's own input gradient); backward() releases

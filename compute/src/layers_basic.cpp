@@ -288,6 +288,10 @@ class Residual final : public Layer {
 
   void release_gradients() override { dx_.release_storage(); }
 
+  int64_t nested_activation_floats() const override {
+    return main_.activation_floats() + shortcut_.activation_floats();
+  }
+
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states) override {
     main_.collect(params, states);
     shortcut_.collect(params, states);
@@ -454,6 +458,14 @@ void Chain::collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& 
   for (auto& layer : layers_) {
     layer->collect(params, states);
   }
+}
+
+int64_t Chain::activation_floats() const {
+  int64_t floats = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    floats += element_count(sample_out_[i]) + layers_[i]->nested_activation_floats();
+  }
+  return floats;
 }
 
 void Chain::set_precision(Precision precision) {

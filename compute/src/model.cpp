@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -71,7 +72,68 @@ struct Model::Registry {
   std::unique_ptr<Profiler> profiler;  // while profiling
 };
 
-Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
+// Note [Channels-last hint]: NumPy arrays of images are often (N, H, W, C), which tnt reads as
+// C = H, H = W, W = C; the error that follows ("kernel does not fit input [6, 14, 1]") says
+// nothing about the layout. A sample {H, W, C} with a channel count last (at most 4) and none
+// first is retried as {C, H, W}; when the model takes that, the error says so.
+std::optional<Shape> channels_first(const Shape& sample) {
+  if (sample.size() != 3 || sample[2] > 4 || sample[0] <= 4) return std::nullopt;
+  return Shape{sample[2], sample[0], sample[1]};
+}
+
+std::string channels_last_hint(const Shape& sample, const Shape& wanted) {
+  const auto transposed = channels_first(sample);
+  if (!transposed || *transposed != wanted) return {};
+  return " (the data looks channels-last: samples " + to_string(sample) + " read as (H, W, C) are " +
+         to_string(*transposed) +
+         " (C, H, W), which fits; tnt takes (N, C, H, W): transpose the array, e.g. "
+         "numpy.transpose(x, (0, 3, 1, 2)))";
+}
+
+Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) { build(true); }
+
+Model::Model(ModelSpec spec, ShapesOnly) : spec_(std::move(spec)), registry_(std::make_unique<Registry>()) {
+  build(false);
+}
+
+void Model::build(bool allocate) {
+  try {
+    set_up(allocate);
+  } catch (const ConfigError& e) {
+    const auto transposed = channels_first(spec_.input);
+    if (!transposed || spec_.is_sequence_to_sequence()) throw;
+    ModelSpec retried = spec_;
+    retried.input = *transposed;
+    try {
+      Model probe(std::move(retried), ShapesOnly{});
+    } catch (const Error&) {
+      throw e;
+    }
+    throw ConfigError(e.what() + channels_last_hint(spec_.input, *transposed));
+  }
+}
+
+// Note [Training memory]: a lower bound of what training takes, known before anything is
+// allocated (layers allocate their parameters only when the Model asks, after setup): weights and
+// gradients, the optimizer's slots, and for every layer its output and that output's gradient at
+// the micro-batch. Real passes take more (layout conversions, attention's scores, oneDNN's
+// scratchpads, the gradient buckets), so a model it refuses cannot fit; one it accepts may still
+// not. The trainer compares it with the memory its rank may take (actors/trainer/README.md).
+TrainingMemory Model::estimate_training_memory(const ModelSpec& spec, int64_t micro_batch, size_t optimizer_slots) {
+  const Model shapes(spec, ShapesOnly{});
+  double parameters = 0;
+  for (const Parameter* p : shapes.registry_->params) parameters += static_cast<double>(p->info.size);
+  double floats_per_sample = static_cast<double>(shapes.registry_->chain.activation_floats());
+  if (spec.is_sequence_to_sequence()) {
+    floats_per_sample += static_cast<double>(shapes.registry_->decoder.activation_floats());
+  }
+  constexpr double kFloat = sizeof(float);
+  return {.parameters = 2 * kFloat * parameters,
+          .optimizer = kFloat * static_cast<double>(optimizer_slots) * parameters,
+          .activations = 2 * kFloat * floats_per_sample * static_cast<double>(micro_batch)};
+}
+
+void Model::set_up(bool allocate) {
   check_shape(spec_.name, "input", spec_.input);
   if (spec_.layers.empty()) {
     throw ConfigError("model '" + spec_.name + "': no layers");
@@ -102,6 +164,12 @@ Model::Model(ModelSpec spec) : spec_(std::move(spec)), registry_(std::make_uniqu
   for (size_t i = 0; i < registry_->params.size(); ++i) {
     registry_->params[i]->index = i;
     registry_->total += registry_->params[i]->info.size;
+  }
+  if (!allocate) return;
+  for (Parameter* p : registry_->params) {
+    p->value.assign(static_cast<size_t>(p->info.size), 0.0f);
+    p->own_grad.assign(static_cast<size_t>(p->info.size), 0.0f);
+    p->grad = p->own_grad.data();
   }
   initialize(0);
 }

@@ -1,11 +1,15 @@
 // ModelSpec <-> TOML (conf/models/*.toml). See compute/README.md for the format.
 #include <toml++/toml.h>
+
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 
 #include "tnt/compute/spec.h"
 #include "tnt/core/error.h"
+#include "tnt/core/toml_bounds.h"
 
 namespace tnt::compute {
 namespace {
@@ -31,9 +35,27 @@ std::vector<int64_t> integer_list(const std::string& origin, const std::string& 
   return out;
 }
 
-std::vector<LayerSpec> parse_layers(const std::string& origin, const std::string& key, const toml::node& node);
+// Note [Model file bounds]: a model file is refused before anything is built from it when it is
+// larger than kMaxModelFileBytes, nests residual blocks deeper than kMaxModelNesting or has more
+// than kMaxModelLayers layers in all. Building, preparing and running a model recurse once per
+// nesting level and keep buffers per layer, so without these a small file could overflow the
+// stack (2,000 nested blocks did, in Residual::prepare) or grow without end (100,000 activations
+// reached 24 GB). The parser itself recurses only through nesting, and counts as it goes;
+// check_toml_key_depth (core/) keeps toml++ from recursing through a deep dotted key first.
+struct LayerBudget {
+  const std::string& origin;
+  std::size_t layers = 0;
+};
 
-LayerSpec parse_layer(const std::string& origin, const toml::node& node) {
+std::vector<LayerSpec> parse_layers(LayerBudget& budget, const std::string& key, const toml::node& node,
+                                    std::size_t depth);
+
+LayerSpec parse_layer(LayerBudget& budget, const toml::node& node, std::size_t depth) {
+  const std::string& origin = budget.origin;
+  if (++budget.layers > kMaxModelLayers) {
+    throw ConfigError(where(origin, node) + ": more than " + std::to_string(kMaxModelLayers) +
+                      " layers in all (the limit of a model file; compute/README.md)");
+  }
   const toml::table* table = node.as_table();
   if (table == nullptr) {
     throw ConfigError(where(origin, node) + ": a layer must be a table");
@@ -50,11 +72,15 @@ LayerSpec parse_layer(const std::string& origin, const toml::node& node) {
       continue;
     }
     if (spec.type == "residual" && (key == "main" || key == "shortcut")) {
+      if (depth + 1 > kMaxModelNesting) {
+        throw ConfigError(where(origin, value) + ": residual blocks nested more than " +
+                          std::to_string(kMaxModelNesting) + " deep (the limit of a model file; compute/README.md)");
+      }
       size_t slot = key == "main" ? 0 : 1;
       if (spec.branches.size() <= slot) {
         spec.branches.resize(slot + 1);
       }
-      spec.branches[slot] = parse_layers(origin, key, value);
+      spec.branches[slot] = parse_layers(budget, key, value, depth + 1);
       continue;
     }
     if (auto b = value.as_boolean()) {
@@ -78,14 +104,16 @@ LayerSpec parse_layer(const std::string& origin, const toml::node& node) {
   return spec;
 }
 
-std::vector<LayerSpec> parse_layers(const std::string& origin, const std::string& key, const toml::node& node) {
+std::vector<LayerSpec> parse_layers(LayerBudget& budget, const std::string& key, const toml::node& node,
+                                    std::size_t depth) {
+  const std::string& origin = budget.origin;
   const toml::array* array = node.as_array();
   if (array == nullptr) {
     throw ConfigError(where(origin, node) + ": '" + key + "' must be an array of tables ([[" + key + "]])");
   }
   std::vector<LayerSpec> out;
   for (const toml::node& item : *array) {
-    out.push_back(parse_layer(origin, item));
+    out.push_back(parse_layer(budget, item, depth));
   }
   return out;
 }
@@ -133,6 +161,11 @@ toml::table layer_table(const LayerSpec& spec) {
 }  // namespace
 
 ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxModelFileBytes) {
+    throw ConfigError(origin + ": " + std::to_string(text.size()) + " bytes, more than a model file may have (" +
+                      std::to_string(kMaxModelFileBytes) + "; compute/README.md)");
+  }
+  check_toml_key_depth(text, origin);
   toml::table root;
   try {
     root = toml::parse(text, origin);
@@ -152,7 +185,8 @@ ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
   if (layers == nullptr) {
     throw ConfigError(origin + ": missing [[layers]]");
   }
-  spec.layers = parse_layers(origin, "layers", *layers);
+  LayerBudget budget{origin};
+  spec.layers = parse_layers(budget, "layers", *layers, 0);
   // Note [Sequence-to-sequence form] in spec.h: both keys or neither.
   const toml::node* decoder_input = root.get("decoder_input");
   const toml::node* decoder = root.get("decoder");
@@ -162,7 +196,7 @@ ModelSpec parse_model_toml(const std::string& text, const std::string& origin) {
   }
   if (decoder != nullptr) {
     spec.decoder_input = integer_list(origin, "decoder_input", *decoder_input);
-    spec.decoder = parse_layers(origin, "decoder", *decoder);
+    spec.decoder = parse_layers(budget, "decoder", *decoder, 0);
     if (spec.decoder.empty()) {
       throw ConfigError(where(origin, *decoder) + ": [[decoder]] has no layers");
     }
@@ -180,6 +214,13 @@ ModelSpec load_model_toml(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw ConfigError("cannot open model file '" + path + "'");
+  }
+  // Refused before it is read: Note [Model file bounds].
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(path, ec);
+  if (!ec && bytes > kMaxModelFileBytes) {
+    throw ConfigError(path + ": " + std::to_string(bytes) + " bytes, more than a model file may have (" +
+                      std::to_string(kMaxModelFileBytes) + "; compute/README.md)");
   }
   std::ostringstream text;
   text << in.rdbuf();

@@ -41,6 +41,17 @@ void for_each_element(int64_t n, F&& f) {
 
 }  // namespace
 
+std::vector<std::string> optimizer_slot_kinds(const OptimizerOptions& o) {
+  if (o.kind == "sgd") return o.momentum > 0.0 ? std::vector<std::string>{"velocity"} : std::vector<std::string>{};
+  if (o.kind == "adam" || o.kind == "adamw") return {"m", "v"};
+  if (o.kind == "rmsprop") {
+    return o.momentum > 0.0 ? std::vector<std::string>{"mean_square", "momentum"}
+                            : std::vector<std::string>{"mean_square"};
+  }
+  if (o.kind == "adagrad") return {"accumulator"};
+  return {};
+}
+
 Optimizer::Optimizer(const OptimizerOptions& options, const Model& model) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
   const auto& o = options;
@@ -57,30 +68,22 @@ Optimizer::Optimizer(const OptimizerOptions& options, const Model& model) : impl
     if (o.nesterov && o.momentum == 0.0) {
       fail(k, "nesterov needs momentum > 0");
     }
-    if (o.momentum > 0.0) {
-      impl_->slot_kinds = {"velocity"};
-    }
   } else if (k == "adam" || k == "adamw") {
     if (!(o.beta1 >= 0.0 && o.beta1 < 1.0 && o.beta2 >= 0.0 && o.beta2 < 1.0 && o.epsilon > 0.0)) {
       fail(k, "need 0 <= beta1, beta2 < 1 and epsilon > 0");
     }
-    impl_->slot_kinds = {"m", "v"};
   } else if (k == "rmsprop") {
     if (!(o.rho >= 0.0 && o.rho < 1.0 && o.epsilon > 0.0)) {
       fail(k, "need 0 <= rho < 1 and epsilon > 0");
-    }
-    impl_->slot_kinds = {"mean_square"};
-    if (o.momentum > 0.0) {
-      impl_->slot_kinds.emplace_back("momentum");
     }
   } else if (k == "adagrad") {
     if (!(o.epsilon > 0.0 && o.initial_accumulator >= 0.0)) {
       fail(k, "need epsilon > 0 and initial_accumulator >= 0");
     }
-    impl_->slot_kinds = {"accumulator"};
   } else {
     fail(k, "unknown kind (sgd, adam, adamw, rmsprop, adagrad)");
   }
+  impl_->slot_kinds = optimizer_slot_kinds(o);
   for (size_t i = 0; i < model.parameter_count(); ++i) {
     impl_->params.push_back(model.parameter(i));
   }

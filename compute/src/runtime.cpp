@@ -383,9 +383,7 @@ Parameter& Layer::add_parameter(const std::string& suffix, Shape shape, std::str
   p->info.name = name_ + "." + suffix;
   p->info.size = element_count(shape);
   p->info.shape = std::move(shape);
-  p->value.assign(static_cast<size_t>(p->info.size), 0.0f);
-  p->own_grad.assign(static_cast<size_t>(p->info.size), 0.0f);
-  p->grad = p->own_grad.data();
+  // The Model allocates value and own_grad once every layer is set up (Note [Training memory]).
   p->init = std::move(init);
   p->fan_in = fan_in;
   p->fan_out = fan_out;

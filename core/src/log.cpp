@@ -41,17 +41,33 @@ spdlog::level::level_enum level_from_settings() {
 
 }  // namespace
 
-void init_logging(int rank, int size) {
+namespace {
+
+// The one sink tnt logs to: stderr, without colours (a log read from a file or a pipe has no
+// escape codes in it), so stdout is left to what a tool prints as its result.
+std::shared_ptr<spdlog::logger> stderr_logger(const std::string& prefix) {
   auto logger = std::make_shared<spdlog::logger>("tnt", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   auto formatter = std::make_unique<spdlog::pattern_formatter>();
   formatter->add_flag<LevelNameFlag>('*');
-  std::string prefix = size > 1 ? "[tnt %H:%M:%S.%e rank " + std::to_string(rank) + "] " : "[tnt %H:%M:%S.%e] ";
   formatter->set_pattern(prefix + "%* %v");
   logger->set_formatter(std::move(formatter));
+  logger->flush_on(spdlog::level::info);
+  return logger;
+}
+
+}  // namespace
+
+void init_startup_logging() {
+  auto logger = stderr_logger("[tnt %H:%M:%S.%e] ");
+  logger->set_level(spdlog::level::info);
+  spdlog::set_default_logger(std::move(logger));
+}
+
+void init_logging(int rank, int size) {
+  auto logger = stderr_logger(size > 1 ? "[tnt %H:%M:%S.%e rank " + std::to_string(rank) + "] " : "[tnt %H:%M:%S.%e] ");
   auto level = level_from_settings();
   if (rank != 0 && !settings::kLogOnAllDevices.read() && level < spdlog::level::err) level = spdlog::level::err;
   logger->set_level(level);
-  logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
 }
 

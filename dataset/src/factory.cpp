@@ -100,7 +100,7 @@ SourceKind parse_source_kind(std::string_view name) {
   throw DataError(
       fmt::format("unknown data source kind '{}' (expected fashion-mnist, mnist, idx, cifar10, npy, image-folder, "
                   "synthetic or memory)",
-                  name));
+                  quote_cut(name)));
 }
 
 std::string_view to_string(SourceKind kind) {

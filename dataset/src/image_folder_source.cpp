@@ -1,6 +1,8 @@
 // A folder of images, one subfolder per class (Keras's image_dataset_from_directory layout):
 // the files are listed and their signatures checked once; every read() decodes one file.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cctype>
@@ -75,9 +77,12 @@ class ImageFolderSource final : public Source {
       throw DataError(
           fmt::format("image folder {} has no class subfolders (expected ROOT/CLASS/IMAGE.png)", root_.string()));
     }
+    std::vector<std::string> empty;
     for (std::size_t c = 0; c < classes.size(); ++c) {
       class_names_.push_back(classes[c].filename().string());
-      for (auto& file : sorted_entries(classes[c], false)) {
+      auto images = sorted_entries(classes[c], false);
+      if (images.empty()) empty.push_back(class_names_.back());
+      for (auto& file : images) {
         check_signature(file);
         files_.push_back(std::move(file));
         labels_.push_back(static_cast<std::int32_t>(c));
@@ -86,6 +91,14 @@ class ImageFolderSource final : public Source {
     if (files_.empty()) {
       throw DataError(fmt::format("image folder {}: its {} class folders hold no .png, .jpg or .jpeg files",
                                   root_.string(), classes.size()));
+    }
+    // An empty class folder keeps its class, so that a test folder with the same classes gets
+    // the same labels; but nothing teaches that class, which is most often a copy gone wrong.
+    if (!empty.empty()) {
+      spdlog::warn(
+          "image folder {}: {} of its {} class folders hold no .png, .jpg or .jpeg files: {}; their classes "
+          "count but no sample teaches them",
+          root_.string(), empty.size(), classes.size(), quote_cut(fmt::format("{}", fmt::join(empty, ", "))));
     }
     const int found = static_cast<int>(classes.size());
     if (num_classes != 0 && num_classes < found) {

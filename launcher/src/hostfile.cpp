@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <string_view>
+#include <system_error>
 
 #include "tnt/core/slurm.h"
 
@@ -20,6 +22,24 @@ std::string trim(const std::string& s) {
   if (b == std::string::npos) return {};
   const auto e = s.find_last_not_of(" \t\r");
   return s.substr(b, e - b + 1);
+}
+
+// Note [Hostfile bounds]: a host name is at most 253 characters (DNS's limit for a whole name), a
+// user name before '@' at most 32 (Linux's useradd), a hostfile at most kMaxHostfileBytes and
+// kMaxSlurmNodes hosts. Longer names can only fail later, at ssh's exec ("Argument list too
+// long") after megabytes were echoed; they are refused while the file is read, --dry-run too.
+constexpr std::size_t kMaxHostNameLength = 253;
+constexpr std::size_t kMaxUserNameLength = 32;
+
+void check_name_length(const std::string& name, const std::string& where) {
+  const auto at = name.rfind('@');
+  const std::size_t user = at == std::string::npos ? 0 : at;
+  const std::size_t host = at == std::string::npos ? name.size() : name.size() - at - 1;
+  if (host > kMaxHostNameLength || user > kMaxUserNameLength) {
+    throw HostfileError(where + ": '" + quote_cut(name, 80) + "' is not a valid host name (a host name has at most " +
+                        std::to_string(kMaxHostNameLength) + " characters, a user name before '@' at most " +
+                        std::to_string(kMaxUserNameLength) + ")");
+  }
 }
 
 bool valid_host_name(const std::string& h) {
@@ -56,6 +76,10 @@ std::string without_ipv6_brackets(const std::string& name, const std::string& wh
 }  // namespace
 
 std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxHostfileBytes) {
+    throw HostfileError(origin + ": " + std::to_string(text.size()) + " bytes, more than a hostfile may have (" +
+                        std::to_string(kMaxHostfileBytes) + ")");
+  }
   std::vector<HostEntry> hosts;
   std::set<std::string> seen;
   // A UTF-8 byte-order mark, as some editors write it, is no part of the first host's name.
@@ -72,22 +96,23 @@ std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::s
     std::istringstream words(line);
     HostEntry entry;
     words >> entry.name;
+    check_name_length(entry.name, where);
     entry.name = without_ipv6_brackets(entry.name, where);
     if (!valid_host_name(entry.name)) {
-      throw HostfileError(where + ": '" + entry.name + "' is not a valid host name");
+      throw HostfileError(where + ": '" + quote_cut(entry.name, 80) + "' is not a valid host name");
     }
     std::string word;
     while (words >> word) {
       std::string_view key = "slots=";
       if (word.rfind(key, 0) != 0) {
-        throw HostfileError(where + ": unexpected '" + word + "' (a line is 'host' or 'host slots=N')");
+        throw HostfileError(where + ": unexpected '" + quote_cut(word, 80) + "' (a line is 'host' or 'host slots=N')");
       }
       int slots = 0;
       const char* first = word.data() + key.size();
       const char* last = word.data() + word.size();
       auto [ptr, ec] = std::from_chars(first, last, slots);
       if (ec != std::errc{} || ptr != last || slots < 1) {
-        throw HostfileError(where + ": '" + word + "': slots must be a whole number >= 1");
+        throw HostfileError(where + ": '" + quote_cut(word, 80) + "': slots must be a whole number >= 1");
       }
       entry.slots = slots;
     }
@@ -97,6 +122,9 @@ std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::s
                           "several ranks per host)");
     }
     hosts.push_back(std::move(entry));
+    if (hosts.size() > kMaxSlurmNodes) {
+      throw HostfileError(where + ": more than " + std::to_string(kMaxSlurmNodes) + " hosts");
+    }
   }
   if (hosts.empty()) {
     throw HostfileError(origin + ": no hosts (the file is empty or only has comments)");
@@ -107,6 +135,11 @@ std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::s
 std::vector<HostEntry> read_hostfile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw HostfileError("cannot read hostfile '" + path + "'");
+  std::error_code ec;  // Note [Hostfile bounds]: refused before it is read
+  if (const auto bytes = std::filesystem::file_size(path, ec); !ec && bytes > kMaxHostfileBytes) {
+    throw HostfileError(path + ": " + std::to_string(bytes) + " bytes, more than a hostfile may have (" +
+                        std::to_string(kMaxHostfileBytes) + ")");
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw HostfileError("error reading hostfile '" + path + "'");

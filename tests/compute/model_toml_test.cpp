@@ -62,5 +62,33 @@ TEST(ModelToml, BadFilesGiveClearErrors) {
   EXPECT_THROW(load_model_toml(kModels + "does_not_exist.toml"), tnt::ConfigError);
 }
 
+// Note [Model file bounds]: nesting, layer count, size and dotted keys are refused before anything
+// is built, naming the limit; the limits themselves are accepted.
+std::string nested(std::size_t depth) {
+  std::string text = "input = [1, 4, 4]\n";
+  std::string key = "layers";
+  for (std::size_t d = 0; d < depth; ++d, key += ".main") text += "[[" + key + "]]\ntype = 'residual'\n";
+  return text + "[[" + key + "]]\ntype = 'activation'\nfunction = 'relu'\n";
+}
+
+TEST(ModelToml, FilesAreBounded) {
+  EXPECT_EQ(Model(parse_model_toml(nested(kMaxModelNesting))).output_shape(), (Shape{1, 4, 4}));
+  expect_error(nested(kMaxModelNesting + 1), "residual blocks nested more than 64 deep");
+  expect_error(nested(2000), "bytes, more than a model file may have (1048576");
+  const std::string flatten = "[[layers]]\ntype = 'flatten'\n";
+  std::string layers = "input = [4]\n";
+  for (std::size_t i = 0; i + 1 < kMaxModelLayers; ++i) layers += flatten;
+  EXPECT_EQ(parse_model_toml(layers + flatten).layers.size(), kMaxModelLayers);
+  expect_error(layers + flatten + flatten, "more than 10000 layers in all");
+  // Layers count in every branch: a residual block and the layer in it are two.
+  expect_error(layers + "[[layers]]\ntype = 'residual'\n[[layers.main]]\ntype = 'flatten'\n", "more than 10000 layers");
+  std::string dotted = "input = [4]\n";
+  for (int i = 0; i < 400'000; ++i) dotted += i == 0 ? "a" : ".a";
+  expect_error(dotted + " = 1\n", "test.toml:2: more than 256 dots outside strings");
+  // Dots in strings and comments are not keys.
+  EXPECT_NO_THROW(parse_model_toml("name = '" + std::string(1000, '.') + "' # " + std::string(1000, '.') +
+                                   "\ninput = [4]\n[[layers]]\ntype = 'flatten'\n"));
+}
+
 }  // namespace
 }  // namespace tnt::compute

@@ -40,6 +40,17 @@ TEST(Errors, EachKindHasItsExitStatus) {
 }
 
 #if TNT_TEST_MODULE_ERRORS
+TEST(Errors, QuotedTextIsCut) {
+  EXPECT_EQ(quote_cut("short"), "short");
+  EXPECT_EQ(quote_cut(std::string(kQuoteLimit, 'x')), std::string(kQuoteLimit, 'x'));
+  EXPECT_EQ(quote_cut(std::string(10'000'000, 'x')), std::string(kQuoteLimit, 'x') + "... (10000000 characters)");
+  // Not inside a UTF-8 character: "é" is two bytes, the cut falls between them.
+  EXPECT_EQ(quote_cut("ab\xC3\xA9"
+                      "cd",
+                      3),
+            "ab... (6 characters)");
+}
+
 TEST(Errors, ComputeFailsWithATntError) {
   const std::string message = caught([] {
     compute::Model(compute::ModelSpec{"x", {4}, {compute::LayerSpec{"nonsense", {}, {}}}});

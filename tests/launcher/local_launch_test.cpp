@@ -353,5 +353,31 @@ TEST(LocalLaunch, VersionAndHelp) {
   }
 }
 
+// Issue 29: a hostfile with one 10 MB host name failed only at ssh's exec ("Argument list too
+// long"), printing the name back; --dry-run accepted it. It is refused while the file is read.
+TEST(LocalLaunch, AHugeHostNameIsRefusedQuicklyAndBriefly) {
+  char path[] = "/tmp/tnt-hostfile-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  for (const std::size_t length : {std::size_t{10'000'000}, std::size_t{1'000'000}}) {
+    const std::string text = std::string(length, 'a') + "\n";
+    ASSERT_EQ(ftruncate(fd, 0), 0);
+    ASSERT_EQ(pwrite(fd, text.data(), text.size(), 0), static_cast<ssize_t>(text.size()));
+    for (const bool dry_run : {true, false}) {
+      std::vector<std::string> argv{kLaunch, "--hostfile", path, "--", kProbe};
+      if (dry_run) argv.insert(argv.begin() + 1, "--dry-run");
+      const auto r = run(argv, 10);
+      EXPECT_EQ(r.exit_code(), 2) << r.err.substr(0, 300);
+      EXPECT_LT(r.seconds, 1.0) << "a " << length << "-character host name";
+      EXPECT_LT(r.err.size() + r.out.size(), 300u) << r.err.substr(0, 300);
+      EXPECT_NE(r.err.find(length > 8'000'000 ? "more than a hostfile may have" : "at most 253 characters"),
+                std::string::npos)
+          << r.err.substr(0, 300);
+    }
+  }
+  close(fd);
+  unlink(path);
+}
+
 }  // namespace
 }  // namespace tnt::launcher::test

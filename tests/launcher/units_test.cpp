@@ -8,6 +8,7 @@
 
 #include "capacity.h"
 #include "tnt/core/error.h"
+#include "tnt/core/slurm.h"
 #include "tnt/launcher/hostfile.h"
 #include "tnt/launcher/numa.h"
 #include "tnt/launcher/options.h"
@@ -150,6 +151,35 @@ TEST(Hostfile, ErrorsNameTheFileAndLine) {
   EXPECT_NE(message("-oProxyCommand=x\n").find("not a valid host name"), std::string::npos);
   EXPECT_NE(message("a;rm\n").find("not a valid host name"), std::string::npos);
   EXPECT_THROW(read_hostfile("/no/such/hostfile"), HostfileError);
+}
+
+// Note [Hostfile bounds]: DNS's 253 characters for a host name, 32 for a user name, and text that
+// is echoed back cut to a few hundred characters.
+TEST(Hostfile, NamesAndFilesAreBounded) {
+  auto message = [](const std::string& text) {
+    try {
+      parse_hostfile_text(text, "hosts.txt");
+    } catch (const HostfileError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no error>");
+  };
+  EXPECT_EQ(parse_hostfile_text(std::string(253, 'h') + "\n", "hf").at(0).name, std::string(253, 'h'));
+  EXPECT_EQ(parse_hostfile_text(std::string(32, 'u') + "@node1\n", "hf").at(0).name, std::string(32, 'u') + "@node1");
+  for (const std::string& name : {std::string(254, 'h'), std::string(33, 'u') + "@node1", std::string(1 << 20, 'h'),
+                                  "user@" + std::string(1 << 20, 'h')}) {
+    const std::string m = message("node0\n" + name + " slots=2\n");
+    EXPECT_NE(m.find("hosts.txt:2: '"), std::string::npos) << m.substr(0, 300);
+    EXPECT_NE(m.find("at most 253 characters"), std::string::npos) << m.substr(0, 300);
+    EXPECT_LT(m.size(), 300u) << m.substr(0, 300);
+  }
+  EXPECT_LT(message("a " + std::string(1 << 20, 'x') + "\n").size(), 300u);
+  EXPECT_LT(message("a slots=" + std::string(1 << 20, '9') + "\n").size(), 300u);
+  const std::string huge = message(std::string(kMaxHostfileBytes + 1, '#'));
+  EXPECT_NE(huge.find("more than a hostfile may have"), std::string::npos) << huge;
+  std::string many;
+  for (std::size_t i = 0; i <= kMaxSlurmNodes; ++i) many += "n" + std::to_string(i) + "\n";
+  EXPECT_NE(message(many).find("more than 100000 hosts"), std::string::npos);
 }
 
 TEST(Hostfile, AUtf8ByteOrderMarkIsSkipped) {

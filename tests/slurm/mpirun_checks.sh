@@ -3,6 +3,8 @@
 #
 #   mpirun_checks.sh collectives BUILD_DIR     the collectives check on 3 ranks (--oversubscribe)
 #   mpirun_checks.sh train BUILD_DIR SRC_DIR   tnt-train on 2 ranks: same step losses as tnt-launch -n 2
+#   mpirun_checks.sh conflict BUILD_DIR        TNT_SIZE or TNT_RANK set by hand beside mpirun's: refused
+#                                              naming both values (Note [Placement conflicts])
 #
 # Exit 77 (skipped) with the reason when mpirun is not installed.
 set -uo pipefail
@@ -37,6 +39,25 @@ case $check in
     (($(grep -cE '^epoch .* loss ' launch.out) == 40)) || fail "expected 40 step losses"
     grep -E '^epoch 1 step 40 ' mpirun.out
     "$build/compute/tnt-ckpt" diff mpirun.ckpt launch.ckpt --rtol 0 --atol 0 || fail "the weights differ"
+    ;;
+  conflict)
+    args=(--model mlp --dataset synthetic --shape 1 8 8 --train-size 32 --num-classes 2 --global-batch 8 --epochs 1
+      --no-progress --checkpoint conflict.ckpt)
+    # Before: TNT_SIZE=1 made two silent jobs of one rank writing the same checkpoint, TNT_SIZE=3
+    # ranks that met at the master's port ("Address already in use").
+    for size in 1 3; do
+      TNT_SIZE=$size timeout 60 "${mpi[@]}" -x TNT_SIZE -np 2 "$build/bin/tnt-train" "${args[@]}" \
+        >"size$size.out" 2>&1 && fail "TNT_SIZE=$size under mpirun -np 2 was not refused"
+      grep -q "TNT_SIZE=$size but OpenMPI's mpirun started this process as one of 2 ranks (OMPI_COMM_WORLD_SIZE=2)" \
+        "size$size.out" || fail "TNT_SIZE=$size: the refusal does not name both sizes"
+      [[ ! -e conflict.ckpt ]] || fail "TNT_SIZE=$size: a checkpoint was written"
+      grep -m1 "TNT_SIZE=$size but" "size$size.out"
+    done
+    timeout 60 "${mpi[@]}" -x TNT_RANK=0 -np 2 "$build/bin/tnt-train" "${args[@]}" >rank.out 2>&1 &&
+      fail "TNT_RANK=0 on both ranks was not refused"
+    grep -q "TNT_RANK=0 but OpenMPI's mpirun started this process as rank 1 (OMPI_COMM_WORLD_RANK=1)" rank.out ||
+      fail "TNT_RANK=0: the refusal does not name both ranks"
+    grep -m1 "TNT_RANK=0 but" rank.out
     ;;
   *) echo "mpirun_checks.sh: unknown check '$check'" >&2; exit 2 ;;
 esac

@@ -3,7 +3,7 @@
 #
 #   slurm_checks.sh CHECK BUILD_DIR SOURCE_DIR
 #
-# CHECK is one of srun_collectives, srun_sigkill, salloc_launch, srun_train, srun_scancel (the must-hold points
+# CHECK is one of srun_collectives, srun_sigkill, salloc_launch, srun_train, srun_scancel, srun_conflict (the must-hold points
 # of docs/design.md, "Ranks and the environment"). Each bounds every wait and ends every process it
 # started; it prints what it measured and "PASS", or "FAILED: why" and exits 1.
 set -uo pipefail
@@ -151,8 +151,24 @@ srun_scancel() {
   echo "nothing left running: no step in squeue, no rank alive"
 }
 
+# Note [Placement conflicts] (transport/src/environment.cpp): a TNT_SIZE set by hand beside
+# srun's SLURM_NTASKS is refused naming both; the ranks tnt-launch starts inside a step of one
+# task (they inherit the step's SLURM_* but are not its tasks) still train.
+srun_conflict() {
+  local args=(--model mlp --dataset synthetic --shape 1 8 8 --train-size 32 --num-classes 2 --global-batch 8
+    --epochs 1 --no-progress)
+  TNT_SIZE=1 timeout 60 srun -N1 -n 2 --label "$build/bin/tnt-train" "${args[@]}" >conflict.out 2>&1 &&
+    fail "TNT_SIZE=1 under srun -n 2 was not refused"
+  grep -q "TNT_SIZE=1 but srun started this process as one of 2 ranks (SLURM_NTASKS=2)" conflict.out ||
+    fail "the refusal does not name both sizes"
+  grep -m1 "TNT_SIZE=1 but" conflict.out
+  timeout 120 srun -N1 -n 1 "$build/bin/tnt-launch" -n 2 -- "$build/bin/tnt-train" "${args[@]}" \
+    >nested.out 2>&1 || fail "tnt-launch -n 2 inside an srun step of one task failed"
+  grep -E "trained [0-9]+ steps" nested.out || fail "tnt-launch -n 2 inside an srun step did not train"
+}
+
 case $check in
-  srun_collectives | srun_sigkill | salloc_launch | srun_train | srun_scancel) "$check" ;;
+  srun_collectives | srun_sigkill | salloc_launch | srun_train | srun_scancel | srun_conflict) "$check" ;;
   *) echo "slurm_checks.sh: unknown check '$check'" >&2; exit 2 ;;
 esac
 echo PASS

@@ -359,8 +359,14 @@ void place_rank(JobEnvironment& env) {
                       ") but TNT_MASTER_PORT is not set (start jobs with tnt-launch, srun or mpirun)");
   }
   if (env.job_token.size() < 16) {
+    // The token's origin, when there is one, names the file that holds a short token.
+    const std::string what = env.token_origin.empty()
+                                 ? "TNT_JOB_TOKEN is missing"
+                                 : "the job token of " + env.token_origin + " has " +
+                                       std::to_string(env.job_token.size()) + " characters, fewer than 16";
     throw ConfigError(
-        "TNT_JOB_TOKEN is missing or shorter than 16 characters: every rank of a job needs the job's secret token. "
+        what +
+        ": every rank of a job needs the job's secret token of at least 16 characters. "
         "tnt-launch provides it; under srun or mpirun export TNT_JOB_TOKEN (srun and mpirun -x carry it to every "
         "rank) or set TNT_JOB_TOKEN_FILE to a file only you can read (README, \"Clusters\")");
   }

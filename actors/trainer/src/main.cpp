@@ -24,6 +24,7 @@
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
 #include "tnt/core/fail_point.h"
+#include "tnt/core/log.h"
 #include "tnt/dataset/sequence.h"
 #include "tnt/dataset/source.h"
 #include "tnt/trainer/trainer.h"
@@ -341,6 +342,7 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
     session.communicator().barrier();
     return;
   }
+  tnt::trainer::check_training_memory(spec, config, session, sources.train_pairs->size());
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
@@ -395,6 +397,7 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
   auto sources = tnt::trainer::make_sources(config, session.rank());
   tnt::fail_point("data", session.rank());
   const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
+  tnt::trainer::check_training_memory(spec, config, session, sources.train->size());
   tnt::trainer::Trainer trainer(session, spec);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
@@ -461,6 +464,7 @@ int run(const CommandLine& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tnt::init_startup_logging();
   CommandLine command;
   if (const auto status = parse(argc, argv, command)) return *status;
   if (command.print_job) {

@@ -5,14 +5,19 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <stdexcept>
 
+#include "tnt/collectives/communicator.h"
+#include "tnt/compute/model.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
+#include "tnt/core/machine.h"
+#include "tnt/core/toml_bounds.h"
 
 namespace tnt::trainer {
 namespace {
@@ -111,15 +116,15 @@ void apply_settings(toml::table& root, const std::vector<std::string>& settings)
     const auto eq = setting.find('=');
     const auto dot = eq == std::string::npos ? std::string::npos : setting.rfind('.', eq);
     if (eq == std::string::npos || dot == std::string::npos || dot > eq || dot == 0 || dot + 1 == eq) {
-      throw ConfigError(fmt::format("--set '{}': expected section.key=value", setting));
+      throw ConfigError(fmt::format("--set '{}': expected section.key=value", quote_cut(setting)));
     }
     const std::string section = setting.substr(0, dot), key = setting.substr(dot + 1, eq - dot - 1);
     toml::table parsed;
     try {
       parsed = toml::parse(std::string_view("value = " + setting.substr(eq + 1)), std::string_view("--set"));
     } catch (const toml::parse_error& e) {
-      throw ConfigError(
-          fmt::format("--set '{}': the value is not TOML ({}); strings need quotes", setting, e.description()));
+      throw ConfigError(fmt::format("--set '{}': the value is not TOML ({}); strings need quotes", quote_cut(setting),
+                                    e.description()));
     }
     // A dotted section is a path of tables: callbacks.terminate_on_nan.enabled=false.
     toml::table* t = &root;
@@ -128,7 +133,9 @@ void apply_settings(toml::table& root, const std::vector<std::string>& settings)
       const std::string name = section.substr(begin, end - begin);
       if (!t->contains(name)) t->insert(name, toml::table{});
       t = (*t)[name].as_table();
-      if (!t) throw ConfigError(fmt::format("--set '{}': '{}' is not a section", setting, section.substr(0, end)));
+      if (!t)
+        throw ConfigError(
+            fmt::format("--set '{}': '{}' is not a section", quote_cut(setting), quote_cut(section.substr(0, end))));
       begin = end + 1;
     }
     t->insert_or_assign(key, *parsed.get("value"));
@@ -365,19 +372,15 @@ RunConfig config_from_table(toml::table root, const std::string& path, const std
 }  // namespace
 
 RunConfig load_run_config(const std::string& path, const std::vector<std::string>& settings) {
-  toml::table root;
-  if (!path.empty()) {
-    try {
-      root = toml::parse_file(path);
-    } catch (const toml::parse_error& e) {
-      throw ConfigError(
-          fmt::format("{}:{}:{}: {}", path, e.source().begin.line, e.source().begin.column, e.description()));
-    }
-  }
-  return config_from_table(std::move(root), path, settings);
+  if (path.empty()) return config_from_table({}, path, settings);
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (!in || !(text << in.rdbuf())) throw ConfigError(fmt::format("cannot read run file '{}'", path));
+  return parse_run_config(text.str(), path, settings);
 }
 
 RunConfig parse_run_config(std::string_view text, const std::string& origin, const std::vector<std::string>& settings) {
+  check_toml_key_depth(text, origin);
   toml::table root;
   try {
     root = toml::parse(text, std::string_view(origin));
@@ -531,10 +534,34 @@ compute::ModelSpec resolve_model(const RunConfig& c, int data_classes, const dat
     throw ConfigError(fmt::format("model '{}' is neither a zoo model ({}) nor an existing model file", c.model, list));
   }
   if (spec.input != input) {
-    throw ConfigError(fmt::format("model '{}' takes input {} but the data set '{}' gives {}", c.model,
-                                  compute::to_string(spec.input), c.dataset, compute::to_string(input)));
+    throw ConfigError(fmt::format("model '{}' takes input {} but the data set '{}' gives {}{}", c.model,
+                                  compute::to_string(spec.input), c.dataset, compute::to_string(input),
+                                  compute::channels_last_hint(input, spec.input)));
   }
   return spec;
+}
+
+void check_training_memory(const compute::ModelSpec& spec, const RunConfig& c, Session& session,
+                           std::size_t train_samples) {
+  const auto available = available_memory();
+  if (!available) return;  // neither /proc/meminfo nor a cgroup says: nothing to compare with
+  const auto ranks = static_cast<std::size_t>(session.size());
+  const int ranks_here = std::max(1, session.communicator().environment().local_size);
+  const std::size_t global_batch =
+      std::min(c.micro_batch > 0 ? c.micro_batch * ranks : c.global_batch, std::max(train_samples, ranks));
+  const auto micro_batch = static_cast<int64_t>((global_batch + ranks - 1) / ranks);
+  const auto slots = compute::optimizer_slot_kinds(compile_options(c).optimizer).size();
+  const auto need = compute::Model::estimate_training_memory(spec, std::max<int64_t>(1, micro_batch), slots);
+  const double share = static_cast<double>(available->bytes) / ranks_here;
+  if (need.total() <= share) return;
+  constexpr double kMiB = 1 << 20;
+  throw ConfigError(fmt::format(
+      "model '{}' needs at least {:.0f} MiB to train on this rank ({:.0f} MiB of weights and gradients, {:.0f} MiB of "
+      "optimizer state, {:.0f} MiB of layer outputs and their gradients at a micro-batch of {}), but it may take "
+      "{:.0f} MiB: {:.0f} MiB available ({}) shared by {} rank(s) on this host. Use a smaller micro-batch or model, "
+      "or fewer ranks per host",
+      spec.name, need.total() / kMiB, need.parameters / kMiB, need.optimizer / kMiB, need.activations / kMiB,
+      micro_batch, share / kMiB, static_cast<double>(available->bytes) / kMiB, available->where, ranks_here));
 }
 
 bool is_sentence_pairs(const RunConfig& c) { return c.dataset == "freedict"; }

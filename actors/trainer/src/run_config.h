@@ -161,6 +161,11 @@ Sources make_sources(const RunConfig& config, int rank = 0, const std::string& v
 // For sentence pairs: a zoo transformer sized to the vocabulary and the data's longest
 // sequences, or the model file as it is.
 compute::ModelSpec resolve_sequence_model(const RunConfig& config, const Sources& sources);
+// Refuses a model whose training cannot fit in the memory this rank may take (the host's
+// available memory shared by its ranks), before anything is allocated: Note [Training memory]
+// in compute/src/model.cpp, actors/trainer/README.md. A batch holds at most `train_samples`.
+void check_training_memory(const compute::ModelSpec& spec, const RunConfig& config, Session& session,
+                           std::size_t train_samples);
 data::TransformOptions train_transform(const RunConfig& config);
 data::TransformOptions eval_transform(const RunConfig& config);
 // What Trainer::compile and Trainer::fit take from a run.

@@ -15,6 +15,7 @@
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/loss.h"
+#include "tnt/compute/model.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
 #include "tnt/core/fail_point.h"
@@ -175,8 +176,9 @@ void Trainer::check_data(const data::Source& source, const std::string& role) co
                               static_cast<int64_t>(shape.width)};
   const auto dims = [](const compute::Shape& s) { return fmt::format("{}", fmt::join(s, "x")); };
   if (spec.input != sample) {
-    throw ConfigError(fmt::format("{} has samples of {} (C x H x W), but model '{}' takes {}: {}", role, dims(sample),
-                                  spec.name, dims(spec.input), source.describe()));
+    throw ConfigError(fmt::format("{} has samples of {} (C x H x W), but model '{}' takes {}: {}{}", role, dims(sample),
+                                  spec.name, dims(spec.input), source.describe(),
+                                  compute::channels_last_hint(sample, spec.input)));
   }
   const auto outputs = compute::element_count(model.output_shape());
   const bool labels_index_outputs = !state_->objective || state_->objective->labels_index_outputs();
@@ -288,8 +290,8 @@ std::vector<std::string> Trainer::translate(const std::vector<std::string>& text
     auto ids = vocabulary.encode(text);
     ids.push_back(data::Vocabulary::eos);
     if (static_cast<int64_t>(ids.size()) > longest) {
-      throw ConfigError(
-          fmt::format("translate: '{}' is {} tokens with </s>; the model takes at most {}", text, ids.size(), longest));
+      throw ConfigError(fmt::format("translate: '{}' is {} tokens with </s>; the model takes at most {}",
+                                    quote_cut(text), ids.size(), longest));
     }
     sources.push_back(std::move(ids));
   }

@@ -46,6 +46,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -85,6 +86,12 @@ struct LayerKindProfile {
 
 class Layer;
 
+// Note [Channels-last hint] in model.cpp: a sample {H, W, C} (a channel count last, at most 4, and
+// none first) as {C, H, W}; nothing for other shapes.
+std::optional<Shape> channels_first(const Shape& sample);
+// What a shape error adds when `sample` read as channels-last is `wanted`; empty otherwise.
+std::string channels_last_hint(const Shape& sample, const Shape& wanted);
+
 // Where a micro-batch sits in a training run (Note [Dropout masks]) and how
 // long its sequences are (Note [Sequence padding]).
 struct BatchInfo {
@@ -95,9 +102,21 @@ struct BatchInfo {
   std::span<const int32_t> target_lengths = {};
 };
 
+// Note [Training memory] in model.cpp: what training a model takes at least, in bytes.
+struct TrainingMemory {
+  double parameters = 0;   // weights and their gradients
+  double optimizer = 0;    // the optimizer's slots
+  double activations = 0;  // every layer's output and its gradient at the micro-batch
+  double total() const { return parameters + optimizer + activations; }
+};
+
 class Model {
  public:
   explicit Model(ModelSpec spec);
+  // Sets the model's layers up (shapes only: nothing is allocated for parameters or passes) and
+  // says what training it takes at least, with `optimizer_slots` floats of optimizer state per
+  // parameter (optimizer_slot_kinds). Throws what the constructor throws for a spec it refuses.
+  static TrainingMemory estimate_training_memory(const ModelSpec& spec, int64_t micro_batch, size_t optimizer_slots);
   ~Model();
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
@@ -168,6 +187,11 @@ class Model {
   std::string summary() const;
 
  private:
+  struct ShapesOnly {};
+  Model(ModelSpec spec, ShapesOnly);
+  // The constructors' work: set_up, and the hint of Note [Channels-last hint] on its shape errors.
+  void build(bool allocate);
+  void set_up(bool allocate);
   const Tensor& finish_forward(const Tensor& y);  // the output in plain layout
 
   ModelSpec spec_;

@@ -42,6 +42,10 @@ struct OptimizerState {
   std::vector<OptimizerSlot> slots;
 };
 
+// The state an optimizer keeps per parameter, one slot kind each ("m", "v" for adam); empty for
+// plain sgd and for a kind the Optimizer refuses.
+std::vector<std::string> optimizer_slot_kinds(const OptimizerOptions& options);
+
 class Optimizer {
  public:
   // Validates the options; slots are sized from the model's parameters.

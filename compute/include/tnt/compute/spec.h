@@ -2,6 +2,7 @@
 // Plain descriptions of layers and models. A ModelSpec is what a TOML model
 // file (conf/models/*.toml) parses into, what checkpoints store, and what the
 // C++ builders produce; Model is always built from one.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -41,6 +42,12 @@ struct ModelSpec {
 
   bool is_sequence_to_sequence() const { return !decoder.empty(); }
 };
+
+// The bounds of a model file (Note [Model file bounds] in model_toml.cpp); parse_model_toml and
+// load_model_toml refuse anything beyond them, checkpoints' models included.
+inline constexpr std::size_t kMaxModelFileBytes = 1 << 20;
+inline constexpr std::size_t kMaxModelNesting = 64;  // residual blocks inside residual blocks
+inline constexpr std::size_t kMaxModelLayers = 10'000;
 
 // TOML text <-> ModelSpec. Errors name the file (or "<string>") and the key.
 ModelSpec parse_model_toml(const std::string& text, const std::string& origin = "<string>");

@@ -5,6 +5,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tnt {
 
@@ -53,5 +54,11 @@ class LogicError : public Error {
 // The exit status a command-line tool returns for an exception that ended it: the Error's own,
 // and ExitStatus::failure for anything else.
 int exit_status_of(const std::exception& error) noexcept;
+
+// Outside text to quote in a message: `text` itself when it has at most `limit` characters, else
+// its first `limit` characters, "..." and how long it was. A message never echoes megabytes of a
+// hostfile line, a model file or an argument back to the terminal.
+inline constexpr std::size_t kQuoteLimit = 200;
+std::string quote_cut(std::string_view text, std::size_t limit = kQuoteLimit);
 
 }  // namespace tnt

@@ -12,4 +12,9 @@ namespace tnt {
 // ConfigError for a level or flag it cannot read.
 void init_logging(int rank, int size);
 
+// What a tool logs before init_logging can run (before it knows its rank, or when finding it
+// fails): the same format without a rank, on stderr, without colours; spdlog's own default
+// logger would write to stdout in colour. Reads no setting, so it cannot fail.
+void init_startup_logging();
+
 }  // namespace tnt

@@ -1,6 +1,7 @@
 // Where a job runs: a hostfile or Slurm's node list.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,8 +21,12 @@ struct HostEntry {
   std::optional<int> slots;  // "host slots=N"
 };
 
+// The largest hostfile read (Note [Hostfile bounds] in hostfile.cpp): 100,000 hosts of 80 characters.
+inline constexpr std::size_t kMaxHostfileBytes = 8 << 20;
+
 // One host per line, '#' starts a comment, blank lines are ignored, "host slots=N" is accepted,
-// names must be unique and at least one host must be given. `origin` names the source in errors.
+// names must be unique and at least one host must be given; a host name has at most 253
+// characters, a hostfile at most kMaxHostfileBytes and kMaxSlurmNodes hosts. `origin` names the source in errors.
 // A leading UTF-8 byte-order mark is skipped; an IPv6 address may be bracketed ("[fd00::1]",
 // "user@[fd00::1]"), and its name is then the bare address, as ssh wants it.
 std::vector<HostEntry> parse_hostfile_text(const std::string& text, const std::string& origin);
