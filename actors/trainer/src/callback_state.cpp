@@ -116,7 +116,9 @@ void restore_callback_states(const std::vector<NamedCallback>& callbacks,
                              const std::vector<compute::CallbackStateEntries>& saved, const std::string& origin,
                              bool warn) {
   for (const auto& [name, cb] : callbacks) {
-    const auto it = std::find_if(saved.begin(), saved.end(), [&](const auto& s) { return s.name == name; });
+    // By value: clang before 16 cannot capture a structured binding.
+    const auto it =
+        std::find_if(saved.begin(), saved.end(), [wanted = name](const auto& s) { return s.name == wanted; });
     if (it == saved.end()) {
       if (warn) {
         spdlog::warn(
