@@ -8,13 +8,14 @@
 namespace py = pybind11;
 
 namespace tnt::python {
-namespace {
 
 py::dict to_dict(const trainer::Logs& logs) {
   py::dict d;
   for (const auto& [key, value] : logs) d[py::str(key)] = value;
   return d;
 }
+
+namespace {
 
 // Whether the class of `object` overrides Callback.`hook`.
 bool overrides(const py::object& object, const char* hook) {

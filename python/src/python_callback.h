@@ -10,6 +10,9 @@
 
 namespace tnt::python {
 
+// A run's logs (loss, metrics) as a Python dict, as Keras hands them to callbacks and History.
+pybind11::dict to_dict(const trainer::Logs& logs);
+
 // Calls the Python object's Keras-named hooks with the GIL taken, on the ranks where it runs
 // (tnt.callbacks.Callback.run_on_all_ranks; else the master only), and skips the per-step hook
 // entirely where the class does not override it, so that Python is not in the step loop.

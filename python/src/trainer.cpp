@@ -31,12 +31,6 @@ namespace py = pybind11;
 namespace tnt::python {
 namespace {
 
-py::dict to_dict(const trainer::Logs& logs) {
-  py::dict d;
-  for (const auto& [key, value] : logs) d[py::str(key)] = value;
-  return d;
-}
-
 trainer::RunConfig read_settings(const std::vector<std::string>& settings, const char* origin) {
   return trainer::parse_run_config("", origin, settings);
 }
