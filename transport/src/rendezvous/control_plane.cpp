@@ -108,8 +108,9 @@ void ControlPlane::report_peer_lost(int rank, const std::string& reason) {
 // that every rank reaches an exit: a rank that waits in a collective or the goodbye is released
 // by the Abort; one busy elsewhere (computing, reading data) finds out at its next call, and the
 // owner of a communicator that must not outlive the job (tnt-train) says how long it may take
-// (CommunicatorOptions::exit_after_failure). The failing rank waits, bounded, for its message to
-// leave before it closes its connections, so the master never mistakes it for a crash.
+// (CommunicatorOptions::exit_after_failure). The failing rank keeps its channels open until the
+// master's verdict comes back (at most a second: Rendezvous::abort), so the master hears why
+// before it sees any of them close and never mistakes the failure for a crash.
 void ControlPlane::abort(const std::string& reason) {
   if (is_outcome(phase_)) return;
   if (env_.rank == 0) {
@@ -229,14 +230,17 @@ std::vector<ControlLink*> ControlPlane::silent_links(Clock::time_point now,
 // of its collectives; at TNT_PEER_TIMEOUT_S the job fails naming every rank silent for a while,
 // not only the first to reach the timeout, so ranks stopped together are named together.
 std::string ControlPlane::describe_silent(const std::vector<ControlLink*>& silent, Clock::time_point now) const {
+  constexpr std::size_t kNamed = 8;  // a job of thousands of ranks still gets a readable line
   std::vector<int> ranks;
   std::string text;
-  for (std::size_t i = 0; i < silent.size(); ++i) {
+  const std::size_t named = std::min(silent.size(), kNamed);
+  for (std::size_t i = 0; i < named; ++i) {
     ranks.push_back(silent[i]->rank);
-    if (i > 0) text += i + 1 == silent.size() ? " and " : ", ";
+    if (i > 0) text += i + 1 == named && named == silent.size() ? " and " : ", ";
     text += peer_name(silent[i]->rank) + (env_.rank != 0 ? ", the master," : "") + " for " +
             seconds(silence_of(*silent[i], now));
   }
+  if (silent.size() > named) text += " and " + std::to_string(silent.size() - named) + " more";
   text += " (stopped or hung?)";
   if (env_.rank == 0) {
     text += "; " + last_calls(ranks, reports_, [this](int rank) { return peer_name(rank); });
