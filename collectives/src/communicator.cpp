@@ -108,10 +108,12 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
 
   ~Impl() {
     if (!finished_) {
+      // A failure the job already reported is not news; one that ended the goodbye itself is.
+      const bool failed_before = failed_;
       try {
         finish();
       } catch (const std::exception& error) {
-        if (!aborted_) spdlog::warn("orderly shutdown failed: {}", error.what());
+        if (!failed_before) spdlog::warn("orderly shutdown failed: {}", error.what());
       }
     }
     if (env_.size > 1) close_planes();
