@@ -18,6 +18,7 @@
 #include "operations.h"
 #include "reduce.h"
 #include "tnt/core/copy.h"
+#include "tnt/core/exit.h"
 #include "tnt/core/machine.h"
 #include "tnt/core/settings.h"
 #include "tnt/transport/host_board.h"
@@ -147,10 +148,7 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
       std::this_thread::sleep_for(grace);
       spdlog::error("rank {}: the job failed {:.1f} s ago and this process has not ended: exiting with status 1", rank,
                     std::chrono::duration<double>(grace).count());
-      spdlog::default_logger()->flush();
-      std::fflush(stdout);
-      std::fflush(stderr);
-      std::_Exit(1);
+      exit_now(1);
     }).detach();
   }
 

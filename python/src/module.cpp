@@ -11,6 +11,7 @@
 #include "tnt/actors/errors.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/core/error.h"
+#include "tnt/core/exit.h"
 
 namespace py = pybind11;
 
@@ -108,10 +109,7 @@ PYBIND11_MODULE(_tnt, m) {
       "exit_now",
       [](int status) {
         // After a failure peers may be gone: skip the goodbye and every destructor, as tnt-train does.
-        spdlog::default_logger()->flush();
-        std::fflush(stdout);
-        std::fflush(stderr);
-        std::_Exit(status);
+        tnt::exit_now(status);
       },
       py::arg("status"));
   m.def("log_info", [](const std::string& text) { spdlog::info("{}", text); });

@@ -23,6 +23,7 @@
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
+#include "tnt/core/exit.h"
 #include "tnt/core/fail_point.h"
 #include "tnt/core/log.h"
 #include "tnt/dataset/sequence.h"
@@ -123,14 +124,6 @@ void write_predictions(const std::string& path, tnt::trainer::Trainer& trainer,
 // exit_after_failure): a rank released from a collective unwinds in milliseconds; one busy in a
 // step or an evaluation would otherwise run on until its next collective.
 constexpr std::chrono::milliseconds kExitAfterFailure{3000};
-
-[[noreturn]] void die(int code) {
-  spdlog::default_logger()->flush();
-  std::fflush(stdout);
-  std::fflush(stderr);
-  // Skip destructors: after a failure, peers may be gone and nothing left is worth waiting for.
-  std::_Exit(code);
-}
 
 // The test split is checked before the first step, not found wrong after the last one. The
 // model's input comes from the train split: the message names both.
@@ -483,6 +476,6 @@ int main(int argc, char** argv) {
   } catch (...) {  // before a session existed
     status = report_failure();
   }
-  if (status != 0) die(status);
+  if (status != 0) tnt::exit_now(status);
   return 0;
 }
