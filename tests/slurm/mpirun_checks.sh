@@ -23,6 +23,12 @@ case $check in
     grep -q 'source: OpenMPI' print.out || fail "source not OpenMPI"
     grep -q 'shared through PMIx' print.out || fail "master not shared through PMIx"
     grep -E 'rank 0 of 3|master:|token:' print.out | head -3
+    # A token the user gives (mpirun -x) is used as it is; only the master's address goes
+    # through PMIx, at once (it used to wait out TNT_CONNECT_TIMEOUT_S for a token never shared).
+    TNT_JOB_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n') TNT_CONNECT_TIMEOUT_S=20 timeout 60 \
+      "${mpi[@]}" -x TNT_JOB_TOKEN -x TNT_CONNECT_TIMEOUT_S -np 3 "$build/tests/collectives/tnt-test-worker" check \
+      >given.out 2>&1 || fail "mpirun -np 3 with TNT_JOB_TOKEN given"
+    (($(grep -cE '^rank [0-2]: [0-9]+ checks, 0 failures' given.out) == 3)) || fail "not every rank passed (token given)"
     timeout 240 "${mpi[@]}" -np 3 "$build/tests/collectives/tnt-test-worker" check >check.out 2>&1 ||
       fail "mpirun -np 3 tnt-test-worker check"
     (($(grep -cE '^rank [0-2]: [0-9]+ checks, 0 failures' check.out) == 3)) || fail "not every rank passed"

@@ -86,8 +86,11 @@ PmixShared exchange(bool is_rank0, const std::string& master, const std::string&
                         ", the launcher's variables say otherwise");
     }
     if (is_rank0) {
-      if (!master.empty()) put(kMasterKey, master);
-      if (!token.empty()) put(kTokenKey, token);
+      // Both keys always, empty where rank 0 has nothing to share: under OpenMPI 4's PMIx a Get of a
+      // key that rank 0 never put waits out its whole timeout instead of answering "not found"
+      // (TNT_JOB_TOKEN given under mpirun: every rank failed after TNT_CONNECT_TIMEOUT_S).
+      put(kMasterKey, master);
+      put(kTokenKey, token);
       status = PMIx_Commit();
       if (status != PMIX_SUCCESS) fail("PMIx_Commit", status);
     }

@@ -16,8 +16,8 @@ struct PmixShared {
 // Whether a PMIx server announced itself to this process (PMIX_NAMESPACE and its URI are set).
 bool pmix_available();
 
-// Rank 0 publishes `master` and `token` (either may be empty: published only when given);
-// every rank gets what rank 0 published. Collective over the PMIx job: every rank must call it,
+// Rank 0 publishes `master` and `token` (either may be empty: nothing to share); every rank
+// gets what rank 0 published. Collective over the PMIx job: every rank must call it,
 // once per process (the result is kept: later calls return it without a second exchange).
 // Bounded by `timeout`; a failure is a ConfigError or JobError naming PMIx's status.
 PmixShared exchange_through_pmix(bool is_rank0, const std::string& master, const std::string& token,
