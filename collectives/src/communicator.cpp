@@ -437,6 +437,16 @@ void check_data(const void* data, std::size_t count, const char* what) {
   if (!data && count) throw Error(std::string(what) + ": null buffer with a non-zero count");
 }
 CallSignature reduction_call(std::string_view kind, std::size_t count, DataType type, ReduceOp op) {
+  if (!supports(type, op)) {
+    const bool known = static_cast<int>(type) < kDataTypes && static_cast<int>(op) < kReduceOps;
+    throw ConfigError(
+        std::string(kind) + ": " +
+        (known ? "the operation " + std::string(name_of(op)) + " does not apply to " + std::string(name_of(type)) +
+                     " (logical and bitwise operations take integers, min_loc and max_loc value-index pairs, and "
+                     "char is never reduced)"
+               : "unknown data type " + std::to_string(static_cast<int>(type)) + " or operation " +
+                     std::to_string(static_cast<int>(op))));
+  }
   return {kind, type, op, -1, count * size_of(type)};
 }
 }  // namespace
