@@ -270,6 +270,7 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
   transport::Pair& right() override { return transport_->pair(right_rank_); }
   std::size_t segment_bytes() const override { return segment_bytes_; }
   int pipeline_depth() const override { return pipeline_depth_; }
+  std::uint32_t collective_context() const override { return 0; }
   const detail::Topology& topology() const override { return topology_; }
   transport::Pair& pair(int peer_rank) override { return transport_->pair(peer_rank); }
 
