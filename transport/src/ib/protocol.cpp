@@ -386,8 +386,8 @@ bool Channel::on_rts(std::uint32_t slot, const WireHeader& header) {
   }
   repost(slot, true);
   if (const auto target = take_posted(header.full_tag())) {
-    start_rendezvous_recv(header.full_tag(), target->data, target->capacity, header.bytes, header.send_handle, *target->sink,
-                          target->cookie);
+    start_rendezvous_recv(header.full_tag(), target->data, target->capacity, header.bytes, header.send_handle,
+                          *target->sink, target->cookie);
   } else {
     staged_rts_.push_back(StagedRts{header.full_tag(), header.bytes, header.send_handle});
   }

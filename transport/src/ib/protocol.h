@@ -105,8 +105,7 @@ class Channel final : public Pair {
   Channel& operator=(const Channel&) = delete;
 
   // Pair
-  void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink,
-            std::uint64_t cookie) override;
+  void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override;
   void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
   int peer_rank() const override { return peer_; }
 

@@ -453,7 +453,9 @@ void ShmPair::write_some() {
     if (single_copy_bytes_ > 0 && message.bytes >= single_copy_bytes_) {
       // Note [Single copy]: completes on the reader's kReadDone.
       const ReadMe where{reinterpret_cast<std::uint64_t>(message.data), next_read_id_};
-      if (!write_control(ChunkHeader{message.tag.value, message.bytes, sizeof where, kReadMe, message.tag.context}, &where)) break;
+      if (!write_control(ChunkHeader{message.tag.value, message.bytes, sizeof where, kReadMe, message.tag.context},
+                         &where))
+        break;
       ++next_read_id_;
       wrote = true;
       awaiting_read_.emplace_back(where.id, message);
@@ -559,7 +561,8 @@ bool ShmPair::read_control(const ChunkHeader& header, std::uint64_t at) {
     schedule_completions();
     return true;
   }
-  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
+  auto posted =
+      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
   if (posted == posted_.end()) {  // the peer is ahead of us: read it once the receive is posted
     staged_.push_back(Staged{header.full_tag(), {}, header.message_bytes, true, where});
     return true;
@@ -593,7 +596,8 @@ bool ShmPair::begin_message(const ChunkHeader& header) {
   Arriving arriving;
   arriving.tag = header.full_tag();
   arriving.bytes = header.message_bytes;
-  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
+  auto posted =
+      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
   if (posted != posted_.end()) {
     if (header.message_bytes > posted->capacity) {
       fail("protocol violation: message with tag " + to_string(header.full_tag()) + " has " +

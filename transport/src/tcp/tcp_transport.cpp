@@ -266,7 +266,8 @@ void TcpPair::on_header() {
     fail("protocol violation: " + peer_name_ + " announced a message of " + std::to_string(header.bytes) + " bytes");
     return;
   }
-  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
+  auto posted =
+      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
   if (posted != posted_.end()) {
     Incoming target = *posted;
     *posted = posted_.back();

@@ -43,8 +43,8 @@ class CompletionSink {
 // Matching: a message sent with tag T completes the receive posted with tag T (the same value
 // and context) on the other side, whatever the order in which the two sides posted. Tags must be
 // unique among the messages in flight between two ranks (collectives build them from an
-// operation's sequence number and a message index, point-to-point from a per-peer sequence). A message that arrives before its receive is
-// posted is held by the transport until the receive is posted.
+// operation's sequence number and a message index, point-to-point from a per-peer sequence). A message that arrives
+// before its receive is posted is held by the transport until the receive is posted.
 //
 // Buffers: a send's buffer must stay unchanged, and a receive's buffer untouched, until
 // the completion. A receive's buffer must be at least as large as the message.
