@@ -137,7 +137,7 @@ TEST_P(PointToPoint, MatchesMpiSemantics) {
   for (const auto& outcome : job.wait(180s)) {
     EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
     EXPECT_NE(outcome.output.find(", 0 failures"), std::string::npos) << outcome.output;
-    EXPECT_GE(checks_reported(outcome.output), 2000) << outcome.output;  // 1000 requests, each checked twice
+    EXPECT_GE(checks_reported(outcome.output), 1500) << outcome.output;  // 1000 requests and 300 in order
   }
 }
 
