@@ -15,9 +15,9 @@
 #include "choice.h"
 #include "operation.h"
 #include "point_to_point.h"
-#include "topology.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/transport/host_board.h"
+#include "topology.h"
 
 namespace tnt::detail {
 

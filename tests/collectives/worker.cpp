@@ -2,6 +2,7 @@
 //   tnt-test-worker check        every collective, dtype, op and count against a serial reference
 //   tnt-test-worker loop         allreduces until killed; prints "running rank=R pid=P board=yes/no" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
+//   tnt-test-worker split        split and dup: every collective and point-to-point on each, beside the world's
 //   tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals (--large 1: 64 MiB too)
 //   tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
 // --config TEXT sets the run configuration (ranks must agree).
@@ -692,6 +693,111 @@ int run_p2p(tnt::Communicator& comm, bool large) {
   return failures == 0 ? 0 : 1;
 }
 
+// ---- Communicators of communicators -----------------------------------------------------------
+
+// Every collective and a point-to-point ring on `comm`, checked against what its ranks hold.
+void check_group(tnt::Communicator& comm, const std::string& name) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  for (std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{100003}}) {
+    std::vector<double> data(count);
+    for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<double>(me + 1) * static_cast<double>(i % 97);
+    comm.allreduce(data.data(), count, DataType::float64, ReduceOp::sum);
+    const double ranks_sum = static_cast<double>(n * (n + 1) / 2);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (data[i] != ranks_sum * static_cast<double>(i % 97)) {
+        report(name + ": allreduce of " + std::to_string(count) + " at " + std::to_string(i));
+        break;
+      }
+    }
+    ++checks;
+    std::vector<std::int32_t> gathered(static_cast<std::size_t>(n) * count);
+    std::vector<std::int32_t> mine(count, me * 7 + 1);
+    comm.allgather(mine.data(), gathered.data(), count * sizeof(std::int32_t));
+    for (int r = 0; r < n; ++r) {
+      if (gathered[static_cast<std::size_t>(r) * count + count - 1] != r * 7 + 1) report(name + ": allgather");
+    }
+    ++checks;
+    std::vector<std::int64_t> spread(count, me == n - 1 ? 42 : 0);
+    comm.broadcast(spread.data(), count * sizeof(std::int64_t), n - 1);
+    if (spread.front() != 42 || spread.back() != 42) report(name + ": broadcast");
+    ++checks;
+  }
+  comm.barrier();
+  // A ring by point-to-point, received by any_source: the message must come from the left.
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  const std::int32_t out = me * 11;
+  std::int32_t in = -1;
+  auto send = comm.isend(&out, sizeof out, right, 3);
+  const auto status = comm.recv(&in, sizeof in, tnt::any_source, 3);
+  send.wait();
+  expect_status(status, left, 3, sizeof in, name + ": ring receive");
+  if (in != left * 11) report(name + ": ring receive got " + std::to_string(in));
+}
+
+int run_split(tnt::Communicator& world) {
+  const int me = world.rank();
+  const int n = world.size();
+  // A world collective in flight while the new communicators are made and used.
+  std::vector<float> big((std::size_t{1} << 20) + 3, 1.0f);
+  auto world_sum = world.allreduce_async(big.data(), big.size(), DataType::float32, ReduceOp::sum);
+
+  // Two colors (even and odd world ranks), keys reversed: rank order in each is descending.
+  auto half = world.split(me % 2, -me);
+  ++checks;
+  if (!half) {
+    report("split gave no communicator for a color >= 0");
+    return 1;
+  }
+  const int color_size = (n + 1 - me % 2) / 2;
+  const int expected_rank = color_size - 1 - me / 2;
+  ++checks;
+  if (half->size() != color_size || half->rank() != expected_rank) {
+    report("split: rank " + std::to_string(half->rank()) + " of " + std::to_string(half->size()) + ", want " +
+           std::to_string(expected_rank) + " of " + std::to_string(color_size));
+  }
+  check_group(*half, "split color " + std::to_string(me % 2));
+  // A negative color gives none, and the ranks that asked for one still agree on the rest.
+  auto none = world.split(me == 0 ? -1 : 0, 0);
+  ++checks;
+  if ((me == 0) != !none.has_value()) report("split with a negative color");
+  if (none) check_group(*none, "split without rank 0");
+
+  world_sum.wait();
+  ++checks;
+  if (big.front() != static_cast<float>(n) || big.back() != static_cast<float>(n)) report("world allreduce beside");
+
+  // dup isolates a library's traffic: the "library" and the application use the same peers and
+  // tags at once; each receives only its own messages.
+  auto library = world.dup();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  std::int32_t from_app = -1;
+  std::int32_t from_library = -1;
+  auto library_receive = library.irecv(&from_library, 4, tnt::any_source, 9);
+  const std::int32_t app_out = 1000 + me;
+  const std::int32_t library_out = 2000 + me;
+  world.send(&app_out, 4, right, 9);
+  world.recv(&from_app, 4, left, 9);
+  library.send(&library_out, 4, right, 9);
+  library_receive.wait();
+  ++checks;
+  if (from_app != 1000 + left || from_library != 2000 + left)
+    report("dup: the application got " + std::to_string(from_app) + " and the library " + std::to_string(from_library));
+  check_group(library, "dup");
+  // Collectives on the dup and the world, interleaved, match their own.
+  std::int64_t a = me;
+  std::int64_t b = 10 * me;
+  auto on_library = library.allreduce_async(&b, 1, DataType::int64, ReduceOp::sum);
+  world.allreduce(&a, 1, DataType::int64, ReduceOp::sum);
+  on_library.wait();
+  ++checks;
+  if (a != n * (n - 1) / 2 || b != 10LL * n * (n - 1) / 2) report("interleaved world and dup allreduces");
+  std::printf("rank %d: split, %lld checks, %d failures\n", me, checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
 int run_two_worlds() {
   tnt::Communicator first;
   tnt::Communicator second;
@@ -753,6 +859,7 @@ int main(int argc, char** argv) {
       }
     }
     if (mode == "stall") return run_stall_scenario(comm, argc, argv);
+    if (mode == "split") return run_split(comm);
     if (mode == "p2p") return run_p2p(comm, option(argc, argv, "--large", "0") == "1");
     if (mode == "barrier") {
       comm.barrier();
