@@ -98,7 +98,9 @@ int run(int argc, char** argv) {
   const int me = comm.rank();
   const int n = comm.size();
   if (o.test == "multi_lat" ? n % 2 != 0 : n != 2) {
-    if (me == 0) std::fprintf(stderr, "tnt-bench-p2p %s: needs %s ranks\n", o.test.c_str(), o.test == "multi_lat" ? "an even number of" : "exactly 2");
+    if (me == 0)
+      std::fprintf(stderr, "tnt-bench-p2p %s: needs %s ranks\n", o.test.c_str(),
+                   o.test == "multi_lat" ? "an even number of" : "exactly 2");
     comm.finish();
     return 2;
   }
