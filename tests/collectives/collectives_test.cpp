@@ -147,8 +147,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint,
                          testing::Values(P2pCase{1, true, "16"}, P2pCase{2, true, "16"}, P2pCase{3, true, "16"},
                                          P2pCase{4, true, "16"}, P2pCase{2, false, "16"}, P2pCase{4, false, "16"},
                                          P2pCase{2, true, "0"}, P2pCase{4, true, "16", 2}),
-                         [](const auto& info) {
-                           const P2pCase& c = info.param;
+                         [](const auto& param_info) {
+                           const P2pCase& c = param_info.param;
                            return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
                                   (c.virtual_hosts ? "_" + std::to_string(c.virtual_hosts) + "hosts" : "") +
                                   (c.eager_kb == "0" ? "_rendezvous_only" : "");
@@ -176,8 +176,8 @@ TEST_P(MoreCollectives, MatchSerialReference) {
 INSTANTIATE_TEST_SUITE_P(Ranks, MoreCollectives,
                          testing::Values(P2pCase{1, true, "16"}, P2pCase{2, true, "16"}, P2pCase{3, true, "16"},
                                          P2pCase{4, true, "16"}, P2pCase{4, false, "0"}),
-                         [](const auto& info) {
-                           const P2pCase& c = info.param;
+                         [](const auto& param_info) {
+                           const P2pCase& c = param_info.param;
                            return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
                                   (c.eager_kb == "0" ? "_rendezvous_only" : "");
                          });
@@ -215,8 +215,8 @@ TEST_P(Split, EveryOperationWorksOnSubCommunicators) {
 INSTANTIATE_TEST_SUITE_P(Ranks, Split,
                          testing::Values(SplitCase{7, true}, SplitCase{4, false}, SplitCase{2, true},
                                          SplitCase{8, true, 2}),
-                         [](const auto& info) {
-                           const SplitCase& c = info.param;
+                         [](const auto& param_info) {
+                           const SplitCase& c = param_info.param;
                            return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
                                   (c.virtual_hosts ? "_" + std::to_string(c.virtual_hosts) + "hosts" : "");
                          });
