@@ -494,6 +494,8 @@ std::string Group::peer_name(int peer) const {
     name += " (" + book[static_cast<std::size_t>(world_rank)].hostname + ")";
   return name;
 }
+transport::EventLoop& Group::loop() { return world_.loop(); }
+const JobEnvironment& Group::environment() const { return world_.environment(); }
 void Group::message_arrived() {
   ++arrivals_;
   world_.loop().wake();

@@ -84,6 +84,8 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   void open_channel(int peer) override;
   std::string peer_name(int peer) const override;
   void message_arrived() override;
+  transport::EventLoop& loop() override;
+  const JobEnvironment& environment() const override;
 
   // ---- BoardOwner ----
   std::uint64_t issue_board_call(const CallSignature& call) override;

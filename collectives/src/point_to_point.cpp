@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "tnt/core/copy.h"
 #include "tnt/core/error.h"
 
@@ -96,7 +98,9 @@ struct PointToPoint::ReceiveOp {
   int tag = any_tag;
   std::byte* data = nullptr;
   std::size_t capacity = 0;
-  std::string error;           // set at matching (truncation), reported at the end
+  std::string error;  // set at matching (truncation), reported at the end
+  std::chrono::steady_clock::time_point posted_at = std::chrono::steady_clock::now();
+  bool warned = false;
   std::uint64_t accepted = 0;  // the clear-to-send's payload
   int outstanding = 0;
 };
@@ -126,7 +130,7 @@ struct PointToPoint::Peer {
 };
 
 PointToPoint::PointToPoint(PeerLinks& links, std::uint32_t context, PointToPointLimits limits)
-    : links_(links), context_(context), limits_(limits) {
+    : links_(links), context_(context), limits_(limits), receive_watch_(links.loop().strand()) {
   static_assert(sizeof(Envelope) == 16);
   for (int rank = 0; rank < links_.size(); ++rank) {
     if (rank != links_.rank() && links_.channel(rank)) peer(rank);
@@ -312,6 +316,7 @@ void PointToPoint::receive(std::shared_ptr<OperationState> state, int source, in
   });
   if (found == unexpected_.end()) {
     posted_.push_back(std::move(op));
+    watch_receives();
     return;
   }
   Arrived arrived = std::move(*found);
@@ -459,6 +464,58 @@ void PointToPoint::complete_receive(ReceiveOp& receive, const std::string& error
   receive.state->complete(error);
 }
 
+// ---- Receives nobody sends to ------------------------------------------------------------------
+
+// Note [Receives nobody sends to]: the stall watch of point-to-point. A receive that has waited
+// TNT_STALL_WARN_S with nothing matching it is named in a warning, with the messages that do wait
+// here unreceived (a wrong tag or source shows there); the peer is alive, or the job would have
+// failed naming it. With TNT_STALL_TIMEOUT_S such a receive fails this rank's job after that
+// long: its caller gets the JobError, and the other ranks learn of it as this rank ends or aborts.
+void PointToPoint::watch_receives() {
+  if (watching_ || posted_.empty()) return;
+  watching_ = true;
+  receive_watch_.expires_after(std::chrono::milliseconds(500));
+  receive_watch_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: this engine may be gone
+    watching_ = false;
+    if (!failure_.empty()) return;
+    check_receives();
+    watch_receives();
+  });
+}
+
+void PointToPoint::check_receives() {
+  const auto& env = links_.environment();
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& receive : posted_) {
+    const auto waited = now - receive->posted_at;
+    const bool over_timeout = env.stall_timeout.count() > 0 && waited >= env.stall_timeout;
+    if (!over_timeout && (receive->warned || waited < env.stall_warn)) continue;
+    std::string waiting;
+    std::size_t shown = 0;
+    for (const Arrived& a : unexpected_) {
+      if (shown++ == 4) {
+        waiting += ", ...";
+        break;
+      }
+      waiting += (shown > 1 ? ", " : "") + std::string("from rank ") + std::to_string(a.source) + " with " +
+                 describe_tag(a.tag) + " (" + std::to_string(a.bytes) + " bytes)";
+    }
+    const std::string what =
+        "rank " + std::to_string(links_.rank()) + " has waited " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited).count()) + " s in a receive from " +
+        (receive->source == any_source ? std::string("any rank") : links_.peer_name(receive->source)) + " with " +
+        describe_tag(receive->tag) + " and no rank has sent a message it matches; waiting here unreceived: " +
+        (waiting.empty() ? std::string("none") : waiting) + " (Note [Receives nobody sends to])";
+    if (over_timeout) {
+      links_.fail_job("point-to-point stall: " + what + "; TNT_STALL_TIMEOUT_S ends the job");
+      return;
+    }
+    receive->warned = true;
+    spdlog::warn("{}", what);
+  }
+}
+
 // ---- Credit -------------------------------------------------------------------------------------
 
 std::size_t PointToPoint::credit_quantum() const { return std::max<std::size_t>(1, limits_.credit_bytes / 4); }
@@ -539,6 +596,7 @@ void PointToPoint::on_recv_complete(std::uint64_t done, std::size_t bytes) {
 void PointToPoint::fail_all(const std::string& reason) {
   if (!failure_.empty()) return;
   failure_ = reason;
+  receive_watch_.cancel();
   auto sends = std::move(sends_);
   auto transfers = std::move(transfers_);
   auto posted = std::move(posted_);

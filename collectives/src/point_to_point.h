@@ -13,6 +13,8 @@
 
 #include "operation.h"
 #include "tnt/collectives/communicator.h"
+#include "tnt/core/asio.h"
+#include "tnt/transport/event_loop.h"
 #include "tnt/transport/pair.h"
 
 namespace tnt::detail {
@@ -30,6 +32,8 @@ class PeerLinks {
   virtual void fail_job(const std::string& reason) = 0;
   // A message is waiting for a receive (probe() may now find it). Any thread may be told.
   virtual void message_arrived() = 0;
+  virtual transport::EventLoop& loop() = 0;
+  virtual const JobEnvironment& environment() const = 0;
 
  protected:
   ~PeerLinks() = default;
@@ -89,6 +93,8 @@ class PointToPoint final : public transport::CompletionSink {
   void complete_receive(ReceiveOp& receive, const std::string& error);
   void send_to_self(std::shared_ptr<OperationState> state, int tag, const void* data, std::size_t bytes,
                     bool synchronous);
+  void watch_receives();
+  void check_receives();
 
   PeerLinks& links_;
   const std::uint32_t context_;
@@ -103,6 +109,9 @@ class PointToPoint final : public transport::CompletionSink {
   std::unordered_map<int, std::deque<std::function<void()>>> waiting_for_channel_;
   std::uint64_t next_id_ = 1;
   std::string failure_;
+  // Note [Receives nobody sends to]: armed while receives wait unmatched.
+  boost::asio::steady_timer receive_watch_;
+  bool watching_ = false;
 };
 
 }  // namespace tnt::detail

@@ -470,6 +470,27 @@ TEST(Failure, StoppedSenderIsNamedWithinThePeerTimeout) {
 
 // ---- stalls and mismatched calls (Note [Stall watch]) ---------------------------------------------
 
+// Note [Receives nobody sends to]: ranks 0 and 2 wait in a receive from rank 1, which is alive and
+// sends nothing: each names its receive after TNT_STALL_WARN_S, and fails after TNT_STALL_TIMEOUT_S.
+TEST(Stall, ReceiveThatNoRankSendsToIsNamedAndTimesOut) {
+  Job job(3);
+  job.start_all({kWorker, "p2p-wait", "--quiet-rank", "1"},
+                {{"TNT_STALL_WARN_S", "1"}, {"TNT_STALL_TIMEOUT_S", "3"}, {"TNT_LOG_ON_ALL_DEVICES", "1"}});
+  auto outcomes = job.wait(20s, {0, 2});
+  job.signal(1, SIGKILL);
+  int timed_out_stalls = 0;
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out) << describe(outcomes);
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.output.find("s in a receive from rank 1 ("), std::string::npos) << describe(outcomes);
+    EXPECT_NE(o.output.find("with tag 1 and no rank has sent a message it matches"), std::string::npos)
+        << describe(outcomes);
+    // The first to time out ends; the other may learn of it as that rank goes.
+    if (o.output.find("point-to-point stall") != std::string::npos) ++timed_out_stalls;
+  }
+  EXPECT_GE(timed_out_stalls, 1) << describe(outcomes);
+}
+
 // Rank 2 of 3 stops issuing collectives and stays alive: ranks 0 and 1 warn, naming it and the
 // call it is missing, within 5 s of TNT_STALL_WARN_S=2.
 TEST(Stall, MissingRankIsNamedByEveryWaitingRank) {
