@@ -1,0 +1,484 @@
+// The C functions of mpi.h: each checks its arguments, names what it cannot take, and hands the
+// work to tnt::Communicator (layer.h has the handle tables and the error machinery).
+#include <spdlog/fmt/fmt.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+
+#include "layer.h"
+
+using namespace tnt::mpi;
+using tnt::Communicator;
+
+namespace {
+
+void check_out(const void* pointer, const char* argument) {
+  if (!pointer) throw CallError{MPI_ERR_ARG, fmt::format("argument {} is a null pointer", argument)};
+}
+
+// The bytes of one rank's block in the collectives that take a (count, datatype) on both sides:
+// this layer moves bytes, so both sides must describe the same number of them.
+std::size_t matching_bytes(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int recvcount,
+                           MPI_Datatype recvtype) {
+  const std::size_t recv_bytes = count_bytes(recvcount, datatype(recvtype, "recvtype"), "recvcount");
+  if (sendbuf == MPI_IN_PLACE) return recv_bytes;
+  const std::size_t send_bytes = count_bytes(sendcount, datatype(sendtype, "sendtype"), "sendcount");
+  if (send_bytes != recv_bytes) {
+    throw CallError{MPI_ERR_TRUNCATE, fmt::format("arguments sendcount/sendtype describe {} bytes and "
+                                                  "recvcount/recvtype {}: they must describe the same data",
+                                                  send_bytes, recv_bytes)};
+  }
+  return recv_bytes;
+}
+
+// Copies the input of a reduction into the buffer the Communicator reduces in place.
+void copy_input(const void* sendbuf, void* buffer, std::size_t bytes) {
+  if (sendbuf != MPI_IN_PLACE && sendbuf != buffer && bytes) std::memmove(buffer, sendbuf, bytes);
+}
+
+// MPI_Reduce_scatter's counts: the Communicator's reduce_scatter leaves rank r the elements of
+// Communicator::block(total, size, r), so these are the counts it can serve.
+std::size_t block_layout_total(const int recvcounts[], int size) {
+  check_out(recvcounts, "recvcounts");
+  std::size_t total = 0;
+  for (int r = 0; r < size; ++r) {
+    if (recvcounts[r] < 0) {
+      throw CallError{MPI_ERR_COUNT,
+                      fmt::format("argument recvcounts: recvcounts[{}] is negative ({})", r, recvcounts[r])};
+    }
+    total += static_cast<std::size_t>(recvcounts[r]);
+  }
+  for (int r = 0; r < size; ++r) {
+    if (Communicator::block(total, size, r).count != static_cast<std::size_t>(recvcounts[r])) {
+      throw CallError{MPI_ERR_COUNT,
+                      fmt::format("argument recvcounts: recvcounts[{}] is {} where tnt's reduce_scatter gives rank "
+                                  "{} {} of the {} elements (the first {} ranks one more than the others); other "
+                                  "layouts are not supported yet",
+                                  r, recvcounts[r], r, Communicator::block(total, size, r).count, total,
+                                  total % static_cast<std::size_t>(size))};
+    }
+  }
+  return total;
+}
+
+// The reduce-scatter of `total` elements in `buffer` (which holds this rank's whole input),
+// leaving this rank's block at the start of `recvbuf`.
+void reduce_scatter_into(Communicator& comm, const void* sendbuf, void* recvbuf, std::size_t total,
+                         const TypeInfo& type, const OpInfo& op) {
+  const auto [reduce_type, reduce_op] = reduction(type, op);
+  const auto block = Communicator::block(total, comm.size(), comm.rank());
+  const std::size_t bytes = total * type.size;
+  check_buffer(recvbuf, sendbuf == MPI_IN_PLACE ? bytes : block.count * type.size, "recvbuf");
+  if (sendbuf == MPI_IN_PLACE) {
+    comm.reduce_scatter(recvbuf, total, reduce_type, reduce_op);
+    std::memmove(recvbuf, static_cast<std::byte*>(recvbuf) + block.offset * type.size, block.count * type.size);
+    return;
+  }
+  check_buffer(sendbuf, bytes, "sendbuf");
+  std::vector<std::byte> scratch(bytes);
+  if (bytes) std::memcpy(scratch.data(), sendbuf, bytes);
+  comm.reduce_scatter(scratch.data(), total, reduce_type, reduce_op);
+  if (block.count) std::memcpy(recvbuf, scratch.data() + block.offset * type.size, block.count * type.size);
+}
+
+MPI_Request* checked_request_out(MPI_Request* request) {
+  check_out(request, "request");
+  return request;
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- Start and end ----
+
+int MPI_Init(int* /*argc*/, char*** /*argv*/) {
+  return call_any_time("MPI_Init", [] { initialize(MPI_THREAD_SINGLE); });
+}
+
+int MPI_Init_thread(int* /*argc*/, char*** /*argv*/, int required, int* provided) {
+  return call_any_time("MPI_Init_thread", [&] {
+    check_out(provided, "provided");
+    if (required < MPI_THREAD_SINGLE || required > MPI_THREAD_MULTIPLE) {
+      throw CallError{MPI_ERR_ARG, fmt::format("argument required: {} is not a thread level", required)};
+    }
+    *provided = initialize(required);
+  });
+}
+
+int MPI_Initialized(int* flag) {
+  return call_any_time("MPI_Initialized", [&] {
+    check_out(flag, "flag");
+    *flag = initialized() ? 1 : 0;
+  });
+}
+
+int MPI_Finalized(int* flag) {
+  return call_any_time("MPI_Finalized", [&] {
+    check_out(flag, "flag");
+    *flag = finalized() ? 1 : 0;
+  });
+}
+
+int MPI_Finalize(void) {
+  return call("MPI_Finalize", MPI_COMM_WORLD, [] { finalize(); });
+}
+
+int MPI_Abort(MPI_Comm comm, int errorcode) { abort_job(comm, errorcode); }
+
+double MPI_Wtime(void) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double MPI_Wtick(void) {
+  return static_cast<double>(std::chrono::steady_clock::period::num) / std::chrono::steady_clock::period::den;
+}
+
+int MPI_Get_processor_name(char* name, int* resultlen) {
+  return call_any_time("MPI_Get_processor_name", [&] {
+    check_out(name, "name");
+    check_out(resultlen, "resultlen");
+    char host[MPI_MAX_PROCESSOR_NAME] = {};
+    if (gethostname(host, sizeof host - 1) != 0) throw CallError{MPI_ERR_OTHER, "gethostname failed"};
+    const std::size_t length = std::strlen(host);
+    std::memcpy(name, host, length + 1);
+    *resultlen = static_cast<int>(length);
+  });
+}
+
+int MPI_Get_version(int* version, int* subversion) {
+  return call_any_time("MPI_Get_version", [&] {
+    check_out(version, "version");
+    check_out(subversion, "subversion");
+    *version = MPI_VERSION;
+    *subversion = MPI_SUBVERSION;
+  });
+}
+
+// ---- Communicators ----
+
+int MPI_Comm_rank(MPI_Comm comm, int* rank) {
+  return call("MPI_Comm_rank", comm, [&] {
+    auto& c = communicator(comm);
+    check_out(rank, "rank");
+    *rank = c.rank();
+  });
+}
+
+int MPI_Comm_size(MPI_Comm comm, int* size) {
+  return call("MPI_Comm_size", comm, [&] {
+    auto& c = communicator(comm);
+    check_out(size, "size");
+    *size = c.size();
+  });
+}
+
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
+  return call("MPI_Comm_compare", comm1, [&] {
+    const auto& first = comm_entry(comm1, "comm1");
+    const auto& second = comm_entry(comm2, "comm2");
+    check_out(result, "result");
+    if (comm1 == comm2) {
+      *result = MPI_IDENT;
+    } else if (first.world_ranks == second.world_ranks) {
+      *result = MPI_CONGRUENT;
+    } else {
+      auto a = first.world_ranks, b = second.world_ranks;
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      *result = a == b ? MPI_SIMILAR : MPI_UNEQUAL;
+    }
+  });
+}
+
+// ---- Datatypes ----
+
+int MPI_Type_size(MPI_Datatype type, int* size) {
+  return call("MPI_Type_size", MPI_COMM_NULL, [&] {
+    const auto& info = datatype(type);
+    check_out(size, "size");
+    *size = static_cast<int>(info.size);
+  });
+}
+
+int MPI_Get_count(const MPI_Status* status, MPI_Datatype type, int* count) {
+  return call("MPI_Get_count", MPI_COMM_NULL, [&] {
+    check_out(status, "status");
+    const auto& info = datatype(type);
+    check_out(count, "count");
+    *count = status->tnt_bytes % info.size ? MPI_UNDEFINED : static_cast<int>(status->tnt_bytes / info.size);
+  });
+}
+
+// ---- Requests ----
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  return call("MPI_Wait", MPI_COMM_NULL, [&] { complete(request, status, /*block=*/true); });
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  return call("MPI_Test", MPI_COMM_NULL, [&] {
+    check_out(flag, "flag");
+    *flag = complete(request, status, /*block=*/false) ? 1 : 0;
+  });
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  return call("MPI_Waitall", MPI_COMM_NULL, [&] {
+    if (count < 0) throw CallError{MPI_ERR_COUNT, fmt::format("argument count is negative ({})", count)};
+    if (count) check_out(requests, "requests");
+    for (int i = 0; i < count; ++i) {
+      complete(&requests[i], statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i], true);
+    }
+  });
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  return call("MPI_Testall", MPI_COMM_NULL, [&] {
+    if (count < 0) throw CallError{MPI_ERR_COUNT, fmt::format("argument count is negative ({})", count)};
+    if (count) check_out(requests, "requests");
+    check_out(flag, "flag");
+    // MPI: either all complete in this call, or none does.
+    for (int i = 0; i < count; ++i) {
+      if (!finished(requests[i], "requests")) {
+        *flag = 0;
+        return;
+      }
+    }
+    for (int i = 0; i < count; ++i) {
+      complete(&requests[i], statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i], true);
+    }
+    *flag = 1;
+  });
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  return call("MPI_Waitany", MPI_COMM_NULL, [&] {
+    if (count < 0) throw CallError{MPI_ERR_COUNT, fmt::format("argument count is negative ({})", count)};
+    if (count) check_out(requests, "requests");
+    check_out(index, "index");
+    // Interim until Request::wait_any lands: test each, and between rounds let the first one in
+    // flight drive tnt's event loop for a moment.
+    for (;;) {
+      int first_active = -1;
+      for (int i = 0; i < count; ++i) {
+        if (requests[i] == MPI_REQUEST_NULL) continue;
+        if (first_active < 0) first_active = i;
+        if (finished(requests[i], "requests")) {
+          complete(&requests[i], status, true);
+          *index = i;
+          return;
+        }
+      }
+      if (first_active < 0) {
+        *index = MPI_UNDEFINED;
+        set_empty(status);
+        return;
+      }
+      wait_briefly(requests[first_active]);
+    }
+  });
+}
+
+int MPI_Request_free(MPI_Request* request) {
+  return call("MPI_Request_free", MPI_COMM_NULL, [&] { free_request(request); });
+}
+
+// ---- Collectives ----
+
+int MPI_Barrier(MPI_Comm comm) {
+  return call("MPI_Barrier", comm, [&] { communicator(comm).barrier(); });
+}
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  return call("MPI_Ibarrier", comm, [&] {
+    auto& c = communicator(comm);
+    checked_request_out(request);
+    auto pending = std::make_unique<PendingRequest>();
+    pending->comm = comm;
+    pending->request = c.barrier_async();
+    *request = add_request(std::move(pending));
+  });
+}
+
+int MPI_Bcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  return call("MPI_Bcast", comm, [&] {
+    auto& c = communicator(comm);
+    const std::size_t bytes = count_bytes(count, datatype(type));
+    check_buffer(buffer, bytes, "buffer");
+    check_root(root, c.size());
+    c.broadcast(buffer, bytes, root);
+  });
+}
+
+int MPI_Ibcast(void* buffer, int count, MPI_Datatype type, int root, MPI_Comm comm, MPI_Request* request) {
+  return call("MPI_Ibcast", comm, [&] {
+    auto& c = communicator(comm);
+    const std::size_t bytes = count_bytes(count, datatype(type));
+    check_buffer(buffer, bytes, "buffer");
+    check_root(root, c.size());
+    checked_request_out(request);
+    auto pending = std::make_unique<PendingRequest>();
+    pending->comm = comm;
+    pending->request = c.broadcast_async(buffer, bytes, root);
+    *request = add_request(std::move(pending));
+  });
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  return call("MPI_Allreduce", comm, [&] {
+    auto& c = communicator(comm);
+    const auto& info = datatype(type);
+    const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
+    const std::size_t bytes = count_bytes(count, info);
+    if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
+    check_buffer(recvbuf, bytes, "recvbuf");
+    copy_input(sendbuf, recvbuf, bytes);
+    c.allreduce(recvbuf, static_cast<std::size_t>(count), reduce_type, reduce_op);
+  });
+}
+
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm,
+                   MPI_Request* request) {
+  return call("MPI_Iallreduce", comm, [&] {
+    auto& c = communicator(comm);
+    const auto& info = datatype(type);
+    const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
+    const std::size_t bytes = count_bytes(count, info);
+    if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
+    check_buffer(recvbuf, bytes, "recvbuf");
+    checked_request_out(request);
+    copy_input(sendbuf, recvbuf, bytes);
+    auto pending = std::make_unique<PendingRequest>();
+    pending->comm = comm;
+    pending->request = c.allreduce_async(recvbuf, static_cast<std::size_t>(count), reduce_type, reduce_op);
+    *request = add_request(std::move(pending));
+  });
+}
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+  return call("MPI_Reduce", comm, [&] {
+    auto& c = communicator(comm);
+    const auto& info = datatype(type);
+    const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
+    const std::size_t bytes = count_bytes(count, info);
+    check_root(root, c.size());
+    const bool at_root = c.rank() == root;
+    if (sendbuf == MPI_IN_PLACE && !at_root) {
+      throw CallError{MPI_ERR_BUFFER, "argument sendbuf: MPI_IN_PLACE is for the root only"};
+    }
+    if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
+    // Interim until Communicator::reduce lands: an allreduce whose result only the root keeps.
+    if (at_root) {
+      check_buffer(recvbuf, bytes, "recvbuf");
+      copy_input(sendbuf, recvbuf, bytes);
+      c.allreduce(recvbuf, static_cast<std::size_t>(count), reduce_type, reduce_op);
+      return;
+    }
+    std::vector<std::byte> scratch(bytes);
+    copy_input(sendbuf, scratch.data(), bytes);
+    c.allreduce(scratch.data(), static_cast<std::size_t>(count), reduce_type, reduce_op);
+  });
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  return call("MPI_Allgather", comm, [&] {
+    auto& c = communicator(comm);
+    const std::size_t bytes = matching_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype);
+    check_buffer(recvbuf, bytes, "recvbuf");
+    // In place: this rank's block of recvbuf is its input, which the Communicator allows.
+    const void* send = sendbuf == MPI_IN_PLACE
+                           ? static_cast<const std::byte*>(recvbuf) + static_cast<std::size_t>(c.rank()) * bytes
+                           : sendbuf;
+    if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
+    c.allgather(send, recvbuf, bytes);
+  });
+}
+
+int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
+                   MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return call("MPI_Iallgather", comm, [&] {
+    auto& c = communicator(comm);
+    const std::size_t bytes = matching_bytes(sendbuf, sendcount, sendtype, recvcount, recvtype);
+    check_buffer(recvbuf, bytes, "recvbuf");
+    const void* send = sendbuf == MPI_IN_PLACE
+                           ? static_cast<const std::byte*>(recvbuf) + static_cast<std::size_t>(c.rank()) * bytes
+                           : sendbuf;
+    if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
+    checked_request_out(request);
+    auto pending = std::make_unique<PendingRequest>();
+    pending->comm = comm;
+    pending->request = c.allgather_async(send, recvbuf, bytes);
+    *request = add_request(std::move(pending));
+  });
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
+                             MPI_Comm comm) {
+  return call("MPI_Reduce_scatter_block", comm, [&] {
+    auto& c = communicator(comm);
+    const auto& info = datatype(type);
+    const auto& op_entry = op_info(op);
+    count_bytes(recvcount, info, "recvcount");
+    // Equal blocks: with size * recvcount elements, Communicator::block gives every rank recvcount.
+    const std::size_t total = static_cast<std::size_t>(recvcount) * static_cast<std::size_t>(c.size());
+    reduce_scatter_into(c, sendbuf, recvbuf, total, info, op_entry);
+  });
+}
+
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                       MPI_Comm comm) {
+  return call("MPI_Reduce_scatter", comm, [&] {
+    auto& c = communicator(comm);
+    const auto& info = datatype(type);
+    const auto& op_entry = op_info(op);
+    const std::size_t total = block_layout_total(recvcounts, c.size());
+    reduce_scatter_into(c, sendbuf, recvbuf, total, info, op_entry);
+  });
+}
+
+// ---- Errors ----
+
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
+  return call("MPI_Comm_set_errhandler", comm, [&] {
+    auto& entry = comm_entry(comm);
+    if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
+      throw CallError{MPI_ERR_ARG, fmt::format("argument errhandler: 0x{:x} is neither MPI_ERRORS_ARE_FATAL nor "
+                                               "MPI_ERRORS_RETURN (user error handlers are not supported)",
+                                               errhandler)};
+    }
+    entry.errhandler = errhandler;
+  });
+}
+
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
+  return call("MPI_Comm_get_errhandler", comm, [&] {
+    const auto& entry = comm_entry(comm);
+    check_out(errhandler, "errhandler");
+    *errhandler = entry.errhandler;
+  });
+}
+
+int MPI_Error_string(int errorcode, char* string, int* resultlen) {
+  return call_any_time("MPI_Error_string", [&] {
+    check_out(string, "string");
+    check_out(resultlen, "resultlen");
+    std::string text = error_string(errorcode);
+    if (text.size() > MPI_MAX_ERROR_STRING - 1) text.resize(MPI_MAX_ERROR_STRING - 1);
+    std::memcpy(string, text.c_str(), text.size() + 1);
+    *resultlen = static_cast<int>(text.size());
+  });
+}
+
+int MPI_Error_class(int errorcode, int* errorclass) {
+  return call_any_time("MPI_Error_class", [&] {
+    check_out(errorclass, "errorclass");
+    *errorclass = error_class_of(errorcode);
+  });
+}
+
+}  // extern "C"
