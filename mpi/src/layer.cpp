@@ -141,6 +141,8 @@ MPI_Errhandler handler_of(MPI_Comm comm) {
   auto& s = state();
   const auto index = static_cast<std::size_t>(comm - kFirstComm);
   if (comm >= kFirstComm && index < s.comms.size() && s.comms[index].comm) return s.comms[index].errhandler;
+  // A call without a valid communicator reports to MPI_COMM_WORLD's handler.
+  if (!s.comms.empty() && s.comms[0].comm) return s.comms[0].errhandler;
   return s.world_errhandler;
 }
 
