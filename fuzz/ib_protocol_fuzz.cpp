@@ -171,14 +171,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const auto tag = input.ConsumeIntegralInRange<std::uint64_t>(0, 3);
         const auto cookie = operations.add(input.ConsumeIntegralInRange<std::size_t>(0, 3000), true);
         auto& op = operations.op(cookie);
-        channel.recv(tag, op.buffer.data(), op.buffer.size(), operations, cookie);
+        channel.recv(tnt::transport::Tag{tag}, op.buffer.data(), op.buffer.size(), operations, cookie);
         break;
       }
       case 3: {  // a local send
         const auto tag = input.ConsumeIntegralInRange<std::uint64_t>(0, 3);
         const auto cookie = operations.add(input.ConsumeIntegralInRange<std::size_t>(0, 3000), false);
         auto& op = operations.op(cookie);
-        channel.send(tag, op.buffer.data(), op.buffer.size(), operations, cookie);
+        channel.send(tnt::transport::Tag{tag}, op.buffer.data(), op.buffer.size(), operations, cookie);
         break;
       }
       case 4:  // the oldest send-side work request completes

@@ -270,6 +270,7 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
   transport::Pair& right() override { return transport_->pair(right_rank_); }
   std::size_t segment_bytes() const override { return segment_bytes_; }
   int pipeline_depth() const override { return pipeline_depth_; }
+  std::uint32_t collective_context() const override { return 0; }
   const detail::Topology& topology() const override { return topology_; }
   transport::Pair& pair(int peer_rank) override { return transport_->pair(peer_rank); }
 
@@ -437,6 +438,16 @@ void check_data(const void* data, std::size_t count, const char* what) {
   if (!data && count) throw Error(std::string(what) + ": null buffer with a non-zero count");
 }
 CallSignature reduction_call(std::string_view kind, std::size_t count, DataType type, ReduceOp op) {
+  if (!supports(type, op)) {
+    const bool known = static_cast<int>(type) < kDataTypes && static_cast<int>(op) < kReduceOps;
+    throw ConfigError(
+        std::string(kind) + ": " +
+        (known ? "the operation " + std::string(name_of(op)) + " does not apply to " + std::string(name_of(type)) +
+                     " (logical and bitwise operations take integers, min_loc and max_loc value-index pairs, and "
+                     "char is never reduced)"
+               : "unknown data type " + std::to_string(static_cast<int>(type)) + " or operation " +
+                     std::to_string(static_cast<int>(op))));
+  }
   return {kind, type, op, -1, count * size_of(type)};
 }
 }  // namespace

@@ -47,6 +47,8 @@ class CommunicatorCore {
   virtual transport::Pair& pair(int peer_rank) = 0;
   virtual std::size_t segment_bytes() const = 0;
   virtual int pipeline_depth() const = 0;
+  // The context of this communicator's collectives (Note [Contexts]): the world's is 0.
+  virtual std::uint32_t collective_context() const = 0;
   // Scratch memory, recycled between operations so that steady-state steps allocate nothing.
   virtual std::vector<std::byte> acquire(std::size_t bytes) = 0;
   virtual void release(std::vector<std::byte> buffer) = 0;
@@ -78,8 +80,10 @@ class Operation : public transport::CompletionSink {
   // both calls (Note [Stall watch]). The size is not in the check, so a size mismatch is still
   // found by the first message that does not fit. Sequence numbers wrap: tags stay unique as long
   // as fewer than 2^20 operations are in flight at once.
-  std::uint64_t tag(std::uint64_t index) const {
-    return (sequence_ & 0xfffffu) << 44 | std::uint64_t{state_->tag_check} << 32 | (index & 0xffffffffu);
+  // The communicator's context goes with it (Note [Contexts] in transport/include/tnt/transport/pair.h).
+  transport::Tag tag(std::uint64_t index) const {
+    return {(sequence_ & 0xfffffu) << 44 | std::uint64_t{state_->tag_check} << 32 | (index & 0xffffffffu),
+            core_.collective_context()};
   }
   void finish() { core_.complete(*this); }
 

@@ -207,12 +207,12 @@ TEST(IbFakeFabricTransport, LostPeerIsReportedOnceByName) {
   std::vector<std::uint8_t> small_out(100, 7), small_in(100), large_out(1 << 20), large_in(1 << 20);
   for (std::size_t i = 0; i < large_out.size(); ++i) large_out[i] = static_cast<std::uint8_t>(i * 13);
   boost::asio::post(t0->executor(), [&] {
-    t0->pair(1).send(1, small_out.data(), small_out.size(), sink0, 0);
-    t0->pair(1).recv(2, large_in.data(), large_in.size(), sink0, 0);
+    t0->pair(1).send(tnt::transport::Tag{1}, small_out.data(), small_out.size(), sink0, 0);
+    t0->pair(1).recv(tnt::transport::Tag{2}, large_in.data(), large_in.size(), sink0, 0);
   });
   boost::asio::post(t1->executor(), [&] {
-    t1->pair(0).recv(1, small_in.data(), small_in.size(), sink1, 0);
-    t1->pair(0).send(2, large_out.data(), large_out.size(), sink1, 0);
+    t1->pair(0).recv(tnt::transport::Tag{1}, small_in.data(), small_in.size(), sink1, 0);
+    t1->pair(0).send(tnt::transport::Tag{2}, large_out.data(), large_out.size(), sink1, 0);
   });
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while ((sink0.sent + sink0.received + sink1.sent + sink1.received < 4) &&

@@ -208,7 +208,7 @@ void FakeWire::post_write(const WriteRequest& request) {
 
 struct Message {
   int from;
-  std::uint64_t tag;
+  Tag tag;
   std::vector<std::byte> payload;
   std::vector<std::byte> destination;  // the receive's buffer (capacity >= payload)
   int sends_completed = 0;
@@ -287,7 +287,8 @@ TEST_P(ProtocolTraffic, EveryMessageArrivesIntactAndOnce) {
   for (int i = 0; i < 240; ++i) {
     Message m;
     m.from = static_cast<int>(random() % 2);
-    m.tag = 1000 + static_cast<std::uint64_t>(i) * 3;  // unique, not dense
+    // Unique, not dense; three messages share each value, told apart by their contexts alone.
+    m.tag = Tag{1000 + static_cast<std::uint64_t>(i / 3) * 7, static_cast<std::uint32_t>(i % 3)};
     const std::size_t bytes = random() % 3 == 0 ? random() % (5 * eager + 2) : sizes[random() % sizes.size()];
     m.payload = pattern(bytes, static_cast<std::uint64_t>(i));
     m.destination.assign(bytes + (random() % 4 == 0 ? random() % 100 : 0), std::byte{0xEE});
@@ -365,10 +366,10 @@ TEST(Protocol, OneWayFloodReturnsCreditsWithoutTraffic) {
   for (std::size_t i = 0; i < messages.size(); ++i) {
     messages[i].payload = pattern(i % 3 == 0 ? 200 : 10, i);  // eager and rendezvous
     messages[i].destination.resize(messages[i].payload.size());
-    fabric.channel(1).recv(i, messages[i].destination.data(), messages[i].destination.size(), recorder, i);
+    fabric.channel(1).recv(Tag{i}, messages[i].destination.data(), messages[i].destination.size(), recorder, i);
   }
   for (std::size_t i = 0; i < messages.size(); ++i) {
-    fabric.channel(0).send(i, messages[i].payload.data(), messages[i].payload.size(), recorder, i);
+    fabric.channel(0).send(Tag{i}, messages[i].payload.data(), messages[i].payload.size(), recorder, i);
   }
   fabric.run();
   EXPECT_TRUE(fabric.violations.empty());
@@ -396,11 +397,11 @@ TEST_P(ProtocolMismatch, MessageLargerThanReceiveFailsClearly) {
   Recorder recorder(messages);
   auto payload = pattern(bytes, 1);
   std::vector<std::byte> small(10);
-  if (receive_first) fabric.channel(1).recv(77, small.data(), small.size(), recorder, 0);
-  fabric.channel(0).send(77, payload.data(), payload.size(), recorder, 0);
+  if (receive_first) fabric.channel(1).recv(Tag{77}, small.data(), small.size(), recorder, 0);
+  fabric.channel(0).send(Tag{77}, payload.data(), payload.size(), recorder, 0);
   fabric.run();
   if (!receive_first) {
-    fabric.channel(1).recv(77, small.data(), small.size(), recorder, 0);
+    fabric.channel(1).recv(Tag{77}, small.data(), small.size(), recorder, 0);
     fabric.run();
   }
   ASSERT_EQ(fabric.end(1).failures.size(), 1u);
@@ -454,10 +455,10 @@ TEST(Protocol, NothingCompletesAfterClose) {
   auto small = pattern(10, 1);
   auto large = pattern(5000, 2);
   std::vector<std::byte> a(10), b(5000);
-  fabric.channel(1).recv(1, a.data(), a.size(), recorder, 0);
-  fabric.channel(0).send(1, small.data(), small.size(), recorder, 0);
-  fabric.channel(0).send(2, large.data(), large.size(), recorder, 1);
-  fabric.channel(1).recv(2, b.data(), b.size(), recorder, 1);
+  fabric.channel(1).recv(Tag{1}, a.data(), a.size(), recorder, 0);
+  fabric.channel(0).send(Tag{1}, small.data(), small.size(), recorder, 0);
+  fabric.channel(0).send(Tag{2}, large.data(), large.size(), recorder, 1);
+  fabric.channel(1).recv(Tag{2}, b.data(), b.size(), recorder, 1);
   fabric.channel(0).close();
   fabric.channel(1).close();
   fabric.run();
@@ -474,10 +475,10 @@ TEST(Protocol, FailureIsReportedOnceAndStopsCompletions) {
   Recorder recorder(messages);
   auto data = pattern(10, 1);
   std::vector<std::byte> target(10);
-  fabric.channel(1).recv(5, target.data(), target.size(), recorder, 0);
+  fabric.channel(1).recv(Tag{5}, target.data(), target.size(), recorder, 0);
   fabric.channel(1).fail("link lost");
   fabric.channel(1).fail("second error");
-  fabric.channel(0).send(5, data.data(), data.size(), recorder, 0);
+  fabric.channel(0).send(Tag{5}, data.data(), data.size(), recorder, 0);
   fabric.run();
   ASSERT_EQ(fabric.end(1).failures.size(), 1u);
   EXPECT_EQ(fabric.end(1).failures[0], "link lost");

@@ -138,11 +138,10 @@ class IbPair final : public Pair, private Wire {
   void fail(const std::string& message) { channel_->fail(message); }
   void close();
 
-  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
-            std::uint64_t cookie) override {
+  void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override {
     channel_->send(tag, data, bytes, sink, cookie);
   }
-  void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override {
+  void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override {
     channel_->recv(tag, data, capacity, sink, cookie);
   }
   int peer_rank() const override { return peer_; }

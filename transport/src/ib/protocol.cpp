@@ -21,7 +21,8 @@ struct WireHeader {
   std::uint32_t rkey;         // cts
   std::uint32_t send_handle;  // rts, cts: the sender's rendezvous handle
   std::uint32_t recv_handle;  // cts: the receiver's rendezvous handle, comes back as the immediate
-  std::uint32_t reserved2;
+  std::uint32_t context;      // eager, rts: the tag's context (Note [Contexts] in pair.h)
+  Tag full_tag() const { return Tag{tag, context}; }
 };
 static_assert(sizeof(WireHeader) == 48);
 
@@ -81,7 +82,7 @@ void Channel::post_all_receives() {
 
 // ---- sending ------------------------------------------------------------------------------------
 
-void Channel::send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) {
+void Channel::send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) {
   if (failed_) return;
   const auto* source = static_cast<const std::byte*>(data);
   try {
@@ -150,7 +151,8 @@ bool Channel::post_item(Item& item) {
   switch (item.kind) {
     case ItemKind::eager:
       header.kind = MessageKind::eager;
-      header.tag = item.tag;
+      header.tag = item.tag.value;
+      header.context = item.tag.context;
       header.bytes = item.bytes;
       payload = item.bytes;
       if (payload) std::memcpy(wire_.send_buffer(slot) + sizeof(WireHeader), item.data, payload);
@@ -158,7 +160,8 @@ bool Channel::post_item(Item& item) {
       break;
     case ItemKind::rts:
       header.kind = MessageKind::rts;
-      header.tag = item.tag;
+      header.tag = item.tag.value;
+      header.context = item.tag.context;
       header.bytes = item.bytes;
       header.send_handle = item.handle;
       break;
@@ -239,7 +242,7 @@ void Channel::on_send_done(std::uint64_t wr_id) {
 
 // ---- receiving ----------------------------------------------------------------------------------
 
-void Channel::recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) {
+void Channel::recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) {
   if (failed_) return;
   auto* destination = static_cast<std::byte*>(data);
   // A message that came before its receive was posted waits in a staging buffer.
@@ -271,7 +274,7 @@ void Channel::recv(std::uint64_t tag, void* data, std::size_t capacity, Completi
   posted_.push_back(PostedRecv{tag, destination, capacity, &sink, cookie});
 }
 
-void Channel::start_rendezvous_recv(std::uint64_t tag, std::byte* data, std::size_t capacity, std::size_t bytes,
+void Channel::start_rendezvous_recv(Tag tag, std::byte* data, std::size_t capacity, std::size_t bytes,
                                     std::uint32_t send_handle, CompletionSink& sink, std::uint64_t cookie) {
   if (bytes > capacity) {
     fail_size(tag, bytes, capacity);
@@ -337,7 +340,7 @@ void Channel::on_recv(std::uint32_t slot, std::size_t bytes) {
   if (completed.sink && !failed_) completed.sink->on_recv_complete(completed.cookie, completed.bytes);
 }
 
-std::optional<Channel::PostedRecv> Channel::take_posted(std::uint64_t tag) {
+std::optional<Channel::PostedRecv> Channel::take_posted(Tag tag) {
   auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const PostedRecv& r) { return r.tag == tag; });
   if (posted == posted_.end()) return std::nullopt;
   const PostedRecv target = *posted;
@@ -353,9 +356,9 @@ bool Channel::on_eager(std::uint32_t slot, const WireHeader& header, std::size_t
     return false;
   }
   const std::byte* payload = wire_.recv_buffer(slot) + sizeof(WireHeader);
-  if (const auto target = take_posted(header.tag)) {
+  if (const auto target = take_posted(header.full_tag())) {
     if (header.bytes > target->capacity) {
-      fail_size(header.tag, header.bytes, target->capacity);
+      fail_size(header.full_tag(), header.bytes, target->capacity);
       return false;
     }
     if (header.bytes) std::memcpy(target->data, payload, header.bytes);
@@ -369,7 +372,7 @@ bool Channel::on_eager(std::uint32_t slot, const WireHeader& header, std::size_t
     }
     if (copy.size() < header.bytes) copy.resize(header.bytes);
     if (header.bytes) std::memcpy(copy.data(), payload, header.bytes);
-    staged_.push_back(StagedEager{header.tag, std::move(copy), header.bytes});
+    staged_.push_back(StagedEager{header.full_tag(), std::move(copy), header.bytes});
   }
   repost(slot, true);
   return true;
@@ -382,11 +385,11 @@ bool Channel::on_rts(std::uint32_t slot, const WireHeader& header) {
     return false;
   }
   repost(slot, true);
-  if (const auto target = take_posted(header.tag)) {
-    start_rendezvous_recv(header.tag, target->data, target->capacity, header.bytes, header.send_handle, *target->sink,
-                          target->cookie);
+  if (const auto target = take_posted(header.full_tag())) {
+    start_rendezvous_recv(header.full_tag(), target->data, target->capacity, header.bytes, header.send_handle,
+                          *target->sink, target->cookie);
   } else {
-    staged_rts_.push_back(StagedRts{header.tag, header.bytes, header.send_handle});
+    staged_rts_.push_back(StagedRts{header.full_tag(), header.bytes, header.send_handle});
   }
   return true;
 }
@@ -433,8 +436,8 @@ void Channel::on_recv_immediate(std::uint32_t slot, std::uint32_t immediate) {
 
 // ---- failure ------------------------------------------------------------------------------------
 
-void Channel::fail_size(std::uint64_t tag, std::size_t bytes, std::size_t capacity) {
-  fail("protocol violation: message with tag " + std::to_string(tag) + " from " + peer_name_ + " has " +
+void Channel::fail_size(Tag tag, std::size_t bytes, std::size_t capacity) {
+  fail("protocol violation: message with tag " + to_string(tag) + " from " + peer_name_ + " has " +
        std::to_string(bytes) + " bytes but the matching receive holds " + std::to_string(capacity) +
        " (do all ranks call the same collectives with the same counts, in the same order?)");
 }

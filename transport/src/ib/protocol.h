@@ -105,9 +105,8 @@ class Channel final : public Pair {
   Channel& operator=(const Channel&) = delete;
 
   // Pair
-  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
-            std::uint64_t cookie) override;
-  void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
+  void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override;
+  void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
   int peer_rank() const override { return peer_; }
 
   // Posts every receive buffer; call once, before the peer may send.
@@ -130,7 +129,7 @@ class Channel final : public Pair {
   enum class ItemKind : std::uint8_t { eager, rts, cts, write };
   struct Item {  // an outgoing message waiting for credits, a bounce buffer or send-queue room
     ItemKind kind;
-    std::uint64_t tag = 0;
+    Tag tag{};
     const std::byte* data = nullptr;
     std::size_t bytes = 0;
     CompletionSink* sink = nullptr;
@@ -142,26 +141,26 @@ class Channel final : public Pair {
     std::size_t written = 0;        // write: bytes already posted
   };
   struct PostedRecv {
-    std::uint64_t tag;
+    Tag tag;
     std::byte* data;
     std::size_t capacity;
     CompletionSink* sink;
     std::uint64_t cookie;
   };
   struct StagedEager {
-    std::uint64_t tag;
+    Tag tag;
     std::vector<std::byte> payload;
     std::size_t bytes;
   };
   struct StagedRts {
-    std::uint64_t tag;
+    Tag tag;
     std::size_t bytes;
     std::uint32_t send_handle;
   };
   struct RendezvousSend {
     bool active = false;
     bool cts_seen = false;
-    std::uint64_t tag = 0;
+    Tag tag{};
     const std::byte* data = nullptr;
     std::size_t bytes = 0;
     CompletionSink* sink = nullptr;
@@ -190,16 +189,16 @@ class Channel final : public Pair {
   bool on_eager(std::uint32_t slot, const WireHeader& header, std::size_t bytes, Completion& completed);
   bool on_rts(std::uint32_t slot, const WireHeader& header);
   bool on_cts(std::uint32_t slot, const WireHeader& header);
-  std::optional<PostedRecv> take_posted(std::uint64_t tag);  // removes the receive posted for `tag`
+  std::optional<PostedRecv> take_posted(Tag tag);  // removes the receive posted for `tag`
 
   void flush();
   bool post_item(Item& item);  // false: no room yet
   void post_control(std::uint32_t slot, const WireHeader& header, std::size_t payload_bytes);
   void maybe_return_credits();
-  void start_rendezvous_recv(std::uint64_t tag, std::byte* data, std::size_t capacity, std::size_t bytes,
+  void start_rendezvous_recv(Tag tag, std::byte* data, std::size_t capacity, std::size_t bytes,
                              std::uint32_t send_handle, CompletionSink& sink, std::uint64_t cookie);
   void repost(std::uint32_t slot, bool for_message);
-  void fail_size(std::uint64_t tag, std::size_t bytes, std::size_t capacity);
+  void fail_size(Tag tag, std::size_t bytes, std::size_t capacity);
   template <class Table>
   static std::uint32_t allocate(Table& table, std::vector<std::uint32_t>& free_list);
 

@@ -64,14 +64,17 @@ constexpr std::size_t kSegmentBytes = kControlBytes + 2 * kRingBytes;
 // reader always finds the data as it was sent. Both ranks check at set-up that they may read each
 // other (process_vm_readv can be forbidden by ptrace rules or seccomp); else every message takes
 // the ring. OpenMPI's vader does the same through CMA.
-enum ChunkKind : std::uint64_t { kData = 0, kReadMe = 1, kReadDone = 2 };
+enum ChunkKind : std::uint32_t { kData = 0, kReadMe = 1, kReadDone = 2 };
 
 struct ChunkHeader {
   std::uint64_t tag;
   std::uint64_t message_bytes;
   std::uint64_t chunk_bytes;
-  std::uint64_t kind;
+  std::uint32_t kind;
+  std::uint32_t context;  // Note [Contexts] in pair.h
+  Tag full_tag() const { return Tag{tag, context}; }
 };
+static_assert(sizeof(ChunkHeader) == 32);
 
 // The payload of a kReadMe chunk; a kReadDone chunk carries only the id.
 struct ReadMe {
@@ -186,21 +189,20 @@ class ShmPair final : public Pair, private Poller {
 
   int peer_rank() const override { return peer_; }
 
-  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
-            std::uint64_t cookie) override {
+  void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override {
     if (failed_) return;
     queue_.push_back(Outgoing{tag, static_cast<const std::byte*>(data), bytes, &sink, cookie});
     if (queue_.size() == 1) write_some();
   }
 
-  void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
+  void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
 
   void start();
   void close();
 
  private:
   struct Outgoing {
-    std::uint64_t tag;
+    Tag tag;
     const std::byte* data;
     std::size_t bytes;
     CompletionSink* sink;
@@ -209,14 +211,14 @@ class ShmPair final : public Pair, private Poller {
     bool started = false;
   };
   struct Incoming {
-    std::uint64_t tag;
+    Tag tag;
     std::byte* data;
     std::size_t capacity;
     CompletionSink* sink;
     std::uint64_t cookie;
   };
   struct Staged {
-    std::uint64_t tag;
+    Tag tag;
     std::vector<std::byte> buffer;
     std::size_t bytes;
     bool complete;
@@ -224,7 +226,7 @@ class ShmPair final : public Pair, private Poller {
   };
   // The message being read: chunks of one message follow each other in the ring.
   struct Arriving {
-    std::uint64_t tag = 0;
+    Tag tag;
     std::size_t bytes = 0;
     std::size_t received = 0;
     std::byte* destination = nullptr;
@@ -245,7 +247,7 @@ class ShmPair final : public Pair, private Poller {
   void schedule_completions();
   void complete_sends();
   bool read_control(const ChunkHeader& header, std::uint64_t at);
-  bool read_remote(std::uint64_t tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity);
+  bool read_remote(Tag tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity);
   bool room_for(std::uint64_t head, std::size_t need);
   void read_some();
   bool begin_message(const ChunkHeader& header);
@@ -389,7 +391,7 @@ class ShmTransport final : public PairTransport<ShmPair> {
   const std::size_t single_copy_bytes_;
 };
 
-void ShmPair::recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) {
+void ShmPair::recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) {
   if (failed_) return;
   for (std::size_t i = 0; i < staged_.size(); ++i) {
     if (staged_[i].tag != tag || !staged_[i].complete) continue;
@@ -400,7 +402,7 @@ void ShmPair::recv(std::uint64_t tag, void* data, std::size_t capacity, Completi
       if (!read_remote(tag, *staged.remote, staged.bytes, data, capacity)) return;
       write_some();  // the kReadDone
     } else if (staged.bytes > capacity) {
-      fail("protocol violation: message with tag " + std::to_string(tag) + " has " + std::to_string(staged.bytes) +
+      fail("protocol violation: message with tag " + to_string(tag) + " has " + std::to_string(staged.bytes) +
            " bytes but the matching receive holds " + std::to_string(capacity));
       return;
     } else {
@@ -442,7 +444,7 @@ void ShmPair::write_some() {
   bool done = false;
   std::size_t acked = 0;
   for (; acked < acks_.size() && !failed_; ++acked) {
-    if (!write_control(ChunkHeader{0, 0, sizeof(std::uint64_t), kReadDone}, &acks_[acked])) break;
+    if (!write_control(ChunkHeader{0, 0, sizeof(std::uint64_t), kReadDone, 0}, &acks_[acked])) break;
     wrote = true;
   }
   acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(acked));
@@ -451,7 +453,9 @@ void ShmPair::write_some() {
     if (single_copy_bytes_ > 0 && message.bytes >= single_copy_bytes_) {
       // Note [Single copy]: completes on the reader's kReadDone.
       const ReadMe where{reinterpret_cast<std::uint64_t>(message.data), next_read_id_};
-      if (!write_control(ChunkHeader{message.tag, message.bytes, sizeof where, kReadMe}, &where)) break;
+      if (!write_control(ChunkHeader{message.tag.value, message.bytes, sizeof where, kReadMe, message.tag.context},
+                         &where))
+        break;
       ++next_read_id_;
       wrote = true;
       awaiting_read_.emplace_back(where.id, message);
@@ -461,7 +465,7 @@ void ShmPair::write_some() {
     const std::size_t chunk = std::min<std::size_t>(message.bytes - message.sent, kMaxChunk);
     const std::uint64_t head = out_.control->head.load(std::memory_order_relaxed);
     if (!room_for(head, sizeof(ChunkHeader) + chunk)) break;  // the reader wakes us
-    const ChunkHeader header{message.tag, message.bytes, chunk, kData};
+    const ChunkHeader header{message.tag.value, message.bytes, chunk, kData, message.tag.context};
     out_.copy_in(head, &header, sizeof header);
     out_.copy_in(head + sizeof header, message.data + message.sent, chunk);
     out_.control->head.store(head + sizeof header + chunk);  // Note [Polling readers]
@@ -521,7 +525,7 @@ void ShmPair::read_some() {
       continue;
     }
     if (!arriving_ && !begin_message(header)) return;
-    if (header.tag != arriving_->tag || header.message_bytes != arriving_->bytes ||
+    if (header.full_tag() != arriving_->tag || header.message_bytes != arriving_->bytes ||
         arriving_->received + header.chunk_bytes > arriving_->bytes) {
       fail("protocol violation: " + peer_name_ + " interleaved two messages");
       return;
@@ -557,23 +561,24 @@ bool ShmPair::read_control(const ChunkHeader& header, std::uint64_t at) {
     schedule_completions();
     return true;
   }
-  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.tag; });
+  auto posted =
+      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
   if (posted == posted_.end()) {  // the peer is ahead of us: read it once the receive is posted
-    staged_.push_back(Staged{header.tag, {}, header.message_bytes, true, where});
+    staged_.push_back(Staged{header.full_tag(), {}, header.message_bytes, true, where});
     return true;
   }
   const Incoming target = *posted;
   *posted = posted_.back();
   posted_.pop_back();
-  if (!read_remote(header.tag, where, header.message_bytes, target.data, target.capacity)) return false;
+  if (!read_remote(header.full_tag(), where, header.message_bytes, target.data, target.capacity)) return false;
   target.sink->on_recv_complete(target.cookie, header.message_bytes);
   return !failed_;
 }
 
 // Copies a kReadMe message into `to` and queues its kReadDone; false (and failed) if it cannot.
-bool ShmPair::read_remote(std::uint64_t tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity) {
+bool ShmPair::read_remote(Tag tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity) {
   if (bytes > capacity) {
-    fail("protocol violation: message with tag " + std::to_string(tag) + " has " + std::to_string(bytes) +
+    fail("protocol violation: message with tag " + to_string(tag) + " has " + std::to_string(bytes) +
          " bytes but the matching receive holds " + std::to_string(capacity) +
          " (do all ranks call the same collectives with the same counts, in the same order?)");
     return false;
@@ -589,12 +594,13 @@ bool ShmPair::read_remote(std::uint64_t tag, const ReadMe& where, std::size_t by
 
 bool ShmPair::begin_message(const ChunkHeader& header) {
   Arriving arriving;
-  arriving.tag = header.tag;
+  arriving.tag = header.full_tag();
   arriving.bytes = header.message_bytes;
-  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.tag; });
+  auto posted =
+      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
   if (posted != posted_.end()) {
     if (header.message_bytes > posted->capacity) {
-      fail("protocol violation: message with tag " + std::to_string(header.tag) + " has " +
+      fail("protocol violation: message with tag " + to_string(header.full_tag()) + " has " +
            std::to_string(header.message_bytes) + " bytes but the matching receive holds " +
            std::to_string(posted->capacity) +
            " (do all ranks call the same collectives with the same counts, in the same order?)");
@@ -614,7 +620,7 @@ bool ShmPair::begin_message(const ChunkHeader& header) {
     }
     if (buffer.size() < header.message_bytes) buffer.resize(header.message_bytes);
     arriving.destination = buffer.data();  // the heap block stays put when staged_ moves
-    staged_.push_back(Staged{header.tag, std::move(buffer), header.message_bytes, false});
+    staged_.push_back(Staged{header.full_tag(), std::move(buffer), header.message_bytes, false});
   }
   arriving_ = arriving;
   return true;

@@ -29,9 +29,12 @@ constexpr std::size_t kMaxGather = 32;
 // Data-plane framing: every message is this header followed by `bytes` of payload.
 struct Header {
   std::uint64_t tag;
+  std::uint32_t context;  // Note [Contexts] in pair.h
+  std::uint32_t reserved;
   std::uint64_t bytes;
+  Tag full_tag() const { return Tag{tag, context}; }
 };
-static_assert(sizeof(Header) == 16);
+static_assert(sizeof(Header) == 24);
 
 std::string error_text(const boost::system::error_code& ec) {
   if (ec == asio::error::eof) return "connection closed by the peer (process ended or killed?)";
@@ -52,14 +55,13 @@ class TcpPair final : public Pair {
 
   int peer_rank() const override { return peer_; }
 
-  void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
-            std::uint64_t cookie) override {
+  void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override {
     if (failed_) return;
-    queue_.push_back(Outgoing{Header{tag, bytes}, data, &sink, cookie});
+    queue_.push_back(Outgoing{Header{tag.value, tag.context, 0, bytes}, data, &sink, cookie});
     if (writing_.empty()) write_more();
   }
 
-  void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override {
+  void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override {
     if (failed_) return;
     // A message that came before its receive was posted waits in a staging buffer.
     for (std::size_t i = 0; i < staged_.size(); ++i) {
@@ -105,14 +107,14 @@ class TcpPair final : public Pair {
     std::uint64_t cookie;
   };
   struct Incoming {
-    std::uint64_t tag;
+    Tag tag;
     void* data;
     std::size_t capacity;
     CompletionSink* sink;
     std::uint64_t cookie;
   };
   struct Staged {
-    std::uint64_t tag;
+    Tag tag;
     std::vector<std::byte> buffer;
     std::size_t bytes;
     bool complete;  // false while its payload is still being read
@@ -121,10 +123,10 @@ class TcpPair final : public Pair {
   void write_more();
   void read_header();
   void on_header();
-  void on_staged(std::uint64_t tag);
+  void on_staged(Tag tag);
   void fail(const std::string& what);
-  void fail_protocol(std::uint64_t tag, std::uint64_t bytes, std::size_t capacity) {
-    fail("protocol violation: message with tag " + std::to_string(tag) + " has " + std::to_string(bytes) +
+  void fail_protocol(Tag tag, std::uint64_t bytes, std::size_t capacity) {
+    fail("protocol violation: message with tag " + to_string(tag) + " has " + std::to_string(bytes) +
          " bytes but the matching receive holds " + std::to_string(capacity) +
          " (do all ranks call the same collectives with the same counts, in the same order?)");
   }
@@ -264,13 +266,14 @@ void TcpPair::on_header() {
     fail("protocol violation: " + peer_name_ + " announced a message of " + std::to_string(header.bytes) + " bytes");
     return;
   }
-  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.tag; });
+  auto posted =
+      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
   if (posted != posted_.end()) {
     Incoming target = *posted;
     *posted = posted_.back();
     posted_.pop_back();
     if (header.bytes > target.capacity) {
-      fail_protocol(header.tag, header.bytes, target.capacity);
+      fail_protocol(header.full_tag(), header.bytes, target.capacity);
       return;
     }
     owner_.begin_io();
@@ -296,10 +299,10 @@ void TcpPair::on_header() {
   if (buffer.size() < header.bytes) buffer.resize(header.bytes);
   // The vector's heap block stays put when staged_ grows or is reordered.
   std::byte* destination = buffer.data();
-  staged_.push_back(Staged{header.tag, std::move(buffer), header.bytes, false});
+  staged_.push_back(Staged{header.full_tag(), std::move(buffer), header.bytes, false});
   owner_.begin_io();
   asio::async_read(socket_, asio::buffer(destination, header.bytes),
-                   [this, tag = header.tag](const boost::system::error_code& ec, std::size_t) {
+                   [this, tag = header.full_tag()](const boost::system::error_code& ec, std::size_t) {
                      owner_.end_io();
                      if (ec) {
                        fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
@@ -311,7 +314,7 @@ void TcpPair::on_header() {
                    });
 }
 
-void TcpPair::on_staged(std::uint64_t tag) {
+void TcpPair::on_staged(Tag tag) {
   auto staged = std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.tag == tag; });
   staged->complete = true;
   // Its receive may have been posted while the payload was arriving.

@@ -5,6 +5,23 @@
 
 namespace tnt::transport {
 
+// What a message is matched by: its communicator's context and a tag within it. Note [Contexts]:
+// every communicator (the world, each dup and split) has context ids of its own, the same on
+// each of its ranks and different from those of every other communicator that any of its ranks
+// belongs to, so messages of two communicators between the same two ranks never match each
+// other's receives, whatever their tags. Ids are 32 bits, tags 64.
+struct Tag {
+  std::uint64_t value = 0;
+  std::uint32_t context = 0;
+  friend bool operator==(const Tag&, const Tag&) = default;
+};
+
+// For messages: "77", or "77 in context 3" outside the world's collectives.
+inline std::string to_string(const Tag& tag) {
+  return tag.context == 0 ? std::to_string(tag.value)
+                          : std::to_string(tag.value) + " in context " + std::to_string(tag.context);
+}
+
 // Receives the completion of a send or receive posted on a Pair. `cookie` is the value
 // given when the operation was posted, so one sink can track many operations without
 // allocating a closure per segment.
@@ -23,11 +40,11 @@ class CompletionSink {
 // executor (Transport::executor()); no call may be made from another thread. Any number
 // of sends and receives may be pending at once.
 //
-// Matching: a message sent with tag T completes the receive posted with tag T on the
-// other side, whatever the order in which the two sides posted. Tags must be unique among
-// the messages in flight between two ranks (collectives build them from an operation's
-// sequence number and a message index). A message that arrives before its receive is
-// posted is held by the transport until the receive is posted.
+// Matching: a message sent with tag T completes the receive posted with tag T (the same value
+// and context) on the other side, whatever the order in which the two sides posted. Tags must be
+// unique among the messages in flight between two ranks (collectives build them from an
+// operation's sequence number and a message index, point-to-point from a per-peer sequence). A message that arrives
+// before its receive is posted is held by the transport until the receive is posted.
 //
 // Buffers: a send's buffer must stay unchanged, and a receive's buffer untouched, until
 // the completion. A receive's buffer must be at least as large as the message.
@@ -37,10 +54,8 @@ class CompletionSink {
 class Pair {
  public:
   virtual ~Pair() = default;
-  virtual void send(std::uint64_t tag, const void* data, std::size_t bytes, CompletionSink& sink,
-                    std::uint64_t cookie) = 0;
-  virtual void recv(std::uint64_t tag, void* data, std::size_t capacity, CompletionSink& sink,
-                    std::uint64_t cookie) = 0;
+  virtual void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) = 0;
+  virtual void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) = 0;
   virtual int peer_rank() const = 0;
 };
 
