@@ -24,46 +24,46 @@ constexpr MPI_Op kFirstOp = MPI_MAX;
 // after, as tnt-train's ranks do, instead of running on until its next call.
 constexpr std::chrono::milliseconds kExitAfterFailure{3000};
 
-constexpr const char* kNoReduction = "tnt's Communicator has no reduction on this type yet";
-
 // Indexed by handle - MPI_CHAR: the order of mpi.h.
 const std::array<TypeInfo, 19> kTypes{{
-    {MPI_CHAR, "MPI_CHAR", 1, std::nullopt, "MPI allows no reduction on MPI_CHAR"},
-    {MPI_BYTE, "MPI_BYTE", 1, std::nullopt, kNoReduction},
-    {MPI_INT, "MPI_INT", sizeof(int), DataType::int32, nullptr},
-    {MPI_UNSIGNED, "MPI_UNSIGNED", sizeof(unsigned), std::nullopt, kNoReduction},
-    {MPI_LONG, "MPI_LONG", sizeof(long), DataType::int64, nullptr},
-    {MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG", sizeof(unsigned long), std::nullopt, kNoReduction},
-    {MPI_LONG_LONG, "MPI_LONG_LONG", sizeof(long long), DataType::int64, nullptr},
-    {MPI_FLOAT, "MPI_FLOAT", sizeof(float), DataType::float32, nullptr},
-    {MPI_DOUBLE, "MPI_DOUBLE", sizeof(double), DataType::float64, nullptr},
-    {MPI_INT8_T, "MPI_INT8_T", 1, std::nullopt, kNoReduction},
-    {MPI_INT16_T, "MPI_INT16_T", 2, std::nullopt, kNoReduction},
-    {MPI_INT32_T, "MPI_INT32_T", 4, DataType::int32, nullptr},
-    {MPI_INT64_T, "MPI_INT64_T", 8, DataType::int64, nullptr},
-    {MPI_UINT8_T, "MPI_UINT8_T", 1, std::nullopt, kNoReduction},
-    {MPI_UINT16_T, "MPI_UINT16_T", 2, std::nullopt, kNoReduction},
-    {MPI_UINT32_T, "MPI_UINT32_T", 4, std::nullopt, kNoReduction},
-    {MPI_UINT64_T, "MPI_UINT64_T", 8, std::nullopt, kNoReduction},
-    {MPI_DOUBLE_INT, "MPI_DOUBLE_INT", 16, std::nullopt, kNoReduction},
-    {MPI_2INT, "MPI_2INT", 8, std::nullopt, kNoReduction},
+    {MPI_CHAR, "MPI_CHAR", 1, std::nullopt, false},
+    {MPI_BYTE, "MPI_BYTE", 1, DataType::uint8, true},
+    {MPI_INT, "MPI_INT", sizeof(int), DataType::int32, false},
+    {MPI_UNSIGNED, "MPI_UNSIGNED", sizeof(unsigned), DataType::uint32, false},
+    {MPI_LONG, "MPI_LONG", sizeof(long), DataType::int64, false},
+    {MPI_UNSIGNED_LONG, "MPI_UNSIGNED_LONG", sizeof(unsigned long), DataType::uint64, false},
+    {MPI_LONG_LONG, "MPI_LONG_LONG", sizeof(long long), DataType::int64, false},
+    {MPI_FLOAT, "MPI_FLOAT", sizeof(float), DataType::float32, false},
+    {MPI_DOUBLE, "MPI_DOUBLE", sizeof(double), DataType::float64, false},
+    {MPI_INT8_T, "MPI_INT8_T", 1, DataType::int8, false},
+    {MPI_INT16_T, "MPI_INT16_T", 2, DataType::int16, false},
+    {MPI_INT32_T, "MPI_INT32_T", 4, DataType::int32, false},
+    {MPI_INT64_T, "MPI_INT64_T", 8, DataType::int64, false},
+    {MPI_UINT8_T, "MPI_UINT8_T", 1, DataType::uint8, false},
+    {MPI_UINT16_T, "MPI_UINT16_T", 2, DataType::uint16, false},
+    {MPI_UINT32_T, "MPI_UINT32_T", 4, DataType::uint32, false},
+    {MPI_UINT64_T, "MPI_UINT64_T", 8, DataType::uint64, false},
+    {MPI_DOUBLE_INT, "MPI_DOUBLE_INT", size_of(DataType::float64_int32), DataType::float64_int32, false},
+    {MPI_2INT, "MPI_2INT", size_of(DataType::int32_int32), DataType::int32_int32, false},
 }};
 static_assert(sizeof(int) == 4 && sizeof(long) == 8 && sizeof(long long) == 8, "an LP64 platform");
+static_assert(size_of(DataType::float64_int32) == 16 && size_of(DataType::int32_int32) == 8,
+              "MPI_DOUBLE_INT and MPI_2INT are C's struct { double; int; } and struct { int; int; }");
 
 // Indexed by handle - MPI_MAX: the order of mpi.h (9 and 10 are not MPI_Ops of the subset).
 const std::array<OpInfo, 12> kOps{{
     {MPI_MAX, "MPI_MAX", ReduceOp::max},
     {MPI_MIN, "MPI_MIN", ReduceOp::min},
     {MPI_SUM, "MPI_SUM", ReduceOp::sum},
-    {MPI_PROD, "MPI_PROD", std::nullopt},
-    {MPI_LAND, "MPI_LAND", std::nullopt},
-    {MPI_BAND, "MPI_BAND", std::nullopt},
-    {MPI_LOR, "MPI_LOR", std::nullopt},
-    {MPI_BOR, "MPI_BOR", std::nullopt},
+    {MPI_PROD, "MPI_PROD", ReduceOp::prod},
+    {MPI_LAND, "MPI_LAND", ReduceOp::logical_and},
+    {MPI_BAND, "MPI_BAND", ReduceOp::bit_and},
+    {MPI_LOR, "MPI_LOR", ReduceOp::logical_or},
+    {MPI_BOR, "MPI_BOR", ReduceOp::bit_or},
     {MPI_OP_NULL, nullptr, std::nullopt},
     {MPI_OP_NULL, nullptr, std::nullopt},
-    {MPI_MINLOC, "MPI_MINLOC", std::nullopt},
-    {MPI_MAXLOC, "MPI_MAXLOC", std::nullopt},
+    {MPI_MINLOC, "MPI_MINLOC", ReduceOp::min_loc},
+    {MPI_MAXLOC, "MPI_MAXLOC", ReduceOp::max_loc},
 }};
 
 const char* class_text(int error_class) {
@@ -246,8 +246,12 @@ std::pair<DataType, ReduceOp> reduction(const TypeInfo& type, const OpInfo& op) 
                                             op.name)};
   }
   if (!type.reduce_as) {
-    throw CallError{MPI_ERR_TYPE,
-                    fmt::format("argument datatype: {} cannot be reduced ({})", type.name, type.not_reducible_because)};
+    throw CallError{MPI_ERR_TYPE, fmt::format("argument datatype: MPI reduces no {}", type.name)};
+  }
+  // MPI: MPI_BYTE takes the bitwise ops only; the Communicator's uint8 would take any.
+  const bool bitwise = op.handle == MPI_BAND || op.handle == MPI_BOR;
+  if (!supports(*type.reduce_as, *op.reduce_as) || (type.bitwise_only && !bitwise)) {
+    throw CallError{MPI_ERR_OP, fmt::format("arguments op and datatype: MPI defines no {} on {}", op.name, type.name)};
   }
   return {*type.reduce_as, *op.reduce_as};
 }

@@ -27,10 +27,9 @@ struct TypeInfo {
   MPI_Datatype handle;
   const char* name;
   std::size_t size;
-  // The Communicator's element type for reductions; none where it has no such type.
+  // The Communicator's element type for reductions; none where MPI reduces no such type.
   std::optional<DataType> reduce_as;
-  // Why reduce_as is none, for the message.
-  const char* not_reducible_because;
+  bool bitwise_only;  // MPI_BYTE: MPI_BAND and MPI_BOR only
 };
 
 struct OpInfo {

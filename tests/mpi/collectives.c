@@ -10,11 +10,12 @@
 
 static const int kCounts[] = {0, 1, 7, 1000};
 #define COUNTS (int)(sizeof kCounts / sizeof kCounts[0])
-/* The (datatype, op) pairs the layer reduces now (mpi/README.md). */
-static const MPI_Datatype kReduceTypes[] = {MPI_INT,    MPI_LONG,    MPI_LONG_LONG, MPI_FLOAT,
-                                            MPI_DOUBLE, MPI_INT32_T, MPI_INT64_T};
+/* Every datatype and op of the subset; mpi_defines (values.h) picks the pairs MPI defines. */
+static const MPI_Datatype kReduceTypes[] = {
+    MPI_BYTE,   MPI_INT,     MPI_UNSIGNED, MPI_LONG,    MPI_UNSIGNED_LONG, MPI_LONG_LONG, MPI_FLOAT,    MPI_DOUBLE,
+    MPI_INT8_T, MPI_INT16_T, MPI_INT32_T,  MPI_INT64_T, MPI_UINT8_T,       MPI_UINT16_T,  MPI_UINT32_T, MPI_UINT64_T};
 #define REDUCE_TYPES (int)(sizeof kReduceTypes / sizeof kReduceTypes[0])
-static const MPI_Op kOps[] = {MPI_SUM, MPI_MIN, MPI_MAX};
+static const MPI_Op kOps[] = {MPI_SUM, MPI_PROD, MPI_MIN, MPI_MAX, MPI_LAND, MPI_LOR, MPI_BAND, MPI_BOR};
 #define OPS (int)(sizeof kOps / sizeof kOps[0])
 
 static int rank, size;
@@ -40,6 +41,7 @@ static void allreduce_and_reduce(void) {
         const MPI_Datatype t = kReduceTypes[ti];
         const MPI_Op op = kOps[oi];
         const int count = kCounts[ci];
+        if (!mpi_defines(t, op)) continue;
         int type_size;
         MPI_Type_size(t, &type_size);
         char* send = malloc((size_t)count * type_size + 1);
@@ -72,6 +74,44 @@ static void allreduce_and_reduce(void) {
         free(send);
         free(recv);
       }
+    }
+  }
+}
+
+/* MPI_MINLOC and MPI_MAXLOC: the extreme value and, among ranks that hold it, the smallest rank. */
+static void value_index(void) {
+  enum { kCount = 50 };
+  struct {
+    double value;
+    int index;
+  } d[kCount], d_out[kCount];
+  struct {
+    int value;
+    int index;
+  } n[kCount], n_out[kCount];
+  for (int loc = 0; loc < 2; ++loc) {
+    const MPI_Op op = loc ? MPI_MAXLOC : MPI_MINLOC;
+    for (int i = 0; i < kCount; ++i) {
+      d[i].value = input_value(rank, i, 0) / 2;
+      d[i].index = rank;
+      n[i].value = (int)input_value(rank, i, 0) % 3; /* many ties */
+      n[i].index = rank;
+    }
+    CHECK_OK(MPI_Allreduce(d, d_out, kCount, MPI_DOUBLE_INT, op, MPI_COMM_WORLD));
+    CHECK_OK(MPI_Allreduce(n, n_out, kCount, MPI_2INT, op, MPI_COMM_WORLD));
+    for (int i = 0; i < kCount; ++i) {
+      double best_d = input_value(0, i, 0) / 2;
+      int best_d_rank = 0, best_n = (int)input_value(0, i, 0) % 3, best_n_rank = 0;
+      for (int r = 1; r < size; ++r) {
+        const double vd = input_value(r, i, 0) / 2;
+        const int vn = (int)input_value(r, i, 0) % 3;
+        if (loc ? vd > best_d : vd < best_d) best_d = vd, best_d_rank = r;
+        if (loc ? vn > best_n : vn < best_n) best_n = vn, best_n_rank = r;
+      }
+      CHECK(d_out[i].value == best_d && d_out[i].index == best_d_rank, "MPI_DOUBLE_INT op 0x%x element %d: (%g, %d)",
+            op, i, d_out[i].value, d_out[i].index);
+      CHECK(n_out[i].value == best_n && n_out[i].index == best_n_rank, "MPI_2INT op 0x%x element %d: (%d, %d)", op, i,
+            n_out[i].value, n_out[i].index);
     }
   }
 }
@@ -215,6 +255,7 @@ int main(int argc, char** argv) {
   CHECK_OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
   CHECK_OK(MPI_Comm_size(MPI_COMM_WORLD, &size));
   allreduce_and_reduce();
+  value_index();
   bcast();
   allgather();
   reduce_scatter();

@@ -65,6 +65,14 @@ int main(int argc, char** argv) {
   char c[2] = {1, 2};
   expect_error(MPI_Allreduce(MPI_IN_PLACE, c, 2, MPI_CHAR, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_TYPE, "MPI_Allreduce",
                "MPI_CHAR");
+  float f[2] = {1, 2};
+  expect_error(MPI_Allreduce(MPI_IN_PLACE, f, 2, MPI_FLOAT, MPI_LAND, MPI_COMM_WORLD), MPI_ERR_OP, "MPI_Allreduce",
+               "MPI_LAND on MPI_FLOAT");
+  unsigned char bytes[2] = {1, 2};
+  expect_error(MPI_Allreduce(MPI_IN_PLACE, bytes, 2, MPI_BYTE, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_OP, "MPI_Allreduce",
+               "MPI_SUM on MPI_BYTE");
+  expect_error(MPI_Allreduce(MPI_IN_PLACE, x, 2, MPI_DOUBLE, MPI_MAXLOC, MPI_COMM_WORLD), MPI_ERR_OP, "MPI_Allreduce",
+               "MPI_MAXLOC on MPI_DOUBLE");
   /* Counts, roots, communicators, requests, buffers. */
   expect_error(MPI_Bcast(x, -1, MPI_DOUBLE, 0, MPI_COMM_WORLD), MPI_ERR_COUNT, "MPI_Bcast", "argument count");
   expect_error(MPI_Bcast(x, 1, MPI_DOUBLE, size, MPI_COMM_WORLD), MPI_ERR_ROOT, "MPI_Bcast", "argument root");

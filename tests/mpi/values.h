@@ -12,8 +12,8 @@ static double input_value(int rank, int i, int op_is_prod) {
 }
 
 static int is_unsigned(MPI_Datatype t) {
-  return t == MPI_UNSIGNED || t == MPI_UNSIGNED_LONG || t == MPI_UINT8_T || t == MPI_UINT16_T || t == MPI_UINT32_T ||
-         t == MPI_UINT64_T;
+  return t == MPI_BYTE || t == MPI_UNSIGNED || t == MPI_UNSIGNED_LONG || t == MPI_UINT8_T || t == MPI_UINT16_T ||
+         t == MPI_UINT32_T || t == MPI_UINT64_T;
 }
 
 static void put_value(MPI_Datatype t, void* buffer, int i, double v) {
@@ -39,7 +39,7 @@ static void put_value(MPI_Datatype t, void* buffer, int i, double v) {
     ((int32_t*)buffer)[i] = (int32_t)v;
   else if (t == MPI_INT64_T)
     ((int64_t*)buffer)[i] = (int64_t)v;
-  else if (t == MPI_UINT8_T)
+  else if (t == MPI_UINT8_T || t == MPI_BYTE)
     ((uint8_t*)buffer)[i] = (uint8_t)v;
   else if (t == MPI_UINT16_T)
     ((uint16_t*)buffer)[i] = (uint16_t)v;
@@ -61,7 +61,7 @@ static double get_value(MPI_Datatype t, const void* buffer, int i) {
   if (t == MPI_INT16_T) return ((const int16_t*)buffer)[i];
   if (t == MPI_INT32_T) return ((const int32_t*)buffer)[i];
   if (t == MPI_INT64_T) return (double)((const int64_t*)buffer)[i];
-  if (t == MPI_UINT8_T) return ((const uint8_t*)buffer)[i];
+  if (t == MPI_UINT8_T || t == MPI_BYTE) return ((const uint8_t*)buffer)[i];
   if (t == MPI_UINT16_T) return ((const uint16_t*)buffer)[i];
   if (t == MPI_UINT32_T) return ((const uint32_t*)buffer)[i];
   if (t == MPI_UINT64_T) return (double)((const uint64_t*)buffer)[i];
@@ -78,6 +78,7 @@ static double typed_input(MPI_Datatype t, int rank, int i, int op_is_prod) {
 static double reference(MPI_Datatype t, MPI_Op op, int size, int i) {
   const int prod = op == MPI_PROD;
   double result = typed_input(t, 0, i, prod);
+  long long bits = (long long)result;
   for (int r = 1; r < size; ++r) {
     const double v = typed_input(t, r, i, prod);
     if (op == MPI_SUM)
@@ -88,7 +89,33 @@ static double reference(MPI_Datatype t, MPI_Op op, int size, int i) {
       result = v < result ? v : result;
     else if (op == MPI_MAX)
       result = v > result ? v : result;
+    else if (op == MPI_LAND)
+      result = (result != 0) && (v != 0);
+    else if (op == MPI_LOR)
+      result = (result != 0) || (v != 0);
+    else if (op == MPI_BAND)
+      bits &= (long long)v;
+    else if (op == MPI_BOR)
+      bits |= (long long)v;
   }
+  if (op == MPI_BAND || op == MPI_BOR) return (double)bits;
+  /* Over one rank there is nothing to combine: the input itself, as in OpenMPI (not 0 or 1). */
   return result;
+}
+
+/* MPI's rules (the standard's table of ops and types), independent of the layer's own. */
+static int is_integer(MPI_Datatype t) {
+  return t == MPI_INT || t == MPI_UNSIGNED || t == MPI_LONG || t == MPI_UNSIGNED_LONG || t == MPI_LONG_LONG ||
+         t == MPI_INT8_T || t == MPI_INT16_T || t == MPI_INT32_T || t == MPI_INT64_T || t == MPI_UINT8_T ||
+         t == MPI_UINT16_T || t == MPI_UINT32_T || t == MPI_UINT64_T;
+}
+static int mpi_defines(MPI_Datatype t, MPI_Op op) {
+  if (op == MPI_SUM || op == MPI_PROD || op == MPI_MIN || op == MPI_MAX) {
+    return is_integer(t) || t == MPI_FLOAT || t == MPI_DOUBLE;
+  }
+  if (op == MPI_LAND || op == MPI_LOR) return is_integer(t);
+  if (op == MPI_BAND || op == MPI_BOR) return is_integer(t) || t == MPI_BYTE;
+  if (op == MPI_MINLOC || op == MPI_MAXLOC) return t == MPI_DOUBLE_INT || t == MPI_2INT;
+  return 0;
 }
 #endif
