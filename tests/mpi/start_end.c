@@ -8,6 +8,16 @@
 
 #include "check.h"
 
+/* The C layouts of MPI_DOUBLE_INT and MPI_2INT. */
+struct double_int {
+  double value;
+  int index;
+};
+struct int_int {
+  int value;
+  int index;
+};
+
 int main(int argc, char** argv) {
   int flag = -1;
   CHECK_OK(MPI_Initialized(&flag));
@@ -79,14 +89,8 @@ int main(int argc, char** argv) {
                {MPI_UINT16_T, 2},
                {MPI_UINT32_T, 4},
                {MPI_UINT64_T, 8},
-               {MPI_DOUBLE_INT, sizeof(struct {
-                  double v;
-                  int i;
-                })},
-               {MPI_2INT, sizeof(struct {
-                  int v;
-                  int i;
-                })}};
+               {MPI_DOUBLE_INT, sizeof(struct double_int)},
+               {MPI_2INT, sizeof(struct int_int)}};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; ++i) {
     int type_size = -1;
     CHECK_OK(MPI_Type_size(sizes[i].type, &type_size));
