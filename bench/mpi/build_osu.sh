@@ -47,7 +47,7 @@ for program in "${programs[@]}"; do
     echo "$program" >> "$out/built"
   else
     first=$(grep -m 1 -E 'error|undefined reference' "$out/log/$program.log" || head -n 1 "$out/log/$program.log")
-    echo "$program: $first" >> "$out/not_built"
+    echo "$program: ${first//$top\//}" >> "$out/not_built"
   fi
 done
 echo "built with $compiler: $(wc -l < "$out/built") of ${#programs[@]}"
