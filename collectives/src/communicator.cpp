@@ -16,6 +16,7 @@
 #include "call_log.h"
 #include "choice.h"
 #include "operations.h"
+#include "point_to_point.h"
 #include "reduce.h"
 #include "tnt/core/copy.h"
 #include "tnt/core/exit.h"
@@ -70,7 +71,7 @@ std::chrono::microseconds poll_window(const JobEnvironment& env) {
 
 }  // namespace
 
-class Communicator::Impl final : public detail::CommunicatorCore, public detail::BoardOwner {
+class Communicator::Impl final : public detail::CommunicatorCore, public detail::BoardOwner, public detail::PeerLinks {
  public:
   explicit Impl(CommunicatorOptions options)
       : env_(options.environment ? *options.environment : JobEnvironment::from_env()),
@@ -95,6 +96,8 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
     algorithms_.small_allreduce_bytes = options.small_allreduce_bytes != std::size_t(-1)
                                             ? options.small_allreduce_bytes
                                             : settings::kSmallAllreduceKb.read();
+    p2p_limits_.eager_bytes = settings::kP2pEagerKb.read();
+    p2p_limits_.credit_bytes = settings::kP2pCreditKb.read();
     algorithms_.allreduce = detail::parse_forced(settings::kAllreduceAlgorithm.read());
     algorithms_.allgather = detail::parse_forced(settings::kAllgatherAlgorithm.read());
     topology_ = detail::Topology::build(std::vector<int>(static_cast<std::size_t>(env_.size), 0), env_.rank);
@@ -118,6 +121,11 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
       }
     }
     if (env_.size > 1) close_planes();
+    loop_->call([this] {
+      if (!p2p_) return;
+      p2p_->fail_all("the communicator was destroyed while this point-to-point operation was pending");
+      p2p_.reset();
+    });
     transport_.reset();
     verdict_timer_.reset();
   }
@@ -182,7 +190,8 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
       });
     });
     topology_ = detail::Topology::build(transport::hosts_of(book_), env_.rank);
-    transport_->connect(book_, ring_peers());
+    connected_ = ring_peers();
+    transport_->connect(book_, connected_);
     // Note [Host board]: only where it holds every rank (Note [Choosing an algorithm]).
     if (auto* board = transport_->host_board(); board && static_cast<int>(board->members().size()) == env_.size) {
       board_.emplace(*board, env_.rank, env_.size, *board_window_, *this);
@@ -263,6 +272,75 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
     return Request(state);
   }
 
+  // A point-to-point operation: `start(engine, state)` runs on the strand.
+  template <class Start>
+  Request issue_p2p(Waiter waiter, Start start) {
+    auto state = std::make_shared<OperationState>(*loop_, CompletionCallback{});
+    state->held = waiter == Waiter::unknown;
+    if (finished_) throw LogicError("a point-to-point operation was issued after Communicator::finish()");
+    if (state->held) loop_->hold();
+    asio::post(loop_->strand(), [this, state, start] {
+      if (!failure_.empty()) {
+        state->complete(failure_);
+        return;
+      }
+      try {
+        start(point_to_point(), state);
+      } catch (const std::exception& error) {
+        fail_job(error.what());
+        state->complete(failure_);
+      }
+    });
+    return Request(state);
+  }
+
+  // On the strand: what a probe finds now.
+  std::optional<MessageStatus> probe_now(int peer, int tag) {
+    std::optional<MessageStatus> found;
+    std::string failure;
+    loop_->call([&] {
+      failure = failure_;
+      if (failure.empty()) found = point_to_point().probe(peer, tag);
+    });
+    if (!failure.empty()) throw JobError(failure);
+    return found;
+  }
+
+  MessageStatus probe(int peer, int tag) {
+    while (true) {
+      const std::uint64_t seen = arrivals_.load();
+      if (auto found = probe_now(peer, tag)) return *found;
+      loop_->wait_until([&] { return arrivals_.load() != seen || failed_.load(); });
+    }
+  }
+
+  detail::PointToPoint& point_to_point() {
+    if (!p2p_) {
+      // Note [Contexts]: a communicator's collectives use context 2c, its point-to-point 2c + 1.
+      p2p_ = std::make_unique<detail::PointToPoint>(*this, collective_context() + 1, p2p_limits_);
+    }
+    return *p2p_;
+  }
+
+  // ---- PeerLinks ---------------------------------------------------------------------------------
+  transport::Pair& channel_to(int peer) override {
+    if (std::find(connected_.begin(), connected_.end(), peer) == connected_.end()) {
+      throw JobError("rank " + std::to_string(env_.rank) + " has no data channel to " + peer_name(peer) +
+                     ": point-to-point reaches only the ranks this one is connected to (its neighbours in the "
+                     "collectives' rings) until channels open on first use");
+    }
+    return transport_->pair(peer);
+  }
+  std::vector<int> connected_peers() const override { return connected_; }
+  std::string peer_name(int peer) const override {
+    if (peer < 0 || peer >= static_cast<int>(book_.size())) return "rank " + std::to_string(peer);
+    return "rank " + std::to_string(peer) + " (" + book_[static_cast<std::size_t>(peer)].hostname + ")";
+  }
+  void message_arrived() override {
+    ++arrivals_;
+    loop_->wake();
+  }
+
   // ---- CommunicatorCore ----------------------------------------------------------------------
   int rank() const override { return env_.rank; }
   int size() const override { return env_.size; }
@@ -314,6 +392,8 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
     // No channel may complete anything into an operation that is about to be destroyed.
     if (transport_) transport_->close();
     while (!ops_.empty()) complete(*ops_.front(), reason);
+    if (p2p_) p2p_->fail_all(reason);
+    loop_->wake();
   }
 
   // ---- BoardOwner --------------------------------------------------------------------------------
@@ -359,10 +439,15 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
   std::optional<std::chrono::milliseconds> exit_after_failure_;
   std::atomic<bool> told_hierarchical_{false};
 
+  std::vector<int> connected_;  // the peers with a data channel
+  detail::PointToPointLimits p2p_limits_;
+  std::atomic<std::uint64_t> arrivals_{0};  // point-to-point messages announced so far (for probe)
+
   std::optional<transport::PollWindow> board_window_;
   std::optional<detail::BoardCollectives> board_;  // where the host board holds every rank
 
   // Touched only on the event loop's strand.
+  std::unique_ptr<detail::PointToPoint> p2p_;  // made on first use
   std::list<std::unique_ptr<Operation>> ops_;
   std::vector<std::vector<std::byte>> scratch_;
   std::string failure_;
@@ -372,20 +457,75 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
 
 bool Request::test() const { return state_ && state_->done(); }
 
+namespace {
+void throw_failure(const OperationState& state) {
+  std::lock_guard lock(state.mutex);
+  if (state.error.empty()) return;
+  if (state.error_is_local) throw Error(state.error);
+  throw JobError(state.error);
+}
+}  // namespace
+
 void Request::wait() const {
   if (!state_) throw Error("wait() on an empty tnt::Request");
   state_->loop.wait_until([this] { return state_->done(); });
-  std::lock_guard lock(state_->mutex);
-  if (!state_->error.empty()) throw JobError(state_->error);
+  throw_failure(*state_);
 }
 
 bool Request::wait_for(std::chrono::milliseconds timeout) const {
   if (!state_) throw Error("wait_for() on an empty tnt::Request");
   if (!state_->loop.wait_until([this] { return state_->done(); }, std::chrono::steady_clock::now() + timeout))
     return false;
-  std::lock_guard lock(state_->mutex);
-  if (!state_->error.empty()) throw JobError(state_->error);
+  throw_failure(*state_);
   return true;
+}
+
+MessageStatus Request::status() const {
+  if (!state_) return {};
+  std::lock_guard lock(state_->mutex);
+  return state_->finished ? state_->status : MessageStatus{};
+}
+
+void Request::wait_all(std::span<const Request> requests) {
+  for (const Request& request : requests) {
+    if (request.valid()) request.state_->loop.wait_until([&] { return request.state_->done(); });
+  }
+  for (const Request& request : requests) {
+    if (request.valid()) throw_failure(*request.state_);
+  }
+}
+
+std::optional<std::size_t> Request::test_any(std::span<const Request> requests) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].test()) return i;
+  }
+  return std::nullopt;
+}
+
+bool Request::test_all(std::span<const Request> requests) {
+  return std::all_of(requests.begin(), requests.end(), [](const Request& r) { return !r.valid() || r.test(); });
+}
+
+std::size_t Request::wait_any(std::span<const Request> requests) {
+  const auto first = std::find_if(requests.begin(), requests.end(), [](const Request& r) { return r.valid(); });
+  if (first == requests.end()) return requests.size();
+  std::optional<std::size_t> done;
+  // Requests of one world share its loop, which the wait drives; requests of several worlds are
+  // each driven in turn.
+  transport::EventLoop& loop = first->state_->loop;
+  const bool one_loop = std::all_of(requests.begin(), requests.end(),
+                                    [&](const Request& r) { return !r.valid() || &r.state_->loop == &loop; });
+  while (!done) {
+    if (one_loop) {
+      loop.wait_until([&] { return (done = test_any(requests)).has_value(); });
+    } else {
+      for (const Request& r : requests) {
+        if (r.valid() && !r.test()) r.wait_for(std::chrono::milliseconds(1));
+      }
+      done = test_any(requests);
+    }
+  }
+  return *done;
 }
 
 // ---- Communicator ------------------------------------------------------------------------------
@@ -568,6 +708,103 @@ void Communicator::barrier() {
   }
   impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}, {"barrier", std::nullopt, std::nullopt, -1, 0})
       .wait();
+}
+
+// ---- Point-to-point ----------------------------------------------------------------------------
+
+namespace {
+void check_peer(const char* call, int peer, int size, bool wildcard) {
+  if (wildcard && peer == any_source) return;
+  if (peer < 0 || peer >= size) {
+    throw ConfigError(std::string(call) + ": peer " + std::to_string(peer) + " is not a rank of this communicator (" +
+                      std::to_string(size) + (size == 1 ? " rank" : " ranks") + ")" +
+                      (wildcard ? "" : "; any_source is for receives only"));
+  }
+}
+void check_tag(const char* call, int tag, bool wildcard) {
+  if (wildcard && tag == any_tag) return;
+  if (tag < 0) {
+    throw ConfigError(std::string(call) + ": tag " + std::to_string(tag) +
+                      " is negative (tags are >= 0; any_tag is for receives and probes only)");
+  }
+}
+}  // namespace
+
+Request Communicator::isend(const void* data, std::size_t bytes, int peer, int tag, SendMode mode) {
+  check_peer("isend", peer, size(), false);
+  check_tag("isend", tag, false);
+  check_data(data, bytes, "isend");
+  return impl_->issue_p2p(Impl::Waiter::unknown,
+                          [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                            p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
+                          });
+}
+
+Request Communicator::irecv(void* data, std::size_t capacity, int peer, int tag) {
+  check_peer("irecv", peer, size(), true);
+  check_tag("irecv", tag, true);
+  check_data(data, capacity, "irecv");
+  return impl_->issue_p2p(Impl::Waiter::unknown,
+                          [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                            p2p.receive(state, peer, tag, data, capacity);
+                          });
+}
+
+void Communicator::send(const void* data, std::size_t bytes, int peer, int tag, SendMode mode) {
+  check_peer("send", peer, size(), false);
+  check_tag("send", tag, false);
+  check_data(data, bytes, "send");
+  impl_
+      ->issue_p2p(Impl::Waiter::caller,
+                  [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                    p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
+                  })
+      .wait();
+}
+
+MessageStatus Communicator::recv(void* data, std::size_t capacity, int peer, int tag) {
+  check_peer("recv", peer, size(), true);
+  check_tag("recv", tag, true);
+  check_data(data, capacity, "recv");
+  const Request request = impl_->issue_p2p(
+      Impl::Waiter::caller, [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+        p2p.receive(state, peer, tag, data, capacity);
+      });
+  request.wait();
+  return request.status();
+}
+
+MessageStatus Communicator::sendrecv(const void* send_data, std::size_t send_bytes, int dest, int send_tag,
+                                     void* recv_data, std::size_t capacity, int source, int recv_tag) {
+  check_peer("sendrecv", dest, size(), false);
+  check_tag("sendrecv", send_tag, false);
+  check_peer("sendrecv", source, size(), true);
+  check_tag("sendrecv", recv_tag, true);
+  check_data(send_data, send_bytes, "sendrecv");
+  check_data(recv_data, capacity, "sendrecv");
+  const Request requests[] = {
+      impl_->issue_p2p(Impl::Waiter::caller,
+                       [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                         p2p.receive(state, source, recv_tag, recv_data, capacity);
+                       }),
+      impl_->issue_p2p(Impl::Waiter::caller,
+                       [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                         p2p.send(state, dest, send_tag, send_data, send_bytes, false);
+                       })};
+  Request::wait_all(requests);
+  return requests[0].status();
+}
+
+MessageStatus Communicator::probe(int peer, int tag) {
+  check_peer("probe", peer, size(), true);
+  check_tag("probe", tag, true);
+  return impl_->probe(peer, tag);
+}
+
+std::optional<MessageStatus> Communicator::iprobe(int peer, int tag) {
+  check_peer("iprobe", peer, size(), true);
+  check_tag("iprobe", tag, true);
+  return impl_->probe_now(peer, tag);
 }
 
 }  // namespace tnt

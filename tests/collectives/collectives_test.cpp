@@ -116,6 +116,40 @@ TEST(World, TwoCommunicatorsFromTheEnvironmentAreOneWorld) {
   }
 }
 
+// ---- point-to-point ----------------------------------------------------------------------------
+
+struct P2pCase {
+  int ranks;
+  bool shm;
+  std::string eager_kb;  // TNT_P2P_EAGER_KB
+};
+
+class PointToPoint : public testing::TestWithParam<P2pCase> {};
+
+// Note [Point-to-point]: every size across the eager limit between every pair and to itself,
+// wildcards, ordering, probes, synchronous sends, truncation, 1000 requests, refusals.
+TEST_P(PointToPoint, MatchesMpiSemantics) {
+  const P2pCase& c = GetParam();
+  Job job(c.ranks);
+  Job::Env env = {{"TNT_P2P_EAGER_KB", c.eager_kb}};
+  if (!c.shm) env["TNT_SHM"] = "0";
+  job.start_all({kWorker, "p2p", "--large", "1"}, env);
+  for (const auto& outcome : job.wait(180s)) {
+    EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+    EXPECT_NE(outcome.output.find(", 0 failures"), std::string::npos) << outcome.output;
+    EXPECT_GE(checks_reported(outcome.output), 2000) << outcome.output;  // 1000 requests, each checked twice
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint,
+                         testing::Values(P2pCase{1, true, "16"}, P2pCase{2, true, "16"}, P2pCase{3, true, "16"},
+                                         P2pCase{2, false, "16"}, P2pCase{3, false, "16"}, P2pCase{2, true, "0"}),
+                         [](const auto& info) {
+                           const P2pCase& c = info.param;
+                           return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
+                                  (c.eager_kb == "0" ? "_rendezvous_only" : "");
+                         });
+
 // ---- start-up refusals -------------------------------------------------------------------------
 
 Job::Env quick(Job::Env env) {

@@ -2,6 +2,7 @@
 //   tnt-test-worker check        every collective, dtype, op and count against a serial reference
 //   tnt-test-worker loop         allreduces until killed; prints "running rank=R pid=P board=yes/no" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
+//   tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals (--large 1: 64 MiB too)
 //   tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
 // --config TEXT sets the run configuration (ranks must agree).
 #include <unistd.h>
@@ -13,6 +14,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -444,6 +447,251 @@ int run_stall_scenario(tnt::Communicator& comm, int argc, char** argv) {
 // Note [One world per process]: two Communicators built from the environment are one world: the
 // second joins nothing (the master would bind its port twice), and calls on either are matched
 // in one issue order.
+// ---- Point-to-point ------------------------------------------------------------------------------
+
+std::byte pattern_byte(int source, int tag, std::size_t index) {
+  return static_cast<std::byte>(
+      (static_cast<std::size_t>(source) * 31 + static_cast<std::size_t>(tag) * 7 + index + (index >> 9)) & 0xff);
+}
+
+std::vector<std::byte> pattern(int source, int tag, std::size_t bytes) {
+  std::vector<std::byte> data(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = pattern_byte(source, tag, i);
+  return data;
+}
+
+void expect_pattern(const std::vector<std::byte>& data, std::size_t bytes, int source, int tag,
+                    const std::string& what) {
+  ++checks;
+  for (std::size_t i = 0; i < bytes; ++i) {
+    if (data[i] != pattern_byte(source, tag, i)) {
+      report(what + ": byte " + std::to_string(i) + " of " + std::to_string(bytes) + " differs");
+      return;
+    }
+  }
+}
+
+void expect_status(const tnt::MessageStatus& status, int source, int tag, std::size_t bytes, const std::string& what) {
+  ++checks;
+  if (status.source != source || status.tag != tag || status.bytes != bytes) {
+    report(what + ": status source " + std::to_string(status.source) + " tag " + std::to_string(status.tag) +
+           " bytes " + std::to_string(status.bytes) + ", want " + std::to_string(source) + " " + std::to_string(tag) +
+           " " + std::to_string(bytes));
+  }
+}
+
+// Every rank sends to every other and to itself, at every size, with the receive posted before
+// the send on one side of each pair and after it on the other.
+void check_p2p_sizes(tnt::Communicator& comm, const std::vector<std::size_t>& sizes) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  for (std::size_t bytes : sizes) {
+    const int tag = static_cast<int>(bytes % 1000);
+    std::vector<std::vector<std::byte>> in(static_cast<std::size_t>(n), std::vector<std::byte>(bytes + 3));
+    std::vector<tnt::Request> receives;
+    std::vector<tnt::Request> sends;
+    const auto out = pattern(me, tag, bytes);
+    // Odd ranks post their receives first, even ranks send first.
+    auto post_receives = [&] {
+      for (int from = 0; from < n; ++from)
+        receives.push_back(comm.irecv(in[static_cast<std::size_t>(from)].data(), bytes + 3, from, tag));
+    };
+    if (me % 2) post_receives();
+    for (int to = 0; to < n; ++to) sends.push_back(comm.isend(out.data(), bytes, to, tag));
+    if (me % 2 == 0) post_receives();
+    tnt::Request::wait_all(receives);
+    tnt::Request::wait_all(sends);
+    for (int from = 0; from < n; ++from) {
+      const std::string what = "p2p " + std::to_string(bytes) + " bytes from rank " + std::to_string(from);
+      expect_status(receives[static_cast<std::size_t>(from)].status(), from, tag, bytes, what);
+      expect_pattern(in[static_cast<std::size_t>(from)], bytes, from, tag, what);
+    }
+    comm.barrier();
+  }
+}
+
+// MPI's rules: wildcards, non-overtaking, probes, synchronous sends, truncation, many requests.
+void check_p2p_semantics(tnt::Communicator& comm) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+
+  // Non-overtaking: 300 messages of one tag from the left, sizes across the eager limit, all in
+  // flight before the right posts a receive; they arrive in the order sent.
+  {
+    constexpr int kMessages = 300;
+    std::vector<std::vector<std::byte>> out(kMessages);
+    std::vector<tnt::Request> sends;
+    for (int i = 0; i < kMessages; ++i) {
+      out[static_cast<std::size_t>(i)] = pattern(me, i, static_cast<std::size_t>(i % 7 == 0 ? 40000 : i * 13));
+      sends.push_back(
+          comm.isend(out[static_cast<std::size_t>(i)].data(), out[static_cast<std::size_t>(i)].size(), right, 5));
+    }
+    comm.barrier();
+    std::vector<std::byte> in(40000);
+    for (int i = 0; i < kMessages; ++i) {
+      const auto status = comm.recv(in.data(), in.size(), left, 5);
+      const std::size_t bytes = static_cast<std::size_t>(i % 7 == 0 ? 40000 : i * 13);
+      expect_status(status, left, 5, bytes, "ordering, message " + std::to_string(i));
+      expect_pattern(in, bytes, left, i, "ordering, message " + std::to_string(i));
+    }
+    tnt::Request::wait_all(sends);
+  }
+  comm.barrier();
+
+  // any_source and any_tag: every rank sends one message to rank 0 with tag 100 + its rank.
+  {
+    const auto out = pattern(me, 100 + me, 64);
+    auto send = comm.isend(out.data(), out.size(), 0, 100 + me);
+    if (me == 0) {
+      std::vector<bool> seen(static_cast<std::size_t>(n));
+      std::vector<std::byte> in(64);
+      for (int i = 0; i < n; ++i) {
+        const auto status = comm.recv(in.data(), in.size(), tnt::any_source, tnt::any_tag);
+        ++checks;
+        if (status.source < 0 || status.source >= n || status.tag != 100 + status.source ||
+            seen[static_cast<std::size_t>(status.source)]) {
+          report("any_source/any_tag: source " + std::to_string(status.source) + " tag " + std::to_string(status.tag));
+          break;
+        }
+        seen[static_cast<std::size_t>(status.source)] = true;
+        expect_pattern(in, 64, status.source, status.tag, "any_source/any_tag");
+      }
+    }
+    send.wait();
+  }
+  comm.barrier();
+
+  // probe, iprobe and a tag picked out of order: the left sends tags 1 then 2; the receive for
+  // tag 2 comes first.
+  {
+    const auto one = pattern(me, 1, 10);
+    const auto two = pattern(me, 2, 20000);
+    auto a = comm.isend(one.data(), one.size(), right, 1);
+    auto b = comm.isend(two.data(), two.size(), right, 2);
+    const auto probed = comm.probe(left, 2);
+    expect_status(probed, left, 2, 20000, "probe");
+    std::vector<std::byte> in(20000);
+    expect_status(comm.recv(in.data(), in.size(), left, 2), left, 2, 20000, "receive by tag out of order");
+    expect_pattern(in, 20000, left, 2, "receive by tag out of order");
+    std::optional<tnt::MessageStatus> maybe;
+    while (!(maybe = comm.iprobe(tnt::any_source, tnt::any_tag))) {
+    }
+    expect_status(*maybe, left, 1, 10, "iprobe");
+    expect_status(comm.recv(in.data(), in.size(), left, 1), left, 1, 10, "receive after iprobe");
+    a.wait();
+    b.wait();
+    ++checks;
+    if (comm.iprobe(tnt::any_source, tnt::any_tag)) report("iprobe found a message that was received");
+  }
+  comm.barrier();
+
+  // A synchronous send completes only once its receive has matched: the right posts it only
+  // after the barrier.
+  {
+    const auto out = pattern(me, 9, 8);
+    auto send = comm.isend(out.data(), out.size(), right, 9, tnt::SendMode::synchronous);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ++checks;
+    if (send.test()) report("a synchronous send completed before its receive was posted");
+    comm.barrier();
+    std::vector<std::byte> in(8);
+    comm.recv(in.data(), in.size(), left, 9);
+    send.wait();
+    expect_pattern(in, 8, left, 9, "synchronous send");
+  }
+  comm.barrier();
+
+  // sendrecv along the ring (every rank at once: no deadlock), and a truncated receive, eager
+  // and rendezvous: the receive fails naming both sizes and keeps what fits; the job goes on.
+  {
+    const auto out = pattern(me, 11, 300);
+    std::vector<std::byte> in(300);
+    expect_status(comm.sendrecv(out.data(), out.size(), right, 11, in.data(), in.size(), left, 11), left, 11, 300,
+                  "sendrecv");
+    expect_pattern(in, 300, left, 11, "sendrecv");
+    for (std::size_t bytes : {std::size_t{100}, std::size_t{100000}}) {
+      const auto big = pattern(me, 12, bytes);
+      auto send = comm.isend(big.data(), big.size(), right, 12);
+      std::vector<std::byte> small(bytes / 2);
+      ++checks;
+      try {
+        comm.recv(small.data(), small.size(), left, 12);
+        report("a truncated receive of " + std::to_string(bytes) + " bytes did not fail");
+      } catch (const tnt::JobError& e) {
+        report(std::string("a truncated receive failed the job: ") + e.what());
+      } catch (const tnt::Error& e) {
+        if (std::string(e.what()).find("truncated: " + std::to_string(bytes) + " bytes") == std::string::npos)
+          report(std::string("truncation message: ") + e.what());
+      }
+      expect_pattern(small, bytes / 2, left, 12, "truncated receive");
+      send.wait();
+    }
+  }
+  comm.barrier();
+
+  // 1000 outstanding requests each way; wait_any hands back each finished one exactly once.
+  {
+    constexpr int kRequests = 1000;
+    std::vector<std::int32_t> out(kRequests);
+    std::vector<std::int32_t> in(kRequests, -1);
+    std::vector<tnt::Request> receives;
+    for (int i = 0; i < kRequests; ++i)
+      receives.push_back(comm.irecv(&in[static_cast<std::size_t>(i)], 4, left, 20 + i));
+    std::vector<tnt::Request> sends;
+    for (int i = kRequests; i-- > 0;) {
+      out[static_cast<std::size_t>(i)] = me * 100000 + i;
+      sends.push_back(comm.isend(&out[static_cast<std::size_t>(i)], 4, right, 20 + i));
+    }
+    std::vector<bool> handed(kRequests);
+    for (int done = 0; done < kRequests; ++done) {
+      const std::size_t i = tnt::Request::wait_any(receives);
+      ++checks;
+      if (i >= receives.size() || handed[i]) {
+        report("wait_any returned " + std::to_string(i) + " twice or out of range");
+        break;
+      }
+      handed[i] = true;
+      receives[i].wait();
+      if (in[i] != left * 100000 + static_cast<int>(i)) report("request " + std::to_string(i) + " got the wrong data");
+      receives[i] = tnt::Request();  // handed back: skipped from now on
+    }
+    ++checks;
+    if (tnt::Request::wait_any(receives) != receives.size()) report("wait_any over no valid request");
+    tnt::Request::wait_all(sends);
+    ++checks;
+    if (!tnt::Request::test_all(sends)) report("test_all after wait_all");
+  }
+  comm.barrier();
+
+  // Bad arguments are refused, naming them.
+  auto expect_refusal = [&](const std::function<void()>& call, const std::string& words) {
+    ++checks;
+    try {
+      call();
+      report("not refused: " + words);
+    } catch (const tnt::ConfigError& e) {
+      if (std::string(e.what()).find(words) == std::string::npos) report(std::string("refusal says: ") + e.what());
+    }
+  };
+  char byte = 0;
+  expect_refusal([&] { comm.send(&byte, 1, n, 0); }, "send: peer " + std::to_string(n) + " is not a rank");
+  expect_refusal([&] { comm.send(&byte, 1, tnt::any_source, 0); }, "any_source is for receives only");
+  expect_refusal([&] { comm.isend(&byte, 1, 0, -3); }, "isend: tag -3 is negative");
+  expect_refusal([&] { comm.irecv(&byte, 1, -7, 0); }, "irecv: peer -7 is not a rank");
+  expect_refusal([&] { comm.recv(&byte, 1, 0, -2); }, "recv: tag -2 is negative");
+}
+
+int run_p2p(tnt::Communicator& comm, bool large) {
+  std::vector<std::size_t> sizes = {0, 1, 4096, 16 * 1024, 16 * 1024 + 1, 65536, 1 << 20};
+  if (large) sizes.push_back(std::size_t{64} << 20);
+  check_p2p_sizes(comm, sizes);
+  check_p2p_semantics(comm);
+  std::printf("rank %d: p2p, %lld checks, %d failures\n", comm.rank(), checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
 int run_two_worlds() {
   tnt::Communicator first;
   tnt::Communicator second;
@@ -505,6 +753,7 @@ int main(int argc, char** argv) {
       }
     }
     if (mode == "stall") return run_stall_scenario(comm, argc, argv);
+    if (mode == "p2p") return run_p2p(comm, option(argc, argv, "--large", "0") == "1");
     if (mode == "barrier") {
       comm.barrier();
       std::printf("rank %d of %d: done\n", comm.rank(), comm.size());

@@ -1,6 +1,7 @@
 #pragma once
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -18,18 +19,46 @@ namespace detail {
 struct OperationState;
 }
 
-// Handle of an asynchronous collective. Copyable; all copies refer to the same operation.
+// Point-to-point wildcards, for receives and probes only.
+inline constexpr int any_source = -1;
+inline constexpr int any_tag = -1;
+
+// What a receive (or probe) found: who sent it, with which tag, and how many bytes it holds
+// (for a send: this rank, its tag and its size).
+struct MessageStatus {
+  int source = -1;
+  int tag = -1;
+  std::size_t bytes = 0;
+};
+
+enum class SendMode : std::uint8_t {
+  standard,     // completes once the buffer may be reused
+  synchronous,  // completes once the matching receive has started (MPI_Ssend)
+};
+
+// Handle of an asynchronous operation. Copyable; all copies refer to the same operation.
 class Request {
  public:
   Request() = default;
   bool valid() const { return state_ != nullptr; }
   // True once the operation has finished, successfully or not. Never blocks.
   bool test() const;
-  // Blocks until the operation finishes; throws tnt::JobError if it failed. Bounded: a lost
-  // or silent peer fails the job within TNT_PEER_TIMEOUT_S.
+  // Blocks until the operation finishes; throws tnt::JobError if it failed (tnt::Error for a
+  // receive that failed alone, e.g. a truncated message). Bounded: a lost or silent peer fails
+  // the job within TNT_PEER_TIMEOUT_S.
   void wait() const;
   // As wait(), but gives up after `timeout` and returns false (the operation goes on).
   bool wait_for(std::chrono::milliseconds timeout) const;
+  // Of a finished point-to-point operation (see MessageStatus); empty before it finishes.
+  MessageStatus status() const;
+
+  // Over several requests; invalid (empty) ones are skipped. wait_all throws the first failure
+  // after all have finished; wait_any returns the index of a finished one (requests.size() if
+  // none is valid) and, like test_any, throws if that one failed.
+  static void wait_all(std::span<const Request> requests);
+  static std::size_t wait_any(std::span<const Request> requests);
+  static std::optional<std::size_t> test_any(std::span<const Request> requests);
+  static bool test_all(std::span<const Request> requests);
 
  private:
   friend class Communicator;
@@ -149,6 +178,24 @@ class Communicator {
 
   Request barrier_async(CompletionCallback done = {});
   void barrier();
+
+  // ---- Point-to-point (Note [Point-to-point] in collectives/src/point_to_point.cpp) -----------
+  // MPI's semantics: a receive matches the first message, in the order sent, from `peer` (or
+  // any_source) with `tag` (or any_tag); messages from one sender with one tag are received in
+  // the order sent. Tags are >= 0. Any size; a receive's `capacity` may exceed the message
+  // (status().bytes says what came); a larger message fails the receive, which keeps what fits.
+  // A peer is a rank of this communicator, this rank included.
+  Request isend(const void* data, std::size_t bytes, int peer, int tag, SendMode mode = SendMode::standard);
+  Request irecv(void* data, std::size_t capacity, int peer, int tag);
+  void send(const void* data, std::size_t bytes, int peer, int tag, SendMode mode = SendMode::standard);
+  MessageStatus recv(void* data, std::size_t capacity, int peer, int tag);
+  // Both at once, so that two ranks may exchange without deadlock.
+  MessageStatus sendrecv(const void* send_data, std::size_t send_bytes, int dest, int send_tag, void* recv_data,
+                         std::size_t capacity, int source, int recv_tag);
+  // The message a receive (peer, tag) would match next, without receiving it: probe() waits for
+  // one, iprobe() does not.
+  MessageStatus probe(int peer, int tag);
+  std::optional<MessageStatus> iprobe(int peer, int tag);
 
   class Impl;
 

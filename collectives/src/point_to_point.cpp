@@ -1,0 +1,530 @@
+#include "point_to_point.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "tnt/core/copy.h"
+#include "tnt/core/error.h"
+
+namespace tnt::detail {
+
+// Note [Point-to-point]: MPI's matching, built on Pairs, which match by exact tag only.
+//
+// Every message from rank s to rank r on a communicator gets the next sequence number of (s, r)
+// and travels first as an envelope: a 16-byte header (the user's tag, the size, eager or not)
+// sent with the Pair tag (envelope, sequence) in the communicator's point-to-point context. The
+// receiver keeps one receive posted for the next envelope from each peer it listens to, so
+// envelopes are taken in the order sent: that is MPI's non-overtaking rule, whatever the back
+// end. Each envelope is matched against the posted receives in the order they were posted
+// (source and tag, or any_source/any_tag), else kept in the unexpected queue, in arrival order,
+// which a later receive or a probe searches first.
+//
+//   - Eager (size <= TNT_P2P_EAGER_KB, 16 KiB): the data follows the header in the same Pair
+//     message. The sender copies both into a buffer of its own, so the send completes at once.
+//     The receiver copies the data into the receive when it matches.
+//   - Rendezvous (larger, every synchronous send, and an eager send without credit): the
+//     envelope carries no data. Once a receive matches it, the receiver posts the receive of the
+//     data straight into the user's buffer and sends a clear-to-send (Pair tag (cts, sequence),
+//     the number of bytes it takes); the sender then sends the data (tag (data, sequence, piece),
+//     pieces of at most 1 GiB, so that no Pair message passes the back ends' 2 GiB limit). The
+//     data is never staged: on shared memory it is read once, from the sender's buffer, by the
+//     receiver (Note [Single copy] in shm_transport.cpp); on InfiniBand it is written into the
+//     receive by RDMA.
+//   - Truncation: a message larger than its receive fills the receive, and the receive fails
+//     naming both sizes; the sender sends only what fits and completes normally (as in MPI).
+//
+// Bounded memory: a receiver that posts no receive holds at most TNT_P2P_CREDIT_KB (256 KiB) of
+// eager data per sender, plus 16 bytes and the transport's per-message bookkeeping for each
+// announced rendezvous message. The sender spends credit (size + 64 bytes) on every eager
+// message and sends rendezvous when it has none left; the receiver gives the credit back a
+// quarter at a time (an empty credit message, tag (credit, n)) as its receives take the data.
+namespace {
+
+enum class Wire : std::uint64_t { envelope = 1, clear_to_send = 2, data = 3, credit = 4 };
+enum class Event : std::uint64_t {
+  envelope_in = 1,
+  credit_in = 2,
+  eager_out = 3,
+  cts_in = 4,
+  data_out = 5,
+  data_in = 6,
+  cts_out = 7,
+  credit_out = 8,
+  envelope_out = 9,
+};
+
+constexpr std::uint64_t kSequenceMask = (std::uint64_t{1} << 40) - 1;
+constexpr std::size_t kPieceBytes = std::size_t{1} << 30;
+constexpr std::size_t kEagerOverhead = 64;  // what an eager message costs the receiver besides its data
+
+transport::Tag wire_tag(Wire kind, std::uint64_t sequence, std::uint32_t context, std::uint64_t piece = 0) {
+  return {static_cast<std::uint64_t>(kind) << 60 | (sequence & kSequenceMask) << 20 | (piece & 0xfffffu), context};
+}
+
+std::uint64_t cookie(Event event, std::uint64_t id) { return static_cast<std::uint64_t>(event) << 56 | id; }
+Event event_of(std::uint64_t cookie) { return static_cast<Event>(cookie >> 56); }
+std::uint64_t id_of(std::uint64_t cookie) { return cookie & ((std::uint64_t{1} << 56) - 1); }
+
+std::size_t pieces_of(std::size_t bytes) { return std::max<std::size_t>(1, (bytes + kPieceBytes - 1) / kPieceBytes); }
+
+std::string describe_tag(int tag) { return tag == any_tag ? std::string("any tag") : "tag " + std::to_string(tag); }
+
+}  // namespace
+
+struct PointToPoint::Envelope {
+  std::int32_t tag;
+  std::uint8_t rendezvous;
+  std::uint8_t reserved[3];
+  std::uint64_t bytes;
+};
+
+struct PointToPoint::SendOp {
+  std::shared_ptr<OperationState> state;  // null once completed (eager sends complete at once)
+  int peer = 0;
+  std::uint64_t sequence = 0;
+  const std::byte* data = nullptr;
+  std::size_t bytes = 0;
+  std::vector<std::byte> wire;  // eager: envelope and data; rendezvous: the envelope
+  std::uint64_t accepted = 0;   // rendezvous: the bytes the receiver takes (clear-to-send)
+  int tag = 0;
+  int outstanding = 0;  // Pair operations not yet completed
+};
+
+struct PointToPoint::ReceiveOp {
+  std::shared_ptr<OperationState> state;
+  int source = any_source;
+  int tag = any_tag;
+  std::byte* data = nullptr;
+  std::size_t capacity = 0;
+  std::string error;            // set at matching (truncation), reported at the end
+  std::uint64_t accepted = 0;   // the clear-to-send's payload
+  int outstanding = 0;
+};
+
+// A message whose envelope has come (or a send to this rank itself) and no receive matched yet.
+struct PointToPoint::Arrived {
+  int source = 0;
+  int tag = 0;
+  std::size_t bytes = 0;
+  bool rendezvous = false;
+  std::uint64_t sequence = 0;
+  std::vector<std::byte> eager;   // the envelope's buffer: the data from sizeof(Envelope) on
+  std::uint64_t self_send_id = 0;  // a large send to this rank: its SendOp, read at matching
+};
+
+struct PointToPoint::Peer {
+  int rank = 0;
+  transport::Pair* pair = nullptr;
+  std::uint64_t next_send_sequence = 0;
+  std::uint64_t next_receive_sequence = 0;
+  std::vector<std::byte> inbox;  // the posted envelope receive's buffer
+  std::size_t credit = 0;        // eager bytes this rank may still send it
+  bool hears_credit = false;     // a credit receive is posted
+  std::uint64_t next_credit_in = 0;
+  std::size_t owed = 0;  // what its eager messages received here cost, not yet given back
+  std::uint64_t next_credit_out = 0;
+};
+
+PointToPoint::PointToPoint(PeerLinks& links, std::uint32_t context, PointToPointLimits limits)
+    : links_(links), context_(context), limits_(limits) {
+  static_assert(sizeof(Envelope) == 16);
+  for (int rank : links_.connected_peers()) peer(rank);
+}
+
+PointToPoint::~PointToPoint() = default;
+
+PointToPoint::Peer& PointToPoint::peer(int rank) {
+  auto& slot = peers_[rank];
+  if (!slot) {
+    auto created = std::make_unique<Peer>();
+    created->rank = rank;
+    created->pair = &links_.channel_to(rank);
+    created->credit = limits_.credit_bytes;
+    created->inbox.resize(sizeof(Envelope) + limits_.eager_bytes);
+    slot = std::move(created);
+    listen(*slot);
+  }
+  return *slot;
+}
+
+void PointToPoint::listen(Peer& from) {
+  from.pair->recv(wire_tag(Wire::envelope, from.next_receive_sequence, context_), from.inbox.data(),
+                  from.inbox.size(), *this, cookie(Event::envelope_in, static_cast<std::uint64_t>(from.rank)));
+}
+
+// ---- Sending ------------------------------------------------------------------------------------
+
+void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, int tag, const void* data,
+                        std::size_t bytes, bool synchronous) {
+  if (!failure_.empty()) {
+    state->complete(failure_);
+    return;
+  }
+  if (peer_rank == links_.rank()) {
+    send_to_self(std::move(state), tag, data, bytes, synchronous);
+    return;
+  }
+  Peer& to = peer(peer_rank);
+  const std::uint64_t id = next_id_++;
+  auto op = std::make_unique<SendOp>();
+  op->peer = peer_rank;
+  op->sequence = to.next_send_sequence++;
+  op->data = static_cast<const std::byte*>(data);
+  op->bytes = bytes;
+  op->tag = tag;
+  const bool eager =
+      !synchronous && bytes <= limits_.eager_bytes && to.credit >= bytes + kEagerOverhead;
+  const Envelope envelope{tag, static_cast<std::uint8_t>(eager ? 0 : 1), {}, bytes};
+  op->wire.resize(sizeof envelope + (eager ? bytes : 0));
+  std::memcpy(op->wire.data(), &envelope, sizeof envelope);
+  SendOp& sending = *op;
+  sends_[id] = std::move(op);
+  if (eager) {
+    if (bytes) copy_bytes(sending.wire.data() + sizeof envelope, data, bytes);
+    to.credit -= bytes + kEagerOverhead;
+    if (!to.hears_credit) {
+      to.hears_credit = true;
+      to.pair->recv(wire_tag(Wire::credit, to.next_credit_in, context_), nullptr, 0, *this,
+                    cookie(Event::credit_in, static_cast<std::uint64_t>(to.rank)));
+    }
+    sending.outstanding = 1;
+    to.pair->send(wire_tag(Wire::envelope, sending.sequence, context_), sending.wire.data(), sending.wire.size(),
+                  *this, cookie(Event::eager_out, id));
+    state->status = MessageStatus{links_.rank(), tag, bytes};
+    state->complete({});  // the data is copied: the caller's buffer is free
+    return;
+  }
+  sending.state = std::move(state);
+  sending.outstanding = 2;  // the envelope, the clear-to-send
+  to.pair->recv(wire_tag(Wire::clear_to_send, sending.sequence, context_), &sending.accepted, sizeof sending.accepted,
+                *this, cookie(Event::cts_in, id));
+  to.pair->send(wire_tag(Wire::envelope, sending.sequence, context_), sending.wire.data(), sending.wire.size(), *this,
+                cookie(Event::envelope_out, id));
+}
+
+void PointToPoint::send_to_self(std::shared_ptr<OperationState> state, int tag, const void* data, std::size_t bytes,
+                                bool synchronous) {
+  Arrived arrived;
+  arrived.source = links_.rank();
+  arrived.tag = tag;
+  arrived.bytes = bytes;
+  if (!synchronous && bytes <= limits_.eager_bytes) {
+    arrived.eager.resize(sizeof(Envelope) + bytes);
+    if (bytes) copy_bytes(arrived.eager.data() + sizeof(Envelope), data, bytes);
+    state->status = MessageStatus{links_.rank(), tag, bytes};
+    state->complete({});
+  } else {
+    // Read by the receive that matches it; the send completes then.
+    const std::uint64_t id = next_id_++;
+    auto op = std::make_unique<SendOp>();
+    op->state = std::move(state);
+    op->peer = links_.rank();
+    op->data = static_cast<const std::byte*>(data);
+    op->bytes = bytes;
+    op->tag = tag;
+    sends_[id] = std::move(op);
+    arrived.rendezvous = true;
+    arrived.self_send_id = id;
+  }
+  deliver(std::move(arrived));
+}
+
+void PointToPoint::on_clear_to_send(std::uint64_t id) {
+  auto found = sends_.find(id);
+  if (found == sends_.end()) return;
+  SendOp& send = *found->second;
+  if (send.accepted > send.bytes) {
+    links_.fail_job("protocol violation: " + links_.peer_name(send.peer) + " asked for " +
+                    std::to_string(send.accepted) + " bytes of a " + std::to_string(send.bytes) + "-byte message");
+    return;
+  }
+  send_data(id, send);
+  // The data's sends are counted; this event itself is done.
+  if (--send.outstanding == 0) finish_send(id);
+}
+
+void PointToPoint::send_data(std::uint64_t id, SendOp& send) {
+  Peer& to = peer(send.peer);
+  const auto accepted = static_cast<std::size_t>(send.accepted);
+  const std::size_t pieces = pieces_of(accepted);
+  send.outstanding += static_cast<int>(pieces);
+  for (std::size_t piece = 0; piece < pieces; ++piece) {
+    const std::size_t offset = piece * kPieceBytes;
+    const std::size_t length = std::min(kPieceBytes, accepted - std::min(offset, accepted));
+    to.pair->send(wire_tag(Wire::data, send.sequence, context_, piece), send.data + offset, length, *this,
+                  cookie(Event::data_out, id));
+  }
+}
+
+void PointToPoint::finish_send(std::uint64_t id, const std::string& error) {
+  auto found = sends_.find(id);
+  if (found == sends_.end()) return;
+  std::unique_ptr<SendOp> send = std::move(found->second);
+  sends_.erase(found);
+  if (send->state) {
+    send->state->status = MessageStatus{links_.rank(), send->tag, send->bytes};
+    send->state->complete(error);
+  }
+}
+
+// ---- Receiving ----------------------------------------------------------------------------------
+
+void PointToPoint::receive(std::shared_ptr<OperationState> state, int source, int tag, void* data,
+                           std::size_t capacity) {
+  if (!failure_.empty()) {
+    state->complete(failure_);
+    return;
+  }
+  auto op = std::make_unique<ReceiveOp>();
+  op->state = std::move(state);
+  op->source = source;
+  op->tag = tag;
+  op->data = static_cast<std::byte*>(data);
+  op->capacity = capacity;
+  if (source != any_source && source != links_.rank()) peer(source);  // listens to it from now on
+  auto found = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Arrived& a) {
+    return (source == any_source || a.source == source) && (tag == any_tag || a.tag == tag);
+  });
+  if (found == unexpected_.end()) {
+    posted_.push_back(std::move(op));
+    return;
+  }
+  Arrived arrived = std::move(*found);
+  unexpected_.erase(found);
+  match(std::move(op), std::move(arrived));
+}
+
+std::optional<MessageStatus> PointToPoint::probe(int source, int tag) {
+  for (const Arrived& a : unexpected_) {
+    if ((source == any_source || a.source == source) && (tag == any_tag || a.tag == tag))
+      return MessageStatus{a.source, a.tag, a.bytes};
+  }
+  return std::nullopt;
+}
+
+void PointToPoint::on_envelope(Peer& from, std::size_t bytes) {
+  Envelope envelope{};
+  if (bytes < sizeof envelope) {
+    links_.fail_job("protocol violation: a point-to-point envelope of " + std::to_string(bytes) + " bytes from " +
+                    links_.peer_name(from.rank));
+    return;
+  }
+  std::memcpy(&envelope, from.inbox.data(), sizeof envelope);
+  const bool rendezvous = envelope.rendezvous != 0;
+  if (envelope.rendezvous > 1 || (rendezvous ? bytes != sizeof envelope : bytes != sizeof envelope + envelope.bytes)) {
+    links_.fail_job("protocol violation: a point-to-point envelope from " + links_.peer_name(from.rank) +
+                    " announces " + std::to_string(envelope.bytes) + " bytes and came with " +
+                    std::to_string(bytes - sizeof envelope));
+    return;
+  }
+  Arrived arrived;
+  arrived.source = from.rank;
+  arrived.tag = envelope.tag;
+  arrived.bytes = static_cast<std::size_t>(envelope.bytes);
+  arrived.rendezvous = rendezvous;
+  arrived.sequence = from.next_receive_sequence++;
+  std::unique_ptr<ReceiveOp> receive = take_posted(arrived);
+  if (!rendezvous && !receive) {
+    // Kept with the inbox it came in; the next envelope gets another.
+    arrived.eager = std::move(from.inbox);
+    from.inbox = spare_inbox();
+  }
+  if (receive && !rendezvous) {
+    // Out of the inbox before the next envelope may land in it.
+    const std::string error = take_eager(*receive, arrived, from.inbox.data() + sizeof(Envelope));
+    listen(from);
+    complete_receive(*receive, error);
+    return;
+  }
+  listen(from);
+  if (receive) {
+    match(std::move(receive), std::move(arrived));
+    return;
+  }
+  unexpected_.push_back(std::move(arrived));
+  links_.message_arrived();
+}
+
+std::vector<std::byte> PointToPoint::spare_inbox() {
+  if (spare_inboxes_.empty()) return std::vector<std::byte>(sizeof(Envelope) + limits_.eager_bytes);
+  std::vector<std::byte> inbox = std::move(spare_inboxes_.back());
+  spare_inboxes_.pop_back();
+  return inbox;
+}
+
+std::unique_ptr<PointToPoint::ReceiveOp> PointToPoint::take_posted(const Arrived& arrived) {
+  auto found = std::find_if(posted_.begin(), posted_.end(), [&](const std::unique_ptr<ReceiveOp>& r) {
+    return (r->source == any_source || r->source == arrived.source) && (r->tag == any_tag || r->tag == arrived.tag);
+  });
+  if (found == posted_.end()) return nullptr;
+  std::unique_ptr<ReceiveOp> receive = std::move(*found);
+  posted_.erase(found);
+  return receive;
+}
+
+void PointToPoint::deliver(Arrived arrived) {
+  if (auto receive = take_posted(arrived)) {
+    match(std::move(receive), std::move(arrived));
+    return;
+  }
+  unexpected_.push_back(std::move(arrived));
+  links_.message_arrived();
+}
+
+std::string PointToPoint::take_eager(ReceiveOp& receive, const Arrived& arrived, const std::byte* payload) {
+  const std::size_t taken = std::min(arrived.bytes, receive.capacity);
+  receive.state->status = MessageStatus{arrived.source, arrived.tag, taken};
+  if (taken) copy_bytes(receive.data, payload, taken);
+  if (arrived.source != links_.rank()) repay(peer(arrived.source), arrived.bytes + kEagerOverhead);
+  return truncation(receive, arrived);
+}
+
+std::string PointToPoint::truncation(const ReceiveOp& receive, const Arrived& arrived) const {
+  if (arrived.bytes <= receive.capacity) return {};
+  return "message truncated: " + std::to_string(arrived.bytes) + " bytes from rank " + std::to_string(arrived.source) +
+         " (" + describe_tag(arrived.tag) + ") do not fit a receive of " + std::to_string(receive.capacity) + " bytes";
+}
+
+void PointToPoint::match(std::unique_ptr<ReceiveOp> receive, Arrived arrived) {
+  if (!arrived.rendezvous) {
+    const std::string error = take_eager(*receive, arrived, arrived.eager.data() + sizeof(Envelope));
+    // A send to this rank itself carries a buffer of its own size: only inboxes are kept.
+    if (arrived.eager.size() == sizeof(Envelope) + limits_.eager_bytes && spare_inboxes_.size() < 64)
+      spare_inboxes_.push_back(std::move(arrived.eager));
+    complete_receive(*receive, error);
+    return;
+  }
+  const std::size_t taken = std::min(arrived.bytes, receive->capacity);
+  receive->error = truncation(*receive, arrived);
+  receive->state->status = MessageStatus{arrived.source, arrived.tag, taken};
+  if (arrived.self_send_id) {
+    auto send = sends_.find(arrived.self_send_id);
+    if (taken) copy_bytes(receive->data, send->second->data, taken);
+    finish_send(arrived.self_send_id);
+    complete_receive(*receive, receive->error);
+    return;
+  }
+  const std::uint64_t id = next_id_++;
+  ReceiveOp& transfer = *receive;
+  transfers_[id] = std::move(receive);
+  transfer.accepted = taken;
+  const std::size_t pieces = pieces_of(taken);
+  transfer.outstanding = static_cast<int>(pieces) + 1;
+  Peer& from = peer(arrived.source);
+  for (std::size_t piece = 0; piece < pieces; ++piece) {
+    const std::size_t offset = piece * kPieceBytes;
+    const std::size_t length = std::min(kPieceBytes, taken - std::min(offset, taken));
+    from.pair->recv(wire_tag(Wire::data, arrived.sequence, context_, piece), transfer.data + offset, length, *this,
+                    cookie(Event::data_in, id));
+  }
+  from.pair->send(wire_tag(Wire::clear_to_send, arrived.sequence, context_), &transfer.accepted,
+                  sizeof transfer.accepted, *this, cookie(Event::cts_out, id));
+}
+
+void PointToPoint::finish_receive(std::uint64_t id, const std::string& error) {
+  auto found = transfers_.find(id);
+  if (found == transfers_.end()) return;
+  std::unique_ptr<ReceiveOp> receive = std::move(found->second);
+  transfers_.erase(found);
+  complete_receive(*receive, error.empty() ? receive->error : error);
+}
+
+void PointToPoint::complete_receive(ReceiveOp& receive, const std::string& error) {
+  receive.state->error_is_local = !error.empty();
+  receive.state->complete(error);
+}
+
+// ---- Credit -------------------------------------------------------------------------------------
+
+std::size_t PointToPoint::credit_quantum() const { return std::max<std::size_t>(1, limits_.credit_bytes / 4); }
+
+void PointToPoint::repay(Peer& to, std::size_t bytes) {
+  to.owed += bytes;
+  while (to.owed >= credit_quantum()) {
+    to.owed -= credit_quantum();
+    to.pair->send(wire_tag(Wire::credit, to.next_credit_out++, context_), nullptr, 0, *this,
+                  cookie(Event::credit_out, static_cast<std::uint64_t>(to.rank)));
+  }
+}
+
+void PointToPoint::on_credit(Peer& from) {
+  from.credit += credit_quantum();
+  if (from.credit > limits_.credit_bytes) {
+    links_.fail_job("protocol violation: " + links_.peer_name(from.rank) + " gave back more point-to-point credit (" +
+                    std::to_string(from.credit) + " bytes) than it was lent");
+    return;
+  }
+  ++from.next_credit_in;
+  from.pair->recv(wire_tag(Wire::credit, from.next_credit_in, context_), nullptr, 0, *this,
+                  cookie(Event::credit_in, static_cast<std::uint64_t>(from.rank)));
+}
+
+// ---- Completions --------------------------------------------------------------------------------
+
+void PointToPoint::on_send_complete(std::uint64_t done) {
+  if (!failure_.empty()) return;
+  const std::uint64_t id = id_of(done);
+  switch (event_of(done)) {
+    case Event::eager_out:
+    case Event::envelope_out: {
+      auto found = sends_.find(id);
+      if (found != sends_.end() && --found->second->outstanding == 0) finish_send(id);
+      return;
+    }
+    case Event::data_out: {
+      auto found = sends_.find(id);
+      if (found == sends_.end()) return;
+      if (--found->second->outstanding == 0) finish_send(id);
+      return;
+    }
+    case Event::cts_out: {
+      auto found = transfers_.find(id);
+      if (found != transfers_.end() && --found->second->outstanding == 0) finish_receive(id);
+      return;
+    }
+    default: return;
+  }
+}
+
+void PointToPoint::on_recv_complete(std::uint64_t done, std::size_t bytes) {
+  if (!failure_.empty()) return;
+  const std::uint64_t id = id_of(done);
+  switch (event_of(done)) {
+    case Event::envelope_in: {
+      auto found = peers_.find(static_cast<int>(id));
+      if (found != peers_.end()) on_envelope(*found->second, bytes);
+      return;
+    }
+    case Event::credit_in: {
+      auto found = peers_.find(static_cast<int>(id));
+      if (found != peers_.end()) on_credit(*found->second);
+      return;
+    }
+    case Event::cts_in: on_clear_to_send(id); return;
+    case Event::data_in: {
+      auto found = transfers_.find(id);
+      if (found == transfers_.end()) return;
+      if (--found->second->outstanding == 0) finish_receive(id);
+      return;
+    }
+    default: return;
+  }
+}
+
+void PointToPoint::fail_all(const std::string& reason) {
+  if (!failure_.empty()) return;
+  failure_ = reason;
+  auto sends = std::move(sends_);
+  auto transfers = std::move(transfers_);
+  auto posted = std::move(posted_);
+  sends_.clear();
+  transfers_.clear();
+  posted_.clear();
+  unexpected_.clear();
+  for (auto& [id, send] : sends)
+    if (send->state) send->state->complete(reason);
+  for (auto& [id, receive] : transfers) receive->state->complete(reason);
+  for (auto& receive : posted) receive->state->complete(reason);
+}
+
+}  // namespace tnt::detail

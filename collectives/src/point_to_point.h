@@ -1,0 +1,102 @@
+#pragma once
+// Point-to-point messages of one communicator (Note [Point-to-point] in point_to_point.cpp).
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "operation.h"
+#include "tnt/collectives/communicator.h"
+#include "tnt/transport/pair.h"
+
+namespace tnt::detail {
+
+// What point-to-point needs from its communicator; everything is used on the event loop's strand.
+class PeerLinks {
+ public:
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // The channel to `peer` (never this rank). Throws tnt::JobError where none can be had.
+  virtual transport::Pair& channel_to(int peer) = 0;
+  // The peers with a channel now, whose messages may arrive (any_source listens to them).
+  virtual std::vector<int> connected_peers() const = 0;
+  virtual std::string peer_name(int peer) const = 0;  // "rank 3 (node07)"
+  virtual void fail_job(const std::string& reason) = 0;
+  // A message is waiting for a receive (probe() may now find it). Any thread may be told.
+  virtual void message_arrived() = 0;
+
+ protected:
+  ~PeerLinks() = default;
+};
+
+struct PointToPointLimits {
+  std::size_t eager_bytes = 16 * 1024;   // larger messages wait for the receive (TNT_P2P_EAGER_KB)
+  std::size_t credit_bytes = 256 * 1024;  // eager bytes one sender may have unreceived (TNT_P2P_CREDIT_KB)
+};
+
+class PointToPoint final : public transport::CompletionSink {
+ public:
+  PointToPoint(PeerLinks& links, std::uint32_t context, PointToPointLimits limits);
+  ~PointToPoint();
+  PointToPoint(const PointToPoint&) = delete;
+  PointToPoint& operator=(const PointToPoint&) = delete;
+
+  // All on the strand. The state completes once the send may reuse its buffer (standard) or
+  // once the receive has matched it (synchronous); the receive's, once the data is in `data`.
+  void send(std::shared_ptr<OperationState> state, int peer, int tag, const void* data, std::size_t bytes,
+            bool synchronous);
+  void receive(std::shared_ptr<OperationState> state, int peer, int tag, void* data, std::size_t capacity);
+  // The first message that a receive (peer, tag) would match now, without receiving it.
+  std::optional<MessageStatus> probe(int peer, int tag);
+  // Completes every pending request with `reason`; nothing completes any more afterwards.
+  void fail_all(const std::string& reason);
+
+ private:
+  struct Envelope;  // the wire header of a message (point_to_point.cpp)
+  struct SendOp;
+  struct ReceiveOp;
+  struct Arrived;  // a message announced, not yet matched to a receive
+  struct Peer;
+
+  void on_send_complete(std::uint64_t cookie) override;
+  void on_recv_complete(std::uint64_t cookie, std::size_t bytes) override;
+
+  Peer& peer(int rank);
+  void listen(Peer& from);
+  void on_envelope(Peer& from, std::size_t bytes);
+  std::vector<std::byte> spare_inbox();
+  std::unique_ptr<ReceiveOp> take_posted(const Arrived& arrived);
+  void deliver(Arrived arrived);
+  std::string take_eager(ReceiveOp& receive, const Arrived& arrived, const std::byte* payload);
+  std::string truncation(const ReceiveOp& receive, const Arrived& arrived) const;
+  void match(std::unique_ptr<ReceiveOp> receive, Arrived arrived);
+  void on_clear_to_send(std::uint64_t send_id);
+  void send_data(std::uint64_t id, SendOp& send);
+  std::size_t credit_quantum() const;
+  void on_credit(Peer& from);
+  void repay(Peer& to, std::size_t bytes);
+  void finish_send(std::uint64_t id, const std::string& error = {});
+  void finish_receive(std::uint64_t id, const std::string& error = {});
+  void complete_receive(ReceiveOp& receive, const std::string& error);
+  void send_to_self(std::shared_ptr<OperationState> state, int tag, const void* data, std::size_t bytes,
+                    bool synchronous);
+
+  PeerLinks& links_;
+  const std::uint32_t context_;
+  const PointToPointLimits limits_;
+  std::unordered_map<int, std::unique_ptr<Peer>> peers_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<SendOp>> sends_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<ReceiveOp>> transfers_;  // receives matched, data arriving
+  std::list<std::unique_ptr<ReceiveOp>> posted_;                            // receives not yet matched, in order
+  std::deque<Arrived> unexpected_;                                           // in arrival order
+  std::vector<std::vector<std::byte>> spare_inboxes_;
+  std::uint64_t next_id_ = 1;
+  std::string failure_;
+};
+
+}  // namespace tnt::detail
