@@ -322,6 +322,37 @@ bool finished(MPI_Request request, const char* argument) {
   return !pending.request.valid() || pending.request.test();
 }
 
+void set_status(MPI_Status* status, const MessageStatus& message) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = message.source;
+  status->MPI_TAG = message.tag;
+  status->MPI_ERROR = MPI_SUCCESS;
+  status->tnt_bytes = message.bytes;
+}
+
+void set_proc_null(MPI_Status* status) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = MPI_PROC_NULL;
+  status->MPI_TAG = MPI_ANY_TAG;
+  status->MPI_ERROR = MPI_SUCCESS;
+  status->tnt_bytes = 0;
+}
+
+void wait_receive(const Request& request, MPI_Status* status) {
+  try {
+    request.wait();
+  } catch (const JobError&) {
+    throw;
+  } catch (const Error& e) {
+    // The Communicator fails a receive alone for a message larger than the receive, which keeps
+    // what fits (Request::wait).
+    set_status(status, request.status());
+    if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = MPI_ERR_TRUNCATE;
+    throw CallError{MPI_ERR_TRUNCATE, e.what()};
+  }
+  set_status(status, request.status());
+}
+
 bool complete(MPI_Request* request, MPI_Status* status, bool block) {
   if (!request) throw CallError{MPI_ERR_REQUEST, "argument request is a null pointer"};
   if (*request == MPI_REQUEST_NULL) {
@@ -330,15 +361,27 @@ bool complete(MPI_Request* request, MPI_Status* status, bool block) {
   }
   if (!block && !finished(*request)) return false;
   auto pending = release_slot(request);
+  if (pending->preset) {
+    if (status != MPI_STATUS_IGNORE) *status = *pending->preset;
+    return true;
+  }
+  if (pending->receive) {
+    wait_receive(pending->request, status);
+    return true;
+  }
   if (pending->request.valid()) pending->request.wait();  // throws the operation's failure
   if (pending->finish) pending->finish();
-  set_empty(status);
+  if (pending->point_to_point) {
+    set_status(status, pending->request.status());
+  } else {
+    set_empty(status);
+  }
   return true;
 }
 
-void wait_briefly(MPI_Request request) {
-  const auto& pending = *slot_of(request, "request");
-  if (pending.request.valid()) pending.request.wait_for(std::chrono::milliseconds(1));
+Request tnt_request(MPI_Request request, const char* argument) {
+  if (request == MPI_REQUEST_NULL) return {};
+  return slot_of(request, argument)->request;
 }
 
 void free_request(MPI_Request* request) {

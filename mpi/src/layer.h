@@ -47,11 +47,22 @@ struct CommEntry {
 // A nonblocking call in flight. `finish` runs once the Communicator's request has completed
 // (e.g. copies this rank's block out of `scratch`).
 struct PendingRequest {
-  Request request;
+  Request request;  // invalid for a request that is complete from the start (MPI_PROC_NULL)
   MPI_Comm comm = MPI_COMM_NULL;
   std::vector<std::byte> scratch;
   std::function<void()> finish;
+  // Point-to-point: MPI_Wait's status comes from the Communicator's MessageStatus.
+  bool point_to_point = false;
+  bool receive = false;
+  std::optional<MPI_Status> preset;  // the status of a request complete from the start
 };
+
+// Waits for a receive's request and gives its status; a receive that failed alone (a message
+// larger than the receive) becomes MPI_ERR_TRUNCATE, with `status` filled in first.
+void wait_receive(const Request& request, MPI_Status* status);
+void set_status(MPI_Status* status, const MessageStatus& message);
+// MPI_PROC_NULL's status: source MPI_PROC_NULL, tag MPI_ANY_TAG, count 0.
+void set_proc_null(MPI_Status* status);
 
 // The error code for the exception being handled in `function` on `comm`, after the handler of
 // `comm` (of MPI_COMM_WORLD where `comm` is not a valid handle) has seen it: under
@@ -103,8 +114,9 @@ MPI_Request add_request(std::unique_ptr<PendingRequest> pending);
 bool complete(MPI_Request* request, MPI_Status* status, bool block);
 // Whether the request has finished (always for MPI_REQUEST_NULL); never blocks.
 bool finished(MPI_Request request, const char* argument = "request");
-// Waits up to a millisecond for the request, driving tnt's event loop meanwhile.
-void wait_briefly(MPI_Request request);
+// The Communicator's request behind a handle (an empty one for MPI_REQUEST_NULL and for a
+// request complete from the start).
+Request tnt_request(MPI_Request request, const char* argument = "requests");
 // Drops the handle; the operation goes on and its buffers live until it ends.
 void free_request(MPI_Request* request);
 

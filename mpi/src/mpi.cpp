@@ -260,26 +260,27 @@ int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* statu
     if (count < 0) throw CallError{MPI_ERR_COUNT, fmt::format("argument count is negative ({})", count)};
     if (count) check_out(requests, "requests");
     check_out(index, "index");
-    // Interim until Request::wait_any lands: test each, and between rounds let the first one in
-    // flight drive tnt's event loop for a moment.
-    for (;;) {
-      int first_active = -1;
-      for (int i = 0; i < count; ++i) {
-        if (requests[i] == MPI_REQUEST_NULL) continue;
-        if (first_active < 0) first_active = i;
-        if (finished(requests[i], "requests")) {
-          complete(&requests[i], status, true);
-          *index = i;
-          return;
-        }
-      }
-      if (first_active < 0) {
-        *index = MPI_UNDEFINED;
-        set_empty(status);
+    // Requests complete from the start (MPI_PROC_NULL) have no Communicator request to wait on.
+    std::vector<tnt::Request> in_flight(static_cast<std::size_t>(count));
+    bool any = false;
+    for (int i = 0; i < count; ++i) {
+      if (requests[i] == MPI_REQUEST_NULL) continue;
+      any = true;
+      if (finished(requests[i], "requests")) {
+        *index = i;
+        complete(&requests[i], status, true);
         return;
       }
-      wait_briefly(requests[first_active]);
+      in_flight[static_cast<std::size_t>(i)] = tnt_request(requests[i]);
     }
+    if (!any) {
+      *index = MPI_UNDEFINED;
+      set_empty(status);
+      return;
+    }
+    const std::size_t done = tnt::Request::wait_any(in_flight);
+    *index = static_cast<int>(done);
+    complete(&requests[done], status, true);
   });
 }
 
