@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   try {
     const PreambleCheck check = check_preamble(preamble, auth, my_rank, "fuzz peer");
-    if (check.identity.kind != ChannelKind::rendezvous && check.identity.kind != ChannelKind::data) {
+    if (check.identity.kind != ChannelKind::rendezvous && check.identity.kind != ChannelKind::data &&
+        check.identity.kind != ChannelKind::data_on_demand) {
       tnt::fuzz::violated("check_preamble accepted an unknown channel kind");
     }
     const auto digest = sha256(auth.job_id);

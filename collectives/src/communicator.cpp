@@ -190,8 +190,10 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
       });
     });
     topology_ = detail::Topology::build(transport::hosts_of(book_), env_.rank);
-    connected_ = ring_peers();
-    transport_->connect(book_, connected_);
+    transport_->set_channel_handler([this](int peer) {
+      if (p2p_) p2p_->on_channel(peer);
+    });
+    transport_->connect(book_, ring_peers());
     // Note [Host board]: only where it holds every rank (Note [Choosing an algorithm]).
     if (auto* board = transport_->host_board(); board && static_cast<int>(board->members().size()) == env_.size) {
       board_.emplace(*board, env_.rank, env_.size, *board_window_, *this);
@@ -323,15 +325,12 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
   }
 
   // ---- PeerLinks ---------------------------------------------------------------------------------
-  transport::Pair& channel_to(int peer) override {
-    if (std::find(connected_.begin(), connected_.end(), peer) == connected_.end()) {
-      throw JobError("rank " + std::to_string(env_.rank) + " has no data channel to " + peer_name(peer) +
-                     ": point-to-point reaches only the ranks this one is connected to (its neighbours in the "
-                     "collectives' rings) until channels open on first use");
-    }
-    return transport_->pair(peer);
+  transport::Pair* channel(int peer) override {
+    return transport_ && transport_->is_open(peer) ? &transport_->pair(peer) : nullptr;
   }
-  std::vector<int> connected_peers() const override { return connected_; }
+  void open_channel(int peer) override {
+    if (transport_) transport_->open(peer);
+  }
   std::string peer_name(int peer) const override {
     if (peer < 0 || peer >= static_cast<int>(book_.size())) return "rank " + std::to_string(peer);
     return "rank " + std::to_string(peer) + " (" + book_[static_cast<std::size_t>(peer)].hostname + ")";
@@ -439,7 +438,6 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
   std::optional<std::chrono::milliseconds> exit_after_failure_;
   std::atomic<bool> told_hierarchical_{false};
 
-  std::vector<int> connected_;  // the peers with a data channel
   detail::PointToPointLimits p2p_limits_;
   std::atomic<std::uint64_t> arrivals_{0};  // point-to-point messages announced so far (for probe)
 

@@ -96,8 +96,8 @@ struct PointToPoint::ReceiveOp {
   int tag = any_tag;
   std::byte* data = nullptr;
   std::size_t capacity = 0;
-  std::string error;            // set at matching (truncation), reported at the end
-  std::uint64_t accepted = 0;   // the clear-to-send's payload
+  std::string error;           // set at matching (truncation), reported at the end
+  std::uint64_t accepted = 0;  // the clear-to-send's payload
   int outstanding = 0;
 };
 
@@ -108,7 +108,7 @@ struct PointToPoint::Arrived {
   std::size_t bytes = 0;
   bool rendezvous = false;
   std::uint64_t sequence = 0;
-  std::vector<std::byte> eager;   // the envelope's buffer: the data from sizeof(Envelope) on
+  std::vector<std::byte> eager;    // the envelope's buffer: the data from sizeof(Envelope) on
   std::uint64_t self_send_id = 0;  // a large send to this rank: its SendOp, read at matching
 };
 
@@ -128,7 +128,9 @@ struct PointToPoint::Peer {
 PointToPoint::PointToPoint(PeerLinks& links, std::uint32_t context, PointToPointLimits limits)
     : links_(links), context_(context), limits_(limits) {
   static_assert(sizeof(Envelope) == 16);
-  for (int rank : links_.connected_peers()) peer(rank);
+  for (int rank = 0; rank < links_.size(); ++rank) {
+    if (rank != links_.rank() && links_.channel(rank)) peer(rank);
+  }
 }
 
 PointToPoint::~PointToPoint() = default;
@@ -138,7 +140,8 @@ PointToPoint::Peer& PointToPoint::peer(int rank) {
   if (!slot) {
     auto created = std::make_unique<Peer>();
     created->rank = rank;
-    created->pair = &links_.channel_to(rank);
+    created->pair = links_.channel(rank);
+    if (!created->pair) throw LogicError("point-to-point: no channel to rank " + std::to_string(rank));
     created->credit = limits_.credit_bytes;
     created->inbox.resize(sizeof(Envelope) + limits_.eager_bytes);
     slot = std::move(created);
@@ -147,9 +150,26 @@ PointToPoint::Peer& PointToPoint::peer(int rank) {
   return *slot;
 }
 
+PointToPoint::Peer* PointToPoint::reachable(int rank) {
+  if (auto found = peers_.find(rank); found != peers_.end()) return found->second.get();
+  if (links_.channel(rank)) return &peer(rank);
+  links_.open_channel(rank);
+  return nullptr;
+}
+
+void PointToPoint::on_channel(int rank) {
+  if (!failure_.empty()) return;
+  peer(rank);
+  auto waiting = waiting_for_channel_.find(rank);
+  if (waiting == waiting_for_channel_.end()) return;
+  auto sends = std::move(waiting->second);
+  waiting_for_channel_.erase(waiting);
+  for (auto& send : sends) send();
+}
+
 void PointToPoint::listen(Peer& from) {
-  from.pair->recv(wire_tag(Wire::envelope, from.next_receive_sequence, context_), from.inbox.data(),
-                  from.inbox.size(), *this, cookie(Event::envelope_in, static_cast<std::uint64_t>(from.rank)));
+  from.pair->recv(wire_tag(Wire::envelope, from.next_receive_sequence, context_), from.inbox.data(), from.inbox.size(),
+                  *this, cookie(Event::envelope_in, static_cast<std::uint64_t>(from.rank)));
 }
 
 // ---- Sending ------------------------------------------------------------------------------------
@@ -164,7 +184,14 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
     send_to_self(std::move(state), tag, data, bytes, synchronous);
     return;
   }
-  Peer& to = peer(peer_rank);
+  // Note [Channels on first use] in transport/src/side_channel.cpp; later sends wait behind
+  // earlier ones, so that sequence numbers follow the issue order.
+  Peer* reached = waiting_for_channel_.count(peer_rank) ? nullptr : reachable(peer_rank);
+  if (!reached) {
+    waiting_for_channel_[peer_rank].push_back([=, this] { send(state, peer_rank, tag, data, bytes, synchronous); });
+    return;
+  }
+  Peer& to = *reached;
   const std::uint64_t id = next_id_++;
   auto op = std::make_unique<SendOp>();
   op->peer = peer_rank;
@@ -172,8 +199,7 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
   op->data = static_cast<const std::byte*>(data);
   op->bytes = bytes;
   op->tag = tag;
-  const bool eager =
-      !synchronous && bytes <= limits_.eager_bytes && to.credit >= bytes + kEagerOverhead;
+  const bool eager = !synchronous && bytes <= limits_.eager_bytes && to.credit >= bytes + kEagerOverhead;
   const Envelope envelope{tag, static_cast<std::uint8_t>(eager ? 0 : 1), {}, bytes};
   op->wire.resize(sizeof envelope + (eager ? bytes : 0));
   std::memcpy(op->wire.data(), &envelope, sizeof envelope);
@@ -188,8 +214,8 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
                     cookie(Event::credit_in, static_cast<std::uint64_t>(to.rank)));
     }
     sending.outstanding = 1;
-    to.pair->send(wire_tag(Wire::envelope, sending.sequence, context_), sending.wire.data(), sending.wire.size(),
-                  *this, cookie(Event::eager_out, id));
+    to.pair->send(wire_tag(Wire::envelope, sending.sequence, context_), sending.wire.data(), sending.wire.size(), *this,
+                  cookie(Event::eager_out, id));
     state->status = MessageStatus{links_.rank(), tag, bytes};
     state->complete({});  // the data is copied: the caller's buffer is free
     return;
@@ -281,7 +307,6 @@ void PointToPoint::receive(std::shared_ptr<OperationState> state, int source, in
   op->tag = tag;
   op->data = static_cast<std::byte*>(data);
   op->capacity = capacity;
-  if (source != any_source && source != links_.rank()) peer(source);  // listens to it from now on
   auto found = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Arrived& a) {
     return (source == any_source || a.source == source) && (tag == any_tag || a.tag == tag);
   });
@@ -525,6 +550,11 @@ void PointToPoint::fail_all(const std::string& reason) {
     if (send->state) send->state->complete(reason);
   for (auto& [id, receive] : transfers) receive->state->complete(reason);
   for (auto& receive : posted) receive->state->complete(reason);
+  // Each waiting send completes with the failure when it runs.
+  auto waiting = std::move(waiting_for_channel_);
+  waiting_for_channel_.clear();
+  for (auto& [rank, sends] : waiting)
+    for (auto& send : sends) send();
 }
 
 }  // namespace tnt::detail

@@ -3,6 +3,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -21,10 +22,10 @@ class PeerLinks {
  public:
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // The channel to `peer` (never this rank). Throws tnt::JobError where none can be had.
-  virtual transport::Pair& channel_to(int peer) = 0;
-  // The peers with a channel now, whose messages may arrive (any_source listens to them).
-  virtual std::vector<int> connected_peers() const = 0;
+  // The channel to `peer` (never this rank), or null while none is open.
+  virtual transport::Pair* channel(int peer) = 0;
+  // Starts opening the channel to `peer`: PointToPoint::on_channel follows, or a job failure.
+  virtual void open_channel(int peer) = 0;
   virtual std::string peer_name(int peer) const = 0;  // "rank 3 (node07)"
   virtual void fail_job(const std::string& reason) = 0;
   // A message is waiting for a receive (probe() may now find it). Any thread may be told.
@@ -35,7 +36,7 @@ class PeerLinks {
 };
 
 struct PointToPointLimits {
-  std::size_t eager_bytes = 16 * 1024;   // larger messages wait for the receive (TNT_P2P_EAGER_KB)
+  std::size_t eager_bytes = 16 * 1024;    // larger messages wait for the receive (TNT_P2P_EAGER_KB)
   std::size_t credit_bytes = 256 * 1024;  // eager bytes one sender may have unreceived (TNT_P2P_CREDIT_KB)
 };
 
@@ -55,6 +56,8 @@ class PointToPoint final : public transport::CompletionSink {
   std::optional<MessageStatus> probe(int peer, int tag);
   // Completes every pending request with `reason`; nothing completes any more afterwards.
   void fail_all(const std::string& reason);
+  // A channel to `peer` has opened (this rank or the peer asked for it).
+  void on_channel(int peer);
 
  private:
   struct Envelope;  // the wire header of a message (point_to_point.cpp)
@@ -66,7 +69,8 @@ class PointToPoint final : public transport::CompletionSink {
   void on_send_complete(std::uint64_t cookie) override;
   void on_recv_complete(std::uint64_t cookie, std::size_t bytes) override;
 
-  Peer& peer(int rank);
+  Peer& peer(int rank);       // one whose channel is open
+  Peer* reachable(int rank);  // null while its channel opens
   void listen(Peer& from);
   void on_envelope(Peer& from, std::size_t bytes);
   std::vector<std::byte> spare_inbox();
@@ -92,9 +96,11 @@ class PointToPoint final : public transport::CompletionSink {
   std::unordered_map<int, std::unique_ptr<Peer>> peers_;
   std::unordered_map<std::uint64_t, std::unique_ptr<SendOp>> sends_;
   std::unordered_map<std::uint64_t, std::unique_ptr<ReceiveOp>> transfers_;  // receives matched, data arriving
-  std::list<std::unique_ptr<ReceiveOp>> posted_;                            // receives not yet matched, in order
+  std::list<std::unique_ptr<ReceiveOp>> posted_;                             // receives not yet matched, in order
   std::deque<Arrived> unexpected_;                                           // in arrival order
   std::vector<std::vector<std::byte>> spare_inboxes_;
+  // Sends waiting for their peer's channel to open, in the order issued.
+  std::unordered_map<int, std::deque<std::function<void()>>> waiting_for_channel_;
   std::uint64_t next_id_ = 1;
   std::string failure_;
 };

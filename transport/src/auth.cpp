@@ -107,7 +107,8 @@ PreambleCheck check_preamble(std::span<const std::uint8_t, kPreambleSize> preamb
   const auto client_rank = get_u32(preamble.data() + 8);
   const auto server_rank = get_u32(preamble.data() + 12);
   if (kind != static_cast<std::uint32_t>(ChannelKind::rendezvous) &&
-      kind != static_cast<std::uint32_t>(ChannelKind::data)) {
+      kind != static_cast<std::uint32_t>(ChannelKind::data) &&
+      kind != static_cast<std::uint32_t>(ChannelKind::data_on_demand)) {
     throw JobError("connection from " + peer + " asked for an unknown channel kind " + std::to_string(kind));
   }
   ServerStatus status = ServerStatus::ok;

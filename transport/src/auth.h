@@ -18,7 +18,9 @@
 
 namespace tnt::transport {
 
-enum class ChannelKind : std::uint32_t { rendezvous = 1, data = 2 };
+// data: a channel set up at start-up; data_on_demand: one opened on first use, whose server
+// answers with a decision byte (Note [Channels on first use] in side_channel.cpp).
+enum class ChannelKind : std::uint32_t { rendezvous = 1, data = 2, data_on_demand = 3 };
 
 struct AuthContext {
   std::string job_id;

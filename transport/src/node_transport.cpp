@@ -99,9 +99,15 @@ class NodeTransport final : public Transport {
     if (shm_) shm_->connect(shm_book, shm_peers);
   }
 
-  Pair& pair(int peer_rank) override {
-    const bool shm = peer_rank >= 0 && peer_rank < static_cast<int>(on_shm_.size()) && on_shm_[peer_rank];
-    return shm ? shm_->pair(peer_rank) : network_->pair(peer_rank);
+  Pair& pair(int peer_rank) override { return back_end_of(peer_rank).pair(peer_rank); }
+
+  void open(int peer_rank) override { back_end_of(peer_rank).open(peer_rank); }
+  bool is_open(int peer_rank) const override {
+    return const_cast<NodeTransport*>(this)->back_end_of(peer_rank).is_open(peer_rank);
+  }
+  void set_channel_handler(std::function<void(int)> handler) override {
+    if (shm_) shm_->set_channel_handler(handler);
+    network_->set_channel_handler(std::move(handler));
   }
 
   Executor executor() const override { return network_->executor(); }
@@ -119,6 +125,11 @@ class NodeTransport final : public Transport {
   }
 
  private:
+  Transport& back_end_of(int peer_rank) {
+    const bool shm = peer_rank >= 0 && peer_rank < static_cast<int>(on_shm_.size()) && on_shm_[peer_rank];
+    return shm ? *shm_ : *network_;
+  }
+
   std::unique_ptr<Transport> network_;
   std::unique_ptr<Transport> shm_;
   int rank_;

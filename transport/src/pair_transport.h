@@ -3,11 +3,16 @@
 // through the authenticated side channel, the error handler, and the count of handlers that
 // still refer to the transport (its destructor waits for none).
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "auth.h"
+#include "side_channel.h"
 #include "tnt/core/error.h"
 #include "tnt/transport/transport.h"
 
@@ -21,16 +26,44 @@ class PairTransport : public Transport {
 
   void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) final {
     pairs_.resize(book.size());
+    links_.assign(book.size(), Link::closed);
     book_ = book;
     loop_.run(connect_all(peers));
   }
 
   Pair& pair(int peer_rank) final {
-    if (peer_rank < 0 || peer_rank >= static_cast<int>(pairs_.size()) || !pairs_[peer_rank]) {
-      throw Error("no data channel to rank " + std::to_string(peer_rank));
-    }
+    if (!is_open(peer_rank)) throw Error("no data channel to rank " + std::to_string(peer_rank));
     return *pairs_[peer_rank];
   }
+
+  bool is_open(int peer_rank) const final {
+    return peer_rank >= 0 && peer_rank < static_cast<int>(pairs_.size()) && links_[peer_rank] == Link::open;
+  }
+
+  // Note [Channels on first use] in side_channel.cpp.
+  void open(int peer_rank) final {
+    if (peer_rank < 0 || peer_rank >= static_cast<int>(links_.size()) || closed_) return;
+    if (links_[peer_rank] != Link::closed) return;
+    links_[peer_rank] = Link::asking;
+    begin_io();
+    boost::asio::co_spawn(loop_.strand(), open_side_channel(*setup_, peer_rank),
+                          [this, peer_rank](std::exception_ptr failure, bool taken) {
+                            const IoScope io{*this};
+                            if (failure) {
+                              try {
+                                std::rethrow_exception(failure);
+                              } catch (const std::exception& e) {
+                                report(peer_rank, "cannot open a channel (" + setup_->plane + ") to " +
+                                                      peer_name(book_, peer_rank) + ": " + e.what());
+                              }
+                              return;
+                            }
+                            // Declined: the channel that peer asked for is the one (it is on its way).
+                            if (taken) opened(peer_rank);
+                          });
+  }
+
+  void set_channel_handler(std::function<void(int)> handler) final { channel_handler_ = std::move(handler); }
 
   Executor executor() const final { return loop_.strand(); }
   void set_error_handler(ErrorHandler handler) final { error_handler_ = std::move(handler); }
@@ -69,8 +102,14 @@ class PairTransport : public Transport {
   }
 
  protected:
-  // Connects the side channels to `peers` and makes their pairs (on the strand).
-  virtual boost::asio::awaitable<void> connect_all(std::vector<int> peers) = 0;
+  // The back end's set-up of a pair on an authenticated side channel (both ranks run it, at
+  // start-up or on first use); it puts the pair into pairs_[peer].
+  virtual boost::asio::awaitable<void> establish(int peer, boost::asio::ip::tcp::socket& socket) = 0;
+  // A pair just made begins its work (its first read, its polling).
+  virtual void start(int peer) { (void)peer; }
+  // Once, after the start-up channels are made.
+  virtual void after_connect() {}
+  virtual std::string plane() const = 0;  // for messages: "data plane", ...
   // On the strand, in close(): stops whatever else the back end watches.
   virtual void stop_watching() {}
   // For the derived destructor, after close(): handlers must not outlive the object.
@@ -86,6 +125,57 @@ class PairTransport : public Transport {
   std::vector<std::unique_ptr<PairType>> pairs_;
 
  private:
+  // Connects the side channels to `peers`, makes their pairs, and from then on answers requests
+  // for more (on the strand).
+  boost::asio::awaitable<void> connect_all(std::vector<int> peers) {
+    setup_.emplace(
+        SideChannelSetup{env_, auth_, book_, plane(),
+                         [this](int peer, boost::asio::ip::tcp::socket& socket) { return establish(peer, socket); },
+                         [this](int peer) { return accept_request(peer); }, [this](int peer) { opened(peer); },
+                         [this](int peer, const std::string& error) {
+                           links_[peer] = Link::closed;
+                           report(peer, error);
+                         }});
+    co_await connect_side_channels(acceptor_, *setup_, peers);
+    for (std::size_t rank = 0; rank < pairs_.size(); ++rank) {
+      if (pairs_[rank] && links_[rank] == Link::closed) {
+        links_[rank] = Link::open;
+        start(static_cast<int>(rank));  // once per channel, also when left == right
+      }
+    }
+    after_connect();
+    begin_io();
+    boost::asio::co_spawn(loop_.strand(), serve_side_channels(acceptor_, *setup_),
+                          [this](std::exception_ptr) { end_io(); });
+  }
+
+  // The rule of Note [Channels on first use]: take a request unless this rank has (or is taking)
+  // the channel, or has asked for it itself and outranks the asker.
+  bool accept_request(int peer) {
+    if (closed_) return false;
+    switch (links_[peer]) {
+      case Link::closed: links_[peer] = Link::accepting; return true;
+      case Link::asking:
+        if (env_.rank > peer) return false;
+        links_[peer] = Link::accepting;
+        return true;
+      default: return false;
+    }
+  }
+
+  void opened(int peer) {
+    if (links_[peer] == Link::open || !pairs_[peer]) return;
+    links_[peer] = Link::open;
+    spdlog::debug("{}: channel to {} opened on first use", plane(), peer_name(book_, peer));
+    start(peer);
+    if (channel_handler_) channel_handler_(peer);
+  }
+
+  // closed: none; asking: this rank asked for it; accepting: it is taking the peer's request.
+  enum class Link : std::uint8_t { closed, asking, accepting, open };
+  std::vector<Link> links_;
+  std::optional<SideChannelSetup> setup_;
+  std::function<void(int)> channel_handler_;
   ErrorHandler error_handler_;
   std::atomic<int> outstanding_{0};
   bool closed_ = false;

@@ -77,6 +77,43 @@ asio::awaitable<void> connect_to(SideChannelSetup& setup, int peer) {
   co_await setup.establish(peer, socket);
 }
 
+// Note [Channels on first use]: a channel that connect() did not open opens when a rank first
+// needs it: the rank that needs it connects to the other's data listener, which stays open for
+// the job's life, and asks for kind data_on_demand. The other answers with one byte, 1 to take
+// the channel or 0 to decline, then both run the back end's set-up as at start-up. Two ranks
+// may ask each other at once: each then keeps the channel that the higher rank asked for, so
+// the lower one declines nothing of the higher one's and the higher one declines the lower
+// one's (it has a request of its own in flight, or already the channel). A rank declines any
+// request for a channel it has or is accepting.
+asio::awaitable<void> answer_on_demand(SideChannelSetup& setup, tcp::socket socket, int peer) {
+  const std::uint8_t take = setup.accept_on_demand(peer) ? 1 : 0;
+  co_await asio::async_write(socket, asio::buffer(&take, 1), asio::use_awaitable);
+  if (!take) co_return;
+  {
+    SocketDeadline deadline(socket, setup.env.connect_timeout);
+    co_await setup.establish(peer, socket);
+  }
+  setup.opened(peer);
+}
+
+void spawn_answer(SideChannelSetup& setup, tcp::socket socket, int peer) {
+  if (peer < 0 || peer >= static_cast<int>(setup.book.size()) || peer == setup.env.rank) {
+    spdlog::warn("{}: ignored a channel request from rank {}, which is not a peer", setup.plane, peer);
+    return;
+  }
+  auto executor = socket.get_executor();
+  asio::co_spawn(executor, answer_on_demand(setup, std::move(socket), peer),
+                 [&setup, peer](std::exception_ptr failure) {
+                   if (!failure) return;
+                   try {
+                     std::rethrow_exception(failure);
+                   } catch (const std::exception& e) {
+                     setup.failed(peer, std::string("cannot open a channel (") + setup.plane + ") that " +
+                                            peer_name(setup.book, peer) + " asked for: " + e.what());
+                   }
+                 });
+}
+
 asio::awaitable<void> accept_from(tcp::acceptor& acceptor, SideChannelSetup& setup, std::set<int> expected,
                                   std::string& error) {
   while (!expected.empty() && error.empty()) {
@@ -96,6 +133,10 @@ asio::awaitable<void> accept_from(tcp::acceptor& acceptor, SideChannelSetup& set
         continue;
       }
     }
+    if (identity.kind == ChannelKind::data_on_demand && setup.accept_on_demand) {
+      spawn_answer(setup, std::move(socket), identity.rank);  // a rank already past its start-up
+      continue;
+    }
     if (identity.kind != ChannelKind::data || !expected.count(identity.rank)) {
       spdlog::warn("{}: ignored connection from {} (rank {} was not expected)", setup.plane, from, identity.rank);
       continue;
@@ -114,7 +155,7 @@ asio::awaitable<void> accept_from(tcp::acceptor& acceptor, SideChannelSetup& set
 
 }  // namespace
 
-asio::awaitable<void> connect_side_channels(tcp::acceptor& acceptor, SideChannelSetup setup, std::vector<int> peers) {
+asio::awaitable<void> connect_side_channels(tcp::acceptor& acceptor, SideChannelSetup& setup, std::vector<int> peers) {
   std::sort(peers.begin(), peers.end());
   peers.erase(std::unique(peers.begin(), peers.end()), peers.end());  // with 2 ranks, left == right
   peers.erase(std::remove(peers.begin(), peers.end(), setup.env.rank), peers.end());
@@ -166,6 +207,48 @@ asio::awaitable<void> connect_side_channels(tcp::acceptor& acceptor, SideChannel
   }
   deadline.cancel();
   if (!error.empty()) throw JobError(error);
+}
+
+asio::awaitable<bool> open_side_channel(SideChannelSetup& setup, int peer) {
+  const tcp::endpoint endpoint = parse_data_address(setup.book[peer].data_address);
+  tcp::socket socket(co_await asio::this_coro::executor);
+  SocketDeadline deadline(socket, setup.env.connect_timeout);
+  co_await socket.async_connect(endpoint, asio::use_awaitable);
+  without_nagle(socket);
+  co_await authenticate_as_client(socket, setup.auth, ChannelKind::data_on_demand, setup.env.rank, peer);
+  std::uint8_t take = 0;
+  co_await asio::async_read(socket, asio::buffer(&take, 1), asio::use_awaitable);
+  if (take > 1)
+    throw JobError("protocol violation: bad answer to a channel request from " + peer_name(setup.book, peer));
+  if (!take) co_return false;
+  co_await setup.establish(peer, socket);
+  co_return true;
+}
+
+asio::awaitable<void> serve_side_channels(tcp::acceptor& acceptor, SideChannelSetup& setup) {
+  while (acceptor.is_open()) {
+    tcp::socket socket(co_await asio::this_coro::executor);
+    boost::system::error_code ec;
+    co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) continue;  // e.g. the client gave up before we took it
+    without_nagle(socket);
+    const std::string from = describe(socket);
+    PeerIdentity identity{};
+    try {
+      SocketDeadline deadline(socket, setup.env.handshake_timeout);
+      identity = co_await authenticate_as_server(socket, setup.auth, setup.env.rank);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: ignored connection from {}: {}", setup.plane, from, e.what());
+      continue;
+    }
+    if (identity.kind != ChannelKind::data_on_demand) {
+      spdlog::warn("{}: ignored connection from {} (rank {} asked for a start-up channel after start-up)", setup.plane,
+                   from, identity.rank);
+      continue;
+    }
+    spawn_answer(setup, std::move(socket), identity.rank);
+  }
 }
 
 }  // namespace tnt::transport

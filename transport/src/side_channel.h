@@ -32,9 +32,20 @@ struct SideChannelSetup {
   const std::vector<PeerAddress>& book;
   std::string plane;  // "data plane", "InfiniBand data plane": for messages
   std::function<boost::asio::awaitable<void>(int peer, boost::asio::ip::tcp::socket& socket)> establish;
+  // Note [Channels on first use]: whether to take the channel `peer` asks for now, and what to do
+  // once such a channel is made or has failed. Without them, such requests are ignored.
+  std::function<bool(int peer)> accept_on_demand;
+  std::function<void(int peer)> opened;
+  std::function<void(int peer, const std::string& error)> failed;
 };
-boost::asio::awaitable<void> connect_side_channels(boost::asio::ip::tcp::acceptor& acceptor, SideChannelSetup setup,
+// `setup` must outlive every channel opened on demand through it.
+boost::asio::awaitable<void> connect_side_channels(boost::asio::ip::tcp::acceptor& acceptor, SideChannelSetup& setup,
                                                    std::vector<int> peers);
+// Note [Channels on first use]: asks `peer` for a channel; true once it is made, false when the
+// peer declined because a channel it opened itself is to be used. Throws what the set-up throws.
+boost::asio::awaitable<bool> open_side_channel(SideChannelSetup& setup, int peer);
+// Answers channel requests until `acceptor` is closed.
+boost::asio::awaitable<void> serve_side_channels(boost::asio::ip::tcp::acceptor& acceptor, SideChannelSetup& setup);
 
 std::string peer_name(const std::vector<PeerAddress>& book, int rank);  // "rank 3 (node7, 10.0.0.7:4711)"
 

@@ -356,11 +356,9 @@ class IbTransport final : public PairTransport<IbPair> {
 
   std::string peer_name(int rank) const { return transport::peer_name(book_, rank); }
 
-  asio::awaitable<void> connect_all(std::vector<int> peers) override {
-    // A named object, not a temporary: GCC 12 mishandles temporaries that live across co_await.
-    SideChannelSetup setup{env_, auth_, book_, "InfiniBand data plane",
-                           [this](int peer, tcp::socket& socket) { return establish(peer, socket); }};
-    co_await connect_side_channels(acceptor_, std::move(setup), std::move(peers));
+  std::string plane() const override { return "InfiniBand data plane"; }
+
+  void after_connect() override {
     if (!waiting_for_completions_) {
       waiting_for_completions_ = true;
       wait_for_completions();
@@ -368,7 +366,7 @@ class IbTransport final : public PairTransport<IbPair> {
   }
 
   // Runs on the authenticated socket: exchange queue-pair details, connect, confirm.
-  asio::awaitable<void> establish(int peer, tcp::socket& socket) {
+  asio::awaitable<void> establish(int peer, tcp::socket& socket) override {
     auto pair = std::make_unique<IbPair>(*this, peer, peer_name(peer));
     const SetupInfo mine = pair->local_info();
     co_await asio::async_write(socket, asio::buffer(&mine, sizeof mine), asio::use_awaitable);

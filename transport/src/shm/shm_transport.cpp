@@ -299,15 +299,9 @@ class ShmTransport final : public PairTransport<ShmPair> {
   }
 
  private:
-  asio::awaitable<void> connect_all(std::vector<int> peers) override {
-    // A named object, not a temporary: GCC 12 mishandles temporaries that live across co_await.
-    SideChannelSetup setup{env_, auth_, book_, "shared-memory data plane",
-                           [this](int peer, tcp::socket& socket) { return set_up(peer, socket); }};
-    co_await connect_side_channels(acceptor_, std::move(setup), std::move(peers));
-    for (auto& pair : pairs_) {
-      if (pair) pair->start();
-    }
-  }
+  std::string plane() const override { return "shared-memory data plane"; }
+  asio::awaitable<void> establish(int peer, tcp::socket& socket) override { return set_up(peer, socket); }
+  void start(int peer) override { pairs_[peer]->start(); }
 
   // What the two ranks of a pair agreed on at set-up.
   struct Segment {

@@ -166,21 +166,15 @@ class TcpTransport final : public PairTransport<TcpPair> {
   }
 
  private:
-  asio::awaitable<void> connect_all(std::vector<int> peers) override {
-    // A named object, not a temporary: GCC 12 mishandles temporaries that live across co_await.
-    SideChannelSetup setup{env_, auth_, book_, "data plane",
-                           [this](int peer, tcp::socket& socket) { return take_channel(peer, socket); }};
-    co_await connect_side_channels(acceptor_, std::move(setup), peers);
-    for (std::size_t rank = 0; rank < pairs_.size(); ++rank) {
-      if (pairs_[rank]) pairs_[rank]->start_reading();  // once per channel, also when left == right
-    }
-  }
+  std::string plane() const override { return "data plane"; }
 
   // The TCP back end carries its data on the authenticated side channel itself.
-  asio::awaitable<void> take_channel(int peer, tcp::socket& socket) {
+  asio::awaitable<void> establish(int peer, tcp::socket& socket) override {
     add_pair(peer, std::move(socket));
     co_return;
   }
+
+  void start(int peer) override { pairs_[peer]->start_reading(); }
 
   // Note [Congestion control]: Debian's default here is BBR, which paces its sends by the
   // bandwidth it estimates; between ranks whose "bottleneck" is the receiving CPU it estimates

@@ -38,6 +38,14 @@ class Transport {
   // timeout); every connection is mutually authenticated before it is used.
   virtual void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) = 0;
   virtual Pair& pair(int peer_rank) = 0;
+  // Note [Channels on first use] (transport/src/side_channel.cpp): channels beyond those of
+  // connect() open when a rank first needs one. On executor(): open() starts opening the channel
+  // to `peer_rank` unless it is open or opening; is_open() says whether pair() may be called; the
+  // channel handler runs once for each channel opened after connect(), whichever rank opened it.
+  // A channel that cannot be opened goes to the error handler.
+  virtual void open(int peer_rank) = 0;
+  virtual bool is_open(int peer_rank) const = 0;
+  virtual void set_channel_handler(std::function<void(int peer_rank)> handler) = 0;
   virtual Executor executor() const = 0;
   // Called once per failed channel, on executor().
   virtual void set_error_handler(ErrorHandler handler) = 0;
