@@ -217,6 +217,17 @@ CommEntry& comm_entry(MPI_Comm comm, const char* argument) {
   return s.comms[index];
 }
 
+MPI_Comm add_comm(std::shared_ptr<Communicator> comm, MPI_Errhandler errhandler, std::vector<int> world_ranks) {
+  auto& s = state();
+  s.comms.push_back({std::move(comm), errhandler, std::move(world_ranks)});
+  return kFirstComm + static_cast<MPI_Comm>(s.comms.size() - 1);
+}
+
+void free_comm(MPI_Comm comm) {
+  // The Communicator goes once no request of it is pending (requests hold it too).
+  comm_entry(comm).comm.reset();
+}
+
 Communicator& communicator(MPI_Comm comm, const char* argument) { return *comm_entry(comm, argument).comm; }
 
 const TypeInfo& datatype(MPI_Datatype type, const char* argument) {
@@ -276,6 +287,7 @@ void check_root(int root, int size) {
 
 MPI_Request add_request(std::unique_ptr<PendingRequest> pending) {
   auto& s = state();
+  pending->owner = comm_entry(pending->comm).comm;
   // Requests given up by MPI_Request_free end here once their operations have.
   std::erase_if(s.detached, [](const auto& p) { return !p->request.valid() || p->request.test(); });
   if (s.free_slots.empty()) {
@@ -418,7 +430,10 @@ void finalize() {
   s.world_errhandler = s.comms[0].errhandler;
   s.finalized = true;
   auto world = s.comms[0].comm;
-  // Pending requests hold buffers the operations may still write: they end in finish().
+  // The communicators made from the world go first (a pending request keeps its own until it
+  // ends), the world last. Pending requests hold buffers the operations may still write: they
+  // are dropped once finish() has waited for every operation.
+  for (std::size_t i = s.comms.size(); i-- > 1;) s.comms[i].comm.reset();
   world->finish();
   s.requests.clear();
   s.detached.clear();

@@ -49,6 +49,7 @@ struct CommEntry {
 struct PendingRequest {
   Request request;  // invalid for a request that is complete from the start (MPI_PROC_NULL)
   MPI_Comm comm = MPI_COMM_NULL;
+  std::shared_ptr<Communicator> owner;  // keeps a freed communicator until its requests end
   std::vector<std::byte> scratch;
   std::function<void()> finish;
   // Point-to-point: MPI_Wait's status comes from the Communicator's MessageStatus.
@@ -95,6 +96,9 @@ int call_any_time(const char* function, Body&& body) noexcept {
 }
 
 CommEntry& comm_entry(MPI_Comm comm, const char* argument = "comm");
+// A new communicator handle (never one a freed communicator had).
+MPI_Comm add_comm(std::shared_ptr<Communicator> comm, MPI_Errhandler errhandler, std::vector<int> world_ranks);
+void free_comm(MPI_Comm comm);
 Communicator& communicator(MPI_Comm comm, const char* argument = "comm");
 const TypeInfo& datatype(MPI_Datatype type, const char* argument = "datatype");
 const OpInfo& op_info(MPI_Op op, const char* argument = "op");
