@@ -2,9 +2,12 @@
 # Installs tnt into a temporary prefix and builds the MPI layer's test programs against it as a
 # user would: with the installed tnt-mpicc (as with mpicc), and with CMake's
 # find_package(tnt COMPONENTS mpi); then runs them on 2 ranks under the installed tnt-launch.
-#   package_test.sh BUILD_DIR SOURCE_DIR
+#   package_test.sh BUILD_DIR SOURCE_DIR [C_COMPILER CXX_COMPILER [SANITIZE_FLAGS]]
+# A sanitizer build's libraries need the programs built with the same compiler and sanitizers:
+# given here, they reach the wrappers through TNT_MPICC and TNT_MPICXX, as a user would give them.
 set -euo pipefail
-build_dir=$1 source_dir=$2
+build_dir=$1 source_dir=$2 c_compiler=${3:-cc} cxx_compiler=${4:-c++} sanitize_flags=${5:-}
+export TNT_MPICC="$c_compiler $sanitize_flags" TNT_MPICXX="$cxx_compiler $sanitize_flags"
 work=$(mktemp -d "${TMPDIR:-/tmp}/tnt-mpi-package.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 prefix=$work/prefix
@@ -27,6 +30,7 @@ echo "tnt-mpicc --showme: $showme"
 "$prefix/bin/tnt-mpicxx" -O2 -x c++ "$source_dir/tests/mpi/start_end.c" -o "$work/start_end_cxx"
 
 cmake -S "$source_dir/tests/mpi/package" -B "$work/cmake-build" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_C_COMPILER="$c_compiler" -DCMAKE_C_FLAGS="$sanitize_flags" -DCMAKE_EXE_LINKER_FLAGS="$sanitize_flags" \
   -DTNT_MPI_TEST_SOURCES="$source_dir/tests/mpi" > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
 cmake --build "$work/cmake-build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 # An unknown component is refused at configure time, by name.
