@@ -7,6 +7,7 @@
 #include <exception>
 #include <functional>
 #include <list>
+#include <numeric>
 #include <optional>
 #include <thread>
 
@@ -15,6 +16,7 @@
 #include "board_collectives.h"
 #include "call_log.h"
 #include "choice.h"
+#include "group.h"
 #include "operations.h"
 #include "point_to_point.h"
 #include "reduce.h"
@@ -71,7 +73,14 @@ std::chrono::microseconds poll_window(const JobEnvironment& env) {
 
 }  // namespace
 
-class Communicator::Impl final : public detail::CommunicatorCore, public detail::BoardOwner, public detail::PeerLinks {
+// Note [World and groups]: a process's job is one world, Communicator::Impl: the environment, the
+// two event loops, the transport, the rendezvous (control plane) and the job's one failure. Each
+// communicator of it (the world's own, each dup and split) is a detail::Group: its ranks (world
+// ranks, in the group's rank order), its context id (Note [Contexts] in transport's pair.h: its
+// collectives use 2 * id, its point-to-point 2 * id + 1), its topology and rings, the record of
+// its calls and the operations in flight. Operations see only their group (CommunicatorCore),
+// in the group's ranks. A failure is the world's: it fails every group's operations.
+class Communicator::Impl final {
  public:
   explicit Impl(CommunicatorOptions options)
       : env_(options.environment ? *options.environment : JobEnvironment::from_env()),
@@ -89,21 +98,26 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
     }
     control_loop_ = own_control_loop_ ? own_control_loop_.get() : loop_.get();
     verdict_timer_.emplace(loop_->strand());
-    segment_bytes_ = options.segment_bytes ? options.segment_bytes : settings::kSegmentKb.read();
-    pipeline_depth_ =
+    settings_.segment_bytes = options.segment_bytes ? options.segment_bytes : settings::kSegmentKb.read();
+    settings_.pipeline_depth =
         options.pipeline_depth ? options.pipeline_depth : static_cast<int>(settings::kPipelineDepth.read());
-    if (pipeline_depth_ < 1 || pipeline_depth_ > 255) throw ConfigError("pipeline depth must be in [1, 255]");
-    algorithms_.small_allreduce_bytes = options.small_allreduce_bytes != std::size_t(-1)
-                                            ? options.small_allreduce_bytes
-                                            : settings::kSmallAllreduceKb.read();
-    p2p_limits_.eager_bytes = settings::kP2pEagerKb.read();
-    p2p_limits_.credit_bytes = settings::kP2pCreditKb.read();
-    algorithms_.allreduce = detail::parse_forced(settings::kAllreduceAlgorithm.read());
-    algorithms_.allgather = detail::parse_forced(settings::kAllgatherAlgorithm.read());
-    topology_ = detail::Topology::build(std::vector<int>(static_cast<std::size_t>(env_.size), 0), env_.rank);
-    if (env_.size == 1) return;
+    if (settings_.pipeline_depth < 1 || settings_.pipeline_depth > 255)
+      throw ConfigError("pipeline depth must be in [1, 255]");
+    settings_.algorithms.small_allreduce_bytes = options.small_allreduce_bytes != std::size_t(-1)
+                                                     ? options.small_allreduce_bytes
+                                                     : settings::kSmallAllreduceKb.read();
+    settings_.algorithms.allreduce = detail::parse_forced(settings::kAllreduceAlgorithm.read());
+    settings_.algorithms.allgather = detail::parse_forced(settings::kAllgatherAlgorithm.read());
+    settings_.p2p.eager_bytes = settings::kP2pEagerKb.read();
+    settings_.p2p.credit_bytes = settings::kP2pCreditKb.read();
+    std::vector<int> everyone(static_cast<std::size_t>(env_.size));
+    std::iota(everyone.begin(), everyone.end(), 0);
+    if (env_.size == 1) {
+      world_group_ = std::make_shared<detail::Group>(*this, everyone, 0);
+      return;
+    }
     try {
-      join_job(options.configuration);
+      join_job(options.configuration, everyone);
     } catch (...) {
       close_planes();
       throw;
@@ -121,11 +135,7 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
       }
     }
     if (env_.size > 1) close_planes();
-    loop_->call([this] {
-      if (!p2p_) return;
-      p2p_->fail_all("the communicator was destroyed while this point-to-point operation was pending");
-      p2p_.reset();
-    });
+    world_group_.reset();
     transport_.reset();
     verdict_timer_.reset();
   }
@@ -149,6 +159,51 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
     loop_->call([&] { fail_job("this rank failed: " + reason, /*log=*/false); });
   }
 
+  // After abort() this rank has said why it failed; the master's verdict only repeats it.
+  void fail_job(const std::string& reason) { fail_job(reason, !aborted_); }
+
+  // On the strand.
+  void fail_job(const std::string& reason, bool log) {
+    if (!failure_.empty()) return;
+    failure_ = reason;
+    failed_ = true;
+    verdict_timer_->cancel();
+    if (log) spdlog::error("{}", reason);
+    start_exit_watch();
+    // No channel may complete anything into an operation that is about to be destroyed.
+    if (transport_) transport_->close();
+    for (detail::Group* group : groups_) group->fail_operations(reason);
+    loop_->wake();
+  }
+
+  // ---- For the groups ----------------------------------------------------------------------------
+  struct Settings {
+    std::size_t segment_bytes = 0;
+    int pipeline_depth = 0;
+    detail::AlgorithmSettings algorithms;
+    detail::PointToPointLimits p2p;
+  };
+  const Settings& settings() const { return settings_; }
+  const JobEnvironment& environment() const { return env_; }
+  transport::EventLoop& loop() { return *loop_; }
+  transport::Transport* transport() { return transport_.get(); }
+  const std::vector<transport::PeerAddress>& book() const { return book_; }
+  transport::PollWindow& board_window() { return *board_window_; }
+  std::shared_ptr<detail::Group> world_group() const { return world_group_; }
+  bool failed() const { return failed_.load(); }
+  bool finished() const { return finished_.load(); }
+  const std::string& failure() const { return failure_; }  // on the strand, or once failed()
+  std::atomic<int>& active_operations() { return active_ops_; }
+  // On the strand.
+  void add_group(detail::Group& group) { groups_.push_back(&group); }
+  void remove_group(detail::Group& group) { std::erase(groups_, &group); }
+  // Note [World and groups]: the next context id this process can offer a new group; communicator
+  // creation takes the largest offer of its members, so the id is new in every member process.
+  std::uint32_t next_context() const { return next_context_; }
+  void used_context(std::uint32_t id) { next_context_ = std::max(next_context_, id + 1); }
+  std::mutex& creation_mutex() { return creation_mutex_; }
+
+ private:
   // Note [One failure, every rank told] in transport/src/rendezvous/control_plane.cpp.
   void start_exit_watch() {
     if (!exit_after_failure_) return;
@@ -160,14 +215,10 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
     }).detach();
   }
 
-  void join_job(const std::string& configuration) {
+  void join_job(const std::string& configuration, const std::vector<int>& everyone) {
     transport_ = transport::make_transport(*loop_, env_);
     rendezvous_ =
         std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{configuration});
-    rendezvous_->set_progress_source([this] { return calls_.progress(); });
-    calls_.on_change([this] {
-      if (rendezvous_) rendezvous_->progress_changed();
-    });
     book_ = rendezvous_->join([this](const std::string& local_ip) { return transport_->listen(local_ip); });
     transport_->set_error_handler([this](int peer, const std::string& message) {
       if (finishing_ && active_ops_ == 0) return;  // neighbours close their channels as the job ends
@@ -189,51 +240,25 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
         loop_->release();
       });
     });
-    topology_ = detail::Topology::build(transport::hosts_of(book_), env_.rank);
     transport_->set_channel_handler([this](int peer) {
-      if (p2p_) p2p_->on_channel(peer);
+      for (detail::Group* group : groups_) group->on_channel(peer);
     });
-    transport_->connect(book_, ring_peers());
+    world_group_ = std::make_shared<detail::Group>(*this, everyone, 0);
+    // The stall watch follows the world's collectives (Note [Stall watch]).
+    detail::CallLog& calls = world_group_->calls();
+    rendezvous_->set_progress_source([&calls] { return calls.progress(); });
+    calls.on_change([this] {
+      if (rendezvous_) rendezvous_->progress_changed();
+    });
+    transport_->connect(book_, world_group_->ring_peers_in_world());
     // Note [Host board]: only where it holds every rank (Note [Choosing an algorithm]).
     if (auto* board = transport_->host_board(); board && static_cast<int>(board->members().size()) == env_.size) {
-      board_.emplace(*board, env_.rank, env_.size, *board_window_, *this);
-      algorithms_.board_capacity = board->capacity();
+      world_group_->use_board(*board);
       spdlog::debug("host board: {} ranks, allreduces up to {} bytes", env_.size, board->capacity());
     }
+    const auto& topology = world_group_->topology();
     spdlog::debug("communicator ready: rank {} of {}, transport {}, host {} of {} ({} ranks)", env_.rank, env_.size,
-                  env_.transport, topology_.host, topology_.hosts, topology_.local.size());
-  }
-
-  // The neighbours in every ring an algorithm may use: the job's (Note [Node-aware order]), the
-  // host's and, with hosts of equal size, the one across hosts (Note [Hierarchical allreduce]).
-  std::vector<int> ring_peers() {
-    std::vector<int> peers;
-    auto add_neighbours = [&](const std::vector<int>& ring, int place) {
-      const auto size = static_cast<int>(ring.size());
-      for (int step : {size - 1, 1}) {
-        const int peer = ring[static_cast<std::size_t>((place + step) % size)];
-        if (peer != env_.rank && std::find(peers.begin(), peers.end(), peer) == peers.end()) peers.push_back(peer);
-      }
-    };
-    const int place = topology_.position[static_cast<std::size_t>(env_.rank)];
-    left_rank_ = topology_.order[static_cast<std::size_t>((place + env_.size - 1) % env_.size)];
-    right_rank_ = topology_.order[static_cast<std::size_t>((place + 1) % env_.size)];
-    add_neighbours(topology_.order, place);
-    add_neighbours(topology_.local, topology_.local_index);
-    if (topology_.uniform()) add_neighbours(topology_.cross, topology_.host);
-    return peers;
-  }
-
-  // Note [Choosing an algorithm] in choice.cpp.
-  detail::Algorithm choose(detail::Collective what, std::size_t bytes, bool blocking) {
-    const auto chosen = detail::choose_algorithm(what, bytes, blocking, topology_, env_.size, algorithms_);
-    if (chosen == detail::Algorithm::hierarchical && !told_hierarchical_.exchange(true)) announce_hierarchy();
-    return chosen;
-  }
-  // Once per communicator, for the curious and for the tests that must reach these paths.
-  void announce_hierarchy() const {
-    spdlog::debug("hierarchical collectives: {} hosts x {} ranks, local rank {} of host {}", topology_.hosts,
-                  topology_.local.size(), topology_.local_index, topology_.host);
+                  env_.transport, topology.host, topology.hosts, topology.local.size());
   }
 
   // The two planes post work to each other (Note [Two loops]); this stops them in an order in
@@ -245,174 +270,6 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
     loop_->call([] {});
   }
 
-  // Who waits for an operation: its caller, at once (a blocking call runs the data loop
-  // itself), or possibly nobody (then the progress thread must run the loop until it ends).
-  enum class Waiter { caller, unknown };
-
-  template <class Op, class... Args>
-  Request issue(Waiter waiter, CompletionCallback done, const CallSignature& call, Args... args) {
-    auto state = std::make_shared<OperationState>(*loop_, std::move(done));
-    state->held = waiter == Waiter::unknown;
-    state->tag_check = static_cast<std::uint16_t>(call.hash(false) >> 52);
-    if (finished_) throw LogicError("a collective was issued after Communicator::finish()");
-    if (state->held) loop_->hold();
-    std::lock_guard lock(issue_mutex_);
-    const std::uint64_t sequence = calls_.issue(call);
-    ++active_ops_;
-    asio::post(loop_->strand(), [this, sequence, state, args...] {
-      if (!failure_.empty()) {
-        --active_ops_;
-        calls_.completed(sequence);
-        state->complete(failure_);
-        return;
-      }
-      auto op = std::make_unique<Op>(*this, sequence, state, args...);
-      Operation& started = *op;
-      ops_.push_back(std::move(op));
-      started.start();
-    });
-    return Request(state);
-  }
-
-  // A point-to-point operation: `start(engine, state)` runs on the strand.
-  template <class Start>
-  Request issue_p2p(Waiter waiter, Start start) {
-    auto state = std::make_shared<OperationState>(*loop_, CompletionCallback{});
-    state->held = waiter == Waiter::unknown;
-    if (finished_) throw LogicError("a point-to-point operation was issued after Communicator::finish()");
-    if (state->held) loop_->hold();
-    asio::post(loop_->strand(), [this, state, start] {
-      if (!failure_.empty()) {
-        state->complete(failure_);
-        return;
-      }
-      try {
-        start(point_to_point(), state);
-      } catch (const std::exception& error) {
-        fail_job(error.what());
-        state->complete(failure_);
-      }
-    });
-    return Request(state);
-  }
-
-  // On the strand: what a probe finds now.
-  std::optional<MessageStatus> probe_now(int peer, int tag) {
-    std::optional<MessageStatus> found;
-    std::string failure;
-    loop_->call([&] {
-      failure = failure_;
-      if (failure.empty()) found = point_to_point().probe(peer, tag);
-    });
-    if (!failure.empty()) throw JobError(failure);
-    return found;
-  }
-
-  MessageStatus probe(int peer, int tag) {
-    while (true) {
-      const std::uint64_t seen = arrivals_.load();
-      if (auto found = probe_now(peer, tag)) return *found;
-      loop_->wait_until([&] { return arrivals_.load() != seen || failed_.load(); });
-    }
-  }
-
-  detail::PointToPoint& point_to_point() {
-    if (!p2p_) {
-      // Note [Contexts]: a communicator's collectives use context 2c, its point-to-point 2c + 1.
-      p2p_ = std::make_unique<detail::PointToPoint>(*this, collective_context() + 1, p2p_limits_);
-    }
-    return *p2p_;
-  }
-
-  // ---- PeerLinks ---------------------------------------------------------------------------------
-  transport::Pair* channel(int peer) override {
-    return transport_ && transport_->is_open(peer) ? &transport_->pair(peer) : nullptr;
-  }
-  void open_channel(int peer) override {
-    if (transport_) transport_->open(peer);
-  }
-  std::string peer_name(int peer) const override {
-    if (peer < 0 || peer >= static_cast<int>(book_.size())) return "rank " + std::to_string(peer);
-    return "rank " + std::to_string(peer) + " (" + book_[static_cast<std::size_t>(peer)].hostname + ")";
-  }
-  void message_arrived() override {
-    ++arrivals_;
-    loop_->wake();
-  }
-
-  // ---- CommunicatorCore ----------------------------------------------------------------------
-  int rank() const override { return env_.rank; }
-  int size() const override { return env_.size; }
-  transport::Pair& left() override { return transport_->pair(left_rank_); }
-  transport::Pair& right() override { return transport_->pair(right_rank_); }
-  std::size_t segment_bytes() const override { return segment_bytes_; }
-  int pipeline_depth() const override { return pipeline_depth_; }
-  std::uint32_t collective_context() const override { return 0; }
-  const detail::Topology& topology() const override { return topology_; }
-  transport::Pair& pair(int peer_rank) override { return transport_->pair(peer_rank); }
-
-  std::vector<std::byte> acquire(std::size_t bytes) override {
-    auto fits = std::find_if(scratch_.begin(), scratch_.end(), [&](const auto& b) { return b.capacity() >= bytes; });
-    std::vector<std::byte> buffer;
-    if (fits != scratch_.end()) {
-      buffer = std::move(*fits);
-      scratch_.erase(fits);
-    }
-    buffer.resize(bytes);
-    return buffer;
-  }
-
-  void release(std::vector<std::byte> buffer) override {
-    if (scratch_.size() < 8) scratch_.push_back(std::move(buffer));
-  }
-
-  void complete(Operation& op, const std::string& failure) override {
-    auto owned = std::find_if(ops_.begin(), ops_.end(), [&](const auto& p) { return p.get() == &op; });
-    if (owned == ops_.end()) return;
-    // The operation may still be on the call stack: destroy it after this handler returns.
-    asio::post(loop_->strand(), [doomed = std::shared_ptr<Operation>(std::move(*owned))] {});
-    ops_.erase(owned);
-    calls_.completed(op.sequence());
-    op.state().complete(failure);
-    --active_ops_;
-    loop_->wake();
-  }
-
-  // After abort() this rank has said why it failed; the master's verdict only repeats it.
-  void fail_job(const std::string& reason) override { fail_job(reason, !aborted_); }
-
-  void fail_job(const std::string& reason, bool log) {
-    if (!failure_.empty()) return;
-    failure_ = reason;
-    failed_ = true;
-    verdict_timer_->cancel();
-    if (log) spdlog::error("{}", reason);
-    start_exit_watch();
-    // No channel may complete anything into an operation that is about to be destroyed.
-    if (transport_) transport_->close();
-    while (!ops_.empty()) complete(*ops_.front(), reason);
-    if (p2p_) p2p_->fail_all(reason);
-    loop_->wake();
-  }
-
-  // ---- BoardOwner --------------------------------------------------------------------------------
-  std::uint64_t issue_board_call(const CallSignature& call) override {
-    if (finished_) throw LogicError("a collective was issued after Communicator::finish()");
-    if (failed_) throw JobError(failure_);
-    std::lock_guard lock(issue_mutex_);
-    return calls_.issue(call);
-  }
-  void board_call_completed(std::uint64_t sequence) override { calls_.completed(sequence); }
-  bool failed() const override { return failed_.load(); }
-  std::string failure() const override { return failure_; }
-  void fail_from_caller(const std::string& reason) override {
-    loop_->call([&] { fail_job(reason); });
-  }
-
-  detail::BoardCollectives& board() { return *board_; }
-  const JobEnvironment& environment() const { return env_; }
-
- private:
   JobEnvironment env_;
   std::unique_ptr<transport::EventLoop> own_control_loop_;
   std::unique_ptr<transport::EventLoop> loop_;  // the data plane's
@@ -421,35 +278,276 @@ class Communicator::Impl final : public detail::CommunicatorCore, public detail:
   std::unique_ptr<transport::Rendezvous> rendezvous_;
   std::vector<transport::PeerAddress> book_;
   std::optional<boost::asio::steady_timer> verdict_timer_;
-  int left_rank_ = 0;
-  int right_rank_ = 0;
-  std::size_t segment_bytes_ = 0;
-  int pipeline_depth_ = 0;
-  detail::AlgorithmSettings algorithms_;
-  detail::Topology topology_;  // fixed once the job is joined
+  Settings settings_;
+  std::optional<transport::PollWindow> board_window_;
+  std::shared_ptr<detail::Group> world_group_;
 
-  std::mutex issue_mutex_;  // operations reach the data loop in the order of their sequence numbers
-  detail::CallLog calls_;
-  std::atomic<int> active_ops_{0};
+  std::atomic<int> active_ops_{0};  // of every group
   std::atomic<bool> finishing_{false};
   std::atomic<bool> failed_{false};
   std::atomic<bool> finished_{false};  // finish() was called: no more collectives
   std::atomic<bool> aborted_{false};
   std::optional<std::chrono::milliseconds> exit_after_failure_;
-  std::atomic<bool> told_hierarchical_{false};
 
-  detail::PointToPointLimits p2p_limits_;
-  std::atomic<std::uint64_t> arrivals_{0};  // point-to-point messages announced so far (for probe)
-
-  std::optional<transport::PollWindow> board_window_;
-  std::optional<detail::BoardCollectives> board_;  // where the host board holds every rank
+  std::mutex creation_mutex_;       // one communicator created at a time in this process
+  std::uint32_t next_context_ = 1;  // under creation_mutex_
 
   // Touched only on the event loop's strand.
-  std::unique_ptr<detail::PointToPoint> p2p_;  // made on first use
-  std::list<std::unique_ptr<Operation>> ops_;
-  std::vector<std::vector<std::byte>> scratch_;
+  std::vector<detail::Group*> groups_;
   std::string failure_;
 };
+
+namespace detail {
+
+Group::Group(Communicator::Impl& world, std::vector<int> members, std::uint32_t id)
+    : world_(world), members_(std::move(members)), id_(id) {
+  const int me = world_.environment().rank;
+  index_ = static_cast<int>(std::find(members_.begin(), members_.end(), me) - members_.begin());
+  // Hosts as the world sees them, renumbered from 0 in the order of the group's lowest ranks.
+  std::vector<int> host_of(members_.size(), 0);
+  if (!world_.book().empty()) {
+    const std::vector<int> world_hosts = transport::hosts_of(world_.book());
+    std::vector<int> renumbered(world_hosts.size(), -1);
+    int next = 0;
+    for (std::size_t r = 0; r < members_.size(); ++r) {
+      int& host = renumbered[static_cast<std::size_t>(world_hosts[static_cast<std::size_t>(members_[r])])];
+      if (host < 0) host = next++;
+      host_of[r] = host;
+    }
+  }
+  topology_ = Topology::build(host_of, index_);
+  algorithms_ = world_.settings().algorithms;
+  const int size = static_cast<int>(members_.size());
+  const int place = topology_.position[static_cast<std::size_t>(index_)];
+  left_ = topology_.order[static_cast<std::size_t>((place + size - 1) % size)];
+  right_ = topology_.order[static_cast<std::size_t>((place + 1) % size)];
+  world_.loop().call([this] { world_.add_group(*this); });
+}
+
+Group::~Group() {
+  world_.loop().wait_until([this] { return active_ == 0; });
+  world_.loop().call([this] {
+    if (p2p_) {
+      p2p_->fail_all("the communicator was destroyed while this point-to-point operation was pending");
+      p2p_.reset();
+    }
+    world_.remove_group(*this);
+  });
+}
+
+// The neighbours in every ring an algorithm may use: the group's (Note [Node-aware order]), the
+// host's and, with hosts of equal size, the one across hosts (Note [Hierarchical allreduce]); as
+// world ranks.
+std::vector<int> Group::ring_peers_in_world() const {
+  std::vector<int> peers;
+  auto add_neighbours = [&](const std::vector<int>& ring, int place) {
+    const auto size = static_cast<int>(ring.size());
+    for (int step : {size - 1, 1}) {
+      const int peer = members_[static_cast<std::size_t>(ring[static_cast<std::size_t>((place + step) % size)])];
+      if (peer != world_.environment().rank && std::find(peers.begin(), peers.end(), peer) == peers.end())
+        peers.push_back(peer);
+    }
+  };
+  add_neighbours(topology_.order, topology_.position[static_cast<std::size_t>(index_)]);
+  add_neighbours(topology_.local, topology_.local_index);
+  if (topology_.uniform()) add_neighbours(topology_.cross, topology_.host);
+  return peers;
+}
+
+void Group::open_rings() {
+  std::atomic<int>& waiting = channels_waiting_;
+  world_.loop().call([this] {
+    if (world_.failed()) return;
+    for (int peer : ring_peers_in_world()) {
+      if (world_.transport()->is_open(peer)) continue;
+      channels_needed_.push_back(peer);
+      world_.transport()->open(peer);
+    }
+    channels_waiting_ = static_cast<int>(channels_needed_.size());
+  });
+  world_.loop().wait_until([&] { return waiting.load() == 0 || world_.failed(); });
+  if (world_.failed()) throw JobError(world_.failure());
+}
+
+void Group::on_channel(int world_rank) {
+  if (std::erase(channels_needed_, world_rank)) --channels_waiting_;
+  const auto local = std::find(members_.begin(), members_.end(), world_rank);
+  if (p2p_ && local != members_.end()) p2p_->on_channel(static_cast<int>(local - members_.begin()));
+}
+
+void Group::use_board(transport::HostBoard& board) {
+  board_.emplace(board, index_, size(), world_.board_window(), *this);
+  algorithms_.board_capacity = board.capacity();
+}
+
+Algorithm Group::choose(Collective what, std::size_t bytes, bool blocking) {
+  const auto chosen = choose_algorithm(what, bytes, blocking, topology_, size(), algorithms_);
+  if (chosen == Algorithm::hierarchical && !told_hierarchical_.exchange(true)) {
+    // Once per communicator, for the curious and for the tests that must reach these paths.
+    spdlog::debug("hierarchical collectives: {} hosts x {} ranks, local rank {} of host {}", topology_.hosts,
+                  topology_.local.size(), topology_.local_index, topology_.host);
+  }
+  return chosen;
+}
+
+std::shared_ptr<OperationState> Group::new_state(Waiter waiter, CompletionCallback done, const char* what) {
+  auto state = std::make_shared<OperationState>(world_.loop(), std::move(done));
+  state->held = waiter == Waiter::unknown;
+  if (world_.finished()) throw LogicError(std::string(what) + " was issued after Communicator::finish()");
+  if (state->held) world_.loop().hold();
+  return state;
+}
+
+std::optional<MessageStatus> Group::probe_now(int peer, int tag) {
+  std::optional<MessageStatus> found;
+  std::string failure;
+  world_.loop().call([&] {
+    failure = world_.failure();
+    if (failure.empty()) found = point_to_point().probe(peer, tag);
+  });
+  if (!failure.empty()) throw JobError(failure);
+  return found;
+}
+
+MessageStatus Group::probe(int peer, int tag) {
+  while (true) {
+    const std::uint64_t seen = arrivals_.load();
+    if (auto found = probe_now(peer, tag)) return *found;
+    world_.loop().wait_until([&] { return arrivals_.load() != seen || world_.failed(); });
+  }
+}
+
+PointToPoint& Group::point_to_point() {
+  if (!p2p_) p2p_ = std::make_unique<PointToPoint>(*this, 2 * id_ + 1, world_.settings().p2p);
+  return *p2p_;
+}
+
+void Group::fail_operations(const std::string& reason) {
+  while (!ops_.empty()) complete(*ops_.front(), reason);
+  if (p2p_) p2p_->fail_all(reason);
+}
+
+// ---- CommunicatorCore --------------------------------------------------------------------------
+transport::Pair& Group::left() { return pair(left_); }
+transport::Pair& Group::right() { return pair(right_); }
+transport::Pair& Group::pair(int peer) { return world_.transport()->pair(members_[static_cast<std::size_t>(peer)]); }
+std::size_t Group::segment_bytes() const { return world_.settings().segment_bytes; }
+int Group::pipeline_depth() const { return world_.settings().pipeline_depth; }
+
+std::vector<std::byte> Group::acquire(std::size_t bytes) {
+  auto fits = std::find_if(scratch_.begin(), scratch_.end(), [&](const auto& b) { return b.capacity() >= bytes; });
+  std::vector<std::byte> buffer;
+  if (fits != scratch_.end()) {
+    buffer = std::move(*fits);
+    scratch_.erase(fits);
+  }
+  buffer.resize(bytes);
+  return buffer;
+}
+
+void Group::release(std::vector<std::byte> buffer) {
+  if (scratch_.size() < 8) scratch_.push_back(std::move(buffer));
+}
+
+void Group::complete(Operation& op, const std::string& failure) {
+  auto owned = std::find_if(ops_.begin(), ops_.end(), [&](const auto& p) { return p.get() == &op; });
+  if (owned == ops_.end()) return;
+  // The operation may still be on the call stack: destroy it after this handler returns.
+  asio::post(world_.loop().strand(), [doomed = std::shared_ptr<Operation>(std::move(*owned))] {});
+  ops_.erase(owned);
+  calls_.completed(op.sequence());
+  op.state().complete(failure);
+  --active_;
+  --world_.active_operations();
+  world_.loop().wake();
+}
+
+void Group::fail_job(const std::string& reason) { world_.fail_job(reason); }
+
+// ---- PeerLinks ---------------------------------------------------------------------------------
+transport::Pair* Group::channel(int peer) {
+  auto* transport = world_.transport();
+  const int world_rank = members_[static_cast<std::size_t>(peer)];
+  return transport && transport->is_open(world_rank) ? &transport->pair(world_rank) : nullptr;
+}
+void Group::open_channel(int peer) {
+  if (auto* transport = world_.transport()) transport->open(members_[static_cast<std::size_t>(peer)]);
+}
+std::string Group::peer_name(int peer) const {
+  const int world_rank = members_[static_cast<std::size_t>(peer)];
+  const auto& book = world_.book();
+  std::string name = "rank " + std::to_string(peer);
+  if (world_rank != peer) name += " (world rank " + std::to_string(world_rank) + ")";
+  if (world_rank < static_cast<int>(book.size()))
+    name += " (" + book[static_cast<std::size_t>(world_rank)].hostname + ")";
+  return name;
+}
+void Group::message_arrived() {
+  ++arrivals_;
+  world_.loop().wake();
+}
+
+// ---- BoardOwner --------------------------------------------------------------------------------
+std::uint64_t Group::issue_board_call(const CallSignature& call) {
+  if (world_.finished()) throw LogicError("a collective was issued after Communicator::finish()");
+  if (world_.failed()) throw JobError(world_.failure());
+  std::lock_guard lock(issue_mutex_);
+  return calls_.issue(call);
+}
+void Group::board_call_completed(std::uint64_t sequence) { calls_.completed(sequence); }
+bool Group::failed() const { return world_.failed(); }
+std::string Group::failure() const { return world_.failure(); }
+void Group::fail_from_caller(const std::string& reason) {
+  world_.loop().call([&] { world_.fail_job(reason); });
+}
+
+}  // namespace detail
+
+namespace detail {
+
+template <class Op, class... Args>
+Request Group::issue(Waiter waiter, CompletionCallback done, const CallSignature& call, Args... args) {
+  auto state = new_state(waiter, std::move(done), "a collective");
+  state->tag_check = static_cast<std::uint16_t>(call.hash(false) >> 52);
+  std::lock_guard lock(issue_mutex_);
+  const std::uint64_t sequence = calls_.issue(call);
+  ++active_;
+  ++world_.active_operations();
+  asio::post(world_.loop().strand(), [this, sequence, state, args...] {
+    if (!world_.failure().empty()) {
+      --active_;
+      --world_.active_operations();
+      calls_.completed(sequence);
+      state->complete(world_.failure());
+      return;
+    }
+    auto op = std::make_unique<Op>(*this, sequence, state, args...);
+    Operation& started = *op;
+    ops_.push_back(std::move(op));
+    started.start();
+  });
+  return Request(state);
+}
+
+template <class Start>
+Request Group::issue_p2p(Waiter waiter, Start start) {
+  auto state = new_state(waiter, {}, "a point-to-point operation");
+  asio::post(world_.loop().strand(), [this, state, start] {
+    if (!world_.failure().empty()) {
+      state->complete(world_.failure());
+      return;
+    }
+    try {
+      start(point_to_point(), state);
+    } catch (const std::exception& error) {
+      world_.fail_job(error.what());
+      state->complete(world_.failure());
+    }
+  });
+  return Request(state);
+}
+
+}  // namespace detail
 
 // ---- Request -----------------------------------------------------------------------------------
 
@@ -539,29 +637,70 @@ std::string world_configuration;
 Communicator::Communicator(CommunicatorOptions options) {
   if (options.environment || options.io_context) {
     impl_ = std::make_shared<Impl>(std::move(options));
-    return;
-  }
-  std::lock_guard lock(world_mutex);
-  if (auto shared = world.lock()) {
-    if (options.configuration != world_configuration) {
-      throw ConfigError(
-          "this process's world was joined with another configuration: every Communicator built from the "
-          "environment in one process is that world, with the first one's configuration");
+  } else {
+    std::lock_guard lock(world_mutex);
+    if (auto shared = world.lock()) {
+      if (options.configuration != world_configuration) {
+        throw ConfigError(
+            "this process's world was joined with another configuration: every Communicator built from the "
+            "environment in one process is that world, with the first one's configuration");
+      }
+      impl_ = std::move(shared);
+    } else {
+      world_configuration = options.configuration;
+      impl_ = std::make_shared<Impl>(std::move(options));
+      world = impl_;
     }
-    impl_ = std::move(shared);
-    return;
   }
-  world_configuration = options.configuration;
-  impl_ = std::make_shared<Impl>(std::move(options));
-  world = impl_;
+  group_ = impl_->world_group();
 }
+
+Communicator::Communicator(std::shared_ptr<Impl> world, std::shared_ptr<detail::Group> group)
+    : impl_(std::move(world)), group_(std::move(group)) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
 
-int Communicator::rank() const { return impl_->rank(); }
-int Communicator::size() const { return impl_->size(); }
+int Communicator::rank() const { return group_->rank(); }
+int Communicator::size() const { return group_->size(); }
 const JobEnvironment& Communicator::environment() const { return impl_->environment(); }
 void Communicator::finish() { impl_->finish(); }
 void Communicator::abort(const std::string& reason) { impl_->abort(reason); }
+
+// Note [World and groups]: one allgather over this communicator of each rank's color, key and the
+// next context id its process can offer; the new group takes the largest offer.
+std::optional<Communicator> Communicator::split(int color, int key) const {
+  std::lock_guard creating(impl_->creation_mutex());
+  struct Offer {
+    std::int32_t color;
+    std::int32_t key;
+    std::uint32_t next_context;
+    std::uint32_t reserved;
+  };
+  const Offer mine{color, key, impl_->next_context(), 0};
+  std::vector<Offer> offers(static_cast<std::size_t>(size()));
+  // Gathering changes nothing that this communicator is.
+  const_cast<Communicator&>(*this).allgather(&mine, offers.data(), sizeof mine);
+  std::uint32_t id = 0;
+  for (const Offer& offer : offers) id = std::max(id, offer.next_context);
+  if (id >= (std::uint32_t{1} << 31)) throw JobError("split: this job has used up its 2^31 communicator ids");
+  impl_->used_context(id);
+  if (color < 0) return std::nullopt;
+  std::vector<int> ranks;
+  for (int r = 0; r < size(); ++r) {
+    if (offers[static_cast<std::size_t>(r)].color == color) ranks.push_back(r);
+  }
+  std::stable_sort(ranks.begin(), ranks.end(), [&](int a, int b) {
+    return offers[static_cast<std::size_t>(a)].key < offers[static_cast<std::size_t>(b)].key;
+  });
+  std::vector<int> members;
+  for (int r : ranks) members.push_back(group_->world_rank(r));
+  auto group = std::make_shared<detail::Group>(*impl_, std::move(members), id);
+  group->open_rings();
+  return Communicator(impl_, std::move(group));
+}
+
+Communicator Communicator::dup() const { return std::move(*split(0, rank())); }
 
 Communicator::Block Communicator::block(std::size_t count, int size, int r) {
   const auto ranks = static_cast<std::size_t>(size);
@@ -594,37 +733,41 @@ Request Communicator::allreduce_async(void* data, std::size_t count, DataType ty
                                       CompletionCallback done) {
   check_data(data, count, "allreduce");
   const auto call = reduction_call("allreduce", count, type, op);
-  switch (impl_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/false)) {
+  switch (group_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/false)) {
     case detail::Algorithm::hierarchical:
-      return impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data,
-                                                                  count, type, op);
+      return group_->issue<detail::HierarchicalAllreduceOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                                                   call, data, count, type, op);
     case detail::Algorithm::gather:
-      return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type,
-                                                      op, /*gather=*/true);
+      return group_->issue<detail::AllreduceOperation>(detail::Group::Waiter::unknown, std::move(done), call, data,
+                                                       count, type, op, /*gather=*/true);
     default:
-      return impl_->issue<detail::AllreduceOperation>(Impl::Waiter::unknown, std::move(done), call, data, count, type,
-                                                      op, /*gather=*/false);
+      return group_->issue<detail::AllreduceOperation>(detail::Group::Waiter::unknown, std::move(done), call, data,
+                                                       count, type, op, /*gather=*/false);
   }
 }
 
 bool Communicator::host_board_serves(std::size_t bytes) const {
-  return impl_->choose(detail::Collective::allreduce, bytes, /*blocking=*/true) == detail::Algorithm::board;
+  return group_->choose(detail::Collective::allreduce, bytes, /*blocking=*/true) == detail::Algorithm::board;
 }
 
 void Communicator::allreduce(void* data, std::size_t count, DataType type, ReduceOp op) {
   check_data(data, count, "allreduce");
   const auto call = reduction_call("allreduce", count, type, op);
-  switch (impl_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/true)) {
-    case detail::Algorithm::board: impl_->board().allreduce(data, count, type, op, call); return;
+  switch (group_->choose(detail::Collective::allreduce, count * size_of(type), /*blocking=*/true)) {
+    case detail::Algorithm::board: group_->board().allreduce(data, count, type, op, call); return;
     case detail::Algorithm::hierarchical:
-      impl_->issue<detail::HierarchicalAllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op)
+      group_
+          ->issue<detail::HierarchicalAllreduceOperation>(detail::Group::Waiter::caller, {}, call, data, count, type,
+                                                          op)
           .wait();
       return;
     case detail::Algorithm::gather:
-      impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op, true).wait();
+      group_->issue<detail::AllreduceOperation>(detail::Group::Waiter::caller, {}, call, data, count, type, op, true)
+          .wait();
       return;
     default:
-      impl_->issue<detail::AllreduceOperation>(Impl::Waiter::caller, {}, call, data, count, type, op, false).wait();
+      group_->issue<detail::AllreduceOperation>(detail::Group::Waiter::caller, {}, call, data, count, type, op, false)
+          .wait();
       return;
   }
 }
@@ -641,16 +784,16 @@ void check_root(int root, int size) {
 Request Communicator::broadcast_async(void* data, std::size_t bytes, int root, CompletionCallback done) {
   check_data(data, bytes, "broadcast");
   check_root(root, size());
-  return impl_->issue<detail::BroadcastOperation>(Impl::Waiter::unknown, std::move(done),
-                                                  {"broadcast", {}, {}, root, bytes}, data, bytes, root);
+  return group_->issue<detail::BroadcastOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                                   {"broadcast", {}, {}, root, bytes}, data, bytes, root);
 }
 
 void Communicator::broadcast(void* data, std::size_t bytes, int root) {
   check_data(data, bytes, "broadcast");
   check_root(root, size());
-  impl_
-      ->issue<detail::BroadcastOperation>(Impl::Waiter::caller, {}, {"broadcast", {}, {}, root, bytes}, data, bytes,
-                                          root)
+  group_
+      ->issue<detail::BroadcastOperation>(detail::Group::Waiter::caller, {}, {"broadcast", {}, {}, root, bytes}, data,
+                                          bytes, root)
       .wait();
 }
 
@@ -659,52 +802,57 @@ Request Communicator::allgather_async(const void* send, void* recv, std::size_t 
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
   const CallSignature call{"allgather", std::nullopt, std::nullopt, -1, bytes_per_rank};
-  if (impl_->choose(detail::Collective::allgather, bytes_per_rank, false) == detail::Algorithm::hierarchical) {
-    return impl_->issue<detail::HierarchicalAllgatherOperation>(Impl::Waiter::unknown, std::move(done), call, send,
-                                                                recv, bytes_per_rank);
+  if (group_->choose(detail::Collective::allgather, bytes_per_rank, false) == detail::Algorithm::hierarchical) {
+    return group_->issue<detail::HierarchicalAllgatherOperation>(detail::Group::Waiter::unknown, std::move(done), call,
+                                                                 send, recv, bytes_per_rank);
   }
-  return impl_->issue<detail::AllgatherOperation>(Impl::Waiter::unknown, std::move(done), call, send, recv,
-                                                  bytes_per_rank);
+  return group_->issue<detail::AllgatherOperation>(detail::Group::Waiter::unknown, std::move(done), call, send, recv,
+                                                   bytes_per_rank);
 }
 
 void Communicator::allgather(const void* send, void* recv, std::size_t bytes_per_rank) {
   check_data(send, bytes_per_rank, "allgather");
   check_data(recv, bytes_per_rank, "allgather");
   const CallSignature call{"allgather", std::nullopt, std::nullopt, -1, bytes_per_rank};
-  if (impl_->choose(detail::Collective::allgather, bytes_per_rank, true) == detail::Algorithm::hierarchical) {
-    impl_->issue<detail::HierarchicalAllgatherOperation>(Impl::Waiter::caller, {}, call, send, recv, bytes_per_rank)
+  if (group_->choose(detail::Collective::allgather, bytes_per_rank, true) == detail::Algorithm::hierarchical) {
+    group_
+        ->issue<detail::HierarchicalAllgatherOperation>(detail::Group::Waiter::caller, {}, call, send, recv,
+                                                        bytes_per_rank)
         .wait();
     return;
   }
-  impl_->issue<detail::AllgatherOperation>(Impl::Waiter::caller, {}, call, send, recv, bytes_per_rank).wait();
+  group_->issue<detail::AllgatherOperation>(detail::Group::Waiter::caller, {}, call, send, recv, bytes_per_rank).wait();
 }
 
 Request Communicator::reduce_scatter_async(void* data, std::size_t count, DataType type, ReduceOp op,
                                            CompletionCallback done) {
   check_data(data, count, "reduce_scatter");
-  return impl_->issue<detail::ReduceScatterOperation>(
-      Impl::Waiter::unknown, std::move(done), reduction_call("reduce_scatter", count, type, op), data, count, type, op);
+  return group_->issue<detail::ReduceScatterOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                                       reduction_call("reduce_scatter", count, type, op), data, count,
+                                                       type, op);
 }
 
 void Communicator::reduce_scatter(void* data, std::size_t count, DataType type, ReduceOp op) {
   check_data(data, count, "reduce_scatter");
-  impl_
-      ->issue<detail::ReduceScatterOperation>(Impl::Waiter::caller, {},
+  group_
+      ->issue<detail::ReduceScatterOperation>(detail::Group::Waiter::caller, {},
                                               reduction_call("reduce_scatter", count, type, op), data, count, type, op)
       .wait();
 }
 
 Request Communicator::barrier_async(CompletionCallback done) {
-  return impl_->issue<detail::BarrierOperation>(Impl::Waiter::unknown, std::move(done),
-                                                {"barrier", std::nullopt, std::nullopt, -1, 0});
+  return group_->issue<detail::BarrierOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                                 {"barrier", std::nullopt, std::nullopt, -1, 0});
 }
 
 void Communicator::barrier() {
-  if (impl_->choose(detail::Collective::barrier, 0, /*blocking=*/true) == detail::Algorithm::board) {
-    impl_->board().barrier({"barrier", std::nullopt, std::nullopt, -1, 0});
+  if (group_->choose(detail::Collective::barrier, 0, /*blocking=*/true) == detail::Algorithm::board) {
+    group_->board().barrier({"barrier", std::nullopt, std::nullopt, -1, 0});
     return;
   }
-  impl_->issue<detail::BarrierOperation>(Impl::Waiter::caller, {}, {"barrier", std::nullopt, std::nullopt, -1, 0})
+  group_
+      ->issue<detail::BarrierOperation>(detail::Group::Waiter::caller, {},
+                                        {"barrier", std::nullopt, std::nullopt, -1, 0})
       .wait();
 }
 
@@ -732,28 +880,28 @@ Request Communicator::isend(const void* data, std::size_t bytes, int peer, int t
   check_peer("isend", peer, size(), false);
   check_tag("isend", tag, false);
   check_data(data, bytes, "isend");
-  return impl_->issue_p2p(Impl::Waiter::unknown,
-                          [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
-                            p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
-                          });
+  return group_->issue_p2p(detail::Group::Waiter::unknown,
+                           [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                             p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
+                           });
 }
 
 Request Communicator::irecv(void* data, std::size_t capacity, int peer, int tag) {
   check_peer("irecv", peer, size(), true);
   check_tag("irecv", tag, true);
   check_data(data, capacity, "irecv");
-  return impl_->issue_p2p(Impl::Waiter::unknown,
-                          [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
-                            p2p.receive(state, peer, tag, data, capacity);
-                          });
+  return group_->issue_p2p(detail::Group::Waiter::unknown,
+                           [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                             p2p.receive(state, peer, tag, data, capacity);
+                           });
 }
 
 void Communicator::send(const void* data, std::size_t bytes, int peer, int tag, SendMode mode) {
   check_peer("send", peer, size(), false);
   check_tag("send", tag, false);
   check_data(data, bytes, "send");
-  impl_
-      ->issue_p2p(Impl::Waiter::caller,
+  group_
+      ->issue_p2p(detail::Group::Waiter::caller,
                   [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
                     p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
                   })
@@ -764,10 +912,11 @@ MessageStatus Communicator::recv(void* data, std::size_t capacity, int peer, int
   check_peer("recv", peer, size(), true);
   check_tag("recv", tag, true);
   check_data(data, capacity, "recv");
-  const Request request = impl_->issue_p2p(
-      Impl::Waiter::caller, [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
-        p2p.receive(state, peer, tag, data, capacity);
-      });
+  const Request request =
+      group_->issue_p2p(detail::Group::Waiter::caller,
+                        [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                          p2p.receive(state, peer, tag, data, capacity);
+                        });
   request.wait();
   return request.status();
 }
@@ -781,14 +930,14 @@ MessageStatus Communicator::sendrecv(const void* send_data, std::size_t send_byt
   check_data(send_data, send_bytes, "sendrecv");
   check_data(recv_data, capacity, "sendrecv");
   const Request requests[] = {
-      impl_->issue_p2p(Impl::Waiter::caller,
-                       [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
-                         p2p.receive(state, source, recv_tag, recv_data, capacity);
-                       }),
-      impl_->issue_p2p(Impl::Waiter::caller,
-                       [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
-                         p2p.send(state, dest, send_tag, send_data, send_bytes, false);
-                       })};
+      group_->issue_p2p(detail::Group::Waiter::caller,
+                        [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                          p2p.receive(state, source, recv_tag, recv_data, capacity);
+                        }),
+      group_->issue_p2p(detail::Group::Waiter::caller,
+                        [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+                          p2p.send(state, dest, send_tag, send_data, send_bytes, false);
+                        })};
   Request::wait_all(requests);
   return requests[0].status();
 }
@@ -796,13 +945,13 @@ MessageStatus Communicator::sendrecv(const void* send_data, std::size_t send_byt
 MessageStatus Communicator::probe(int peer, int tag) {
   check_peer("probe", peer, size(), true);
   check_tag("probe", tag, true);
-  return impl_->probe(peer, tag);
+  return group_->probe(peer, tag);
 }
 
 std::optional<MessageStatus> Communicator::iprobe(int peer, int tag) {
   check_peer("iprobe", peer, size(), true);
   check_tag("iprobe", tag, true);
-  return impl_->probe_now(peer, tag);
+  return group_->probe_now(peer, tag);
 }
 
 }  // namespace tnt

@@ -17,7 +17,8 @@ namespace tnt {
 
 namespace detail {
 struct OperationState;
-}
+class Group;
+}  // namespace detail
 
 // Point-to-point wildcards, for receives and probes only.
 inline constexpr int any_source = -1;
@@ -62,6 +63,7 @@ class Request {
 
  private:
   friend class Communicator;
+  friend class detail::Group;
   explicit Request(std::shared_ptr<detail::OperationState> state) : state_(std::move(state)) {}
   std::shared_ptr<detail::OperationState> state_;
 };
@@ -120,6 +122,8 @@ struct CommunicatorOptions {
 class Communicator {
  public:
   explicit Communicator(CommunicatorOptions options = {});
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
   // Waits for pending operations, then says goodbye to the other ranks unless finish() or
   // abort() was called; a failure in the goodbye is logged (call finish() to have it thrown).
   ~Communicator();
@@ -197,10 +201,23 @@ class Communicator {
   MessageStatus probe(int peer, int tag);
   std::optional<MessageStatus> iprobe(int peer, int tag);
 
+  // ---- Communicators of communicators (Note [World and groups] in collectives/src/communicator.cpp)
+  // Collective over this communicator. split(): the ranks that give the same color form a new
+  // communicator, ranked by key (ties by their rank here); a negative color gives none. dup(): all
+  // ranks, in this order. Each new communicator has a context of its own: its collectives and
+  // messages never match another's, whatever their tags. It shares this one's channels (and
+  // opens those its rings need), its job and its failure; finish() and abort() on any of them end
+  // the whole job. Create communicators from one thread at a time, in the same order on every
+  // rank, as MPI asks. The stall watch follows only the world's own collectives.
+  Communicator dup() const;
+  std::optional<Communicator> split(int color, int key) const;
+
   class Impl;
 
  private:
-  std::shared_ptr<Impl> impl_;  // shared by every Communicator of the process's world
+  Communicator(std::shared_ptr<Impl> world, std::shared_ptr<detail::Group> group);
+  std::shared_ptr<Impl> impl_;            // the world, shared by every Communicator of the process's world
+  std::shared_ptr<detail::Group> group_;  // this communicator's ranks, context and calls
 };
 
 }  // namespace tnt
