@@ -457,12 +457,13 @@ void abort_job(MPI_Comm comm, int errorcode) {
 
 std::string error_string(int code) {
   if (const char* text = class_text(code)) return text;
+  if (code <= 0) throw CallError{MPI_ERR_ARG, fmt::format("argument errorcode: {} is not an MPI error code", code)};
   const auto& s = state();
   const int sequence = code >> kClassBits;
   const auto& recorded = s.errors[static_cast<std::size_t>(sequence % kRingSize)];
   const char* of_class = class_text(code & ((1 << kClassBits) - 1));
-  if (code > 0 && recorded.code == code) return fmt::format("{} ({})", recorded.message, of_class ? of_class : "?");
-  if (of_class && code > 0) return fmt::format("{} (the details of this error are no longer kept)", of_class);
+  if (recorded.code == code) return fmt::format("{} ({})", recorded.message, of_class ? of_class : "?");
+  if (of_class) return fmt::format("{} (the details of this error are no longer kept)", of_class);
   throw CallError{MPI_ERR_ARG, fmt::format("argument errorcode: {} is not an MPI error code", code)};
 }
 
