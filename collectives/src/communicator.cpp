@@ -16,6 +16,7 @@
 #include "board_collectives.h"
 #include "call_log.h"
 #include "choice.h"
+#include "exchange.h"
 #include "group.h"
 #include "operations.h"
 #include "point_to_point.h"
@@ -77,7 +78,8 @@ std::chrono::microseconds poll_window(const JobEnvironment& env) {
 // two event loops, the transport, the rendezvous (control plane) and the job's one failure. Each
 // communicator of it (the world's own, each dup and split) is a detail::Group: its ranks (world
 // ranks, in the group's rank order), its context id (Note [Contexts] in transport's pair.h: its
-// collectives use 2 * id, its point-to-point 2 * id + 1), its topology and rings, the record of
+// ring collectives use 4 * id, its point-to-point 4 * id + 1, the collectives built on
+// point-to-point 4 * id + 2), its topology and rings, the record of
 // its calls and the operations in flight. Operations see only their group (CommunicatorCore),
 // in the group's ranks. A failure is the world's: it fails every group's operations.
 class Communicator::Impl final {
@@ -327,9 +329,10 @@ Group::Group(Communicator::Impl& world, std::vector<int> members, std::uint32_t 
 Group::~Group() {
   world_.loop().wait_until([this] { return active_ == 0; });
   world_.loop().call([this] {
-    if (p2p_) {
-      p2p_->fail_all("the communicator was destroyed while this point-to-point operation was pending");
-      p2p_.reset();
+    for (auto* engine : {&p2p_, &exchanges_}) {
+      if (!*engine) continue;
+      (*engine)->fail_all("the communicator was destroyed while this point-to-point operation was pending");
+      engine->reset();
     }
     world_.remove_group(*this);
   });
@@ -372,7 +375,10 @@ void Group::open_rings() {
 void Group::on_channel(int world_rank) {
   if (std::erase(channels_needed_, world_rank)) --channels_waiting_;
   const auto local = std::find(members_.begin(), members_.end(), world_rank);
-  if (p2p_ && local != members_.end()) p2p_->on_channel(static_cast<int>(local - members_.begin()));
+  if (local == members_.end()) return;
+  for (auto* engine : {p2p_.get(), exchanges_.get()}) {
+    if (engine) engine->on_channel(static_cast<int>(local - members_.begin()));
+  }
 }
 
 void Group::use_board(transport::HostBoard& board) {
@@ -418,13 +424,19 @@ MessageStatus Group::probe(int peer, int tag) {
 }
 
 PointToPoint& Group::point_to_point() {
-  if (!p2p_) p2p_ = std::make_unique<PointToPoint>(*this, 2 * id_ + 1, world_.settings().p2p);
+  if (!p2p_) p2p_ = std::make_unique<PointToPoint>(*this, 4 * id_ + 1, world_.settings().p2p);
   return *p2p_;
+}
+
+PointToPoint& Group::collective_messages() {
+  if (!exchanges_) exchanges_ = std::make_unique<PointToPoint>(*this, 4 * id_ + 2, world_.settings().p2p);
+  return *exchanges_;
 }
 
 void Group::fail_operations(const std::string& reason) {
   while (!ops_.empty()) complete(*ops_.front(), reason);
   if (p2p_) p2p_->fail_all(reason);
+  if (exchanges_) exchanges_->fail_all(reason);
 }
 
 // ---- CommunicatorCore --------------------------------------------------------------------------
@@ -854,6 +866,211 @@ void Communicator::barrier() {
       ->issue<detail::BarrierOperation>(detail::Group::Waiter::caller, {},
                                         {"barrier", std::nullopt, std::nullopt, -1, 0})
       .wait();
+}
+
+// ---- The rest of MPI's collectives (Note [Exchanges]) --------------------------------------------
+
+namespace {
+
+// The block size above which alltoall goes pairwise (Note [Exchanges]).
+constexpr std::size_t kPairwiseAlltoallBytes = 64 * 1024;
+
+detail::Layout layout_of(const char* call, const char* what, std::span<const std::size_t> bytes,
+                         std::span<const std::size_t> offsets, int size) {
+  if (static_cast<int>(bytes.size()) != size || static_cast<int>(offsets.size()) != size) {
+    throw ConfigError(std::string(call) + ": " + what + " counts and offsets need one entry per rank (" +
+                      std::to_string(size) + "), got " + std::to_string(bytes.size()) + " and " +
+                      std::to_string(offsets.size()));
+  }
+  return {{bytes.begin(), bytes.end()}, {offsets.begin(), offsets.end()}};
+}
+
+detail::Layout uniform_layout(std::size_t bytes_per_rank, int size) {
+  detail::Layout layout;
+  for (int r = 0; r < size; ++r) {
+    layout.bytes.push_back(bytes_per_rank);
+    layout.offsets.push_back(static_cast<std::size_t>(r) * bytes_per_rank);
+  }
+  return layout;
+}
+
+void check_root_of(const char* call, int root, int size) {
+  if (root < 0 || root >= size) {
+    throw ConfigError(std::string(call) + ": root " + std::to_string(root) + " is not a rank of this communicator (" +
+                      std::to_string(size) + " ranks)");
+  }
+}
+
+void check_scan(const char* call, DataType type, ReduceOp op) {
+  reduction_call(call, 0, type, op);  // refuses what the pair cannot reduce
+  if (op == ReduceOp::avg) throw ConfigError(std::string(call) + ": avg has no meaning for a prefix; use sum");
+}
+
+}  // namespace
+
+Request Communicator::alltoall_async(const void* send, void* recv, std::size_t bytes_per_rank,
+                                     CompletionCallback done) {
+  const auto layout = uniform_layout(bytes_per_rank, size());
+  return alltoallv_async(send, layout.bytes, layout.offsets, recv, layout.bytes, layout.offsets, std::move(done));
+}
+
+void Communicator::alltoall(const void* send, void* recv, std::size_t bytes_per_rank) {
+  alltoall_async(send, recv, bytes_per_rank).wait();
+}
+
+Request Communicator::alltoallv_async(const void* send, std::span<const std::size_t> send_bytes,
+                                      std::span<const std::size_t> send_offsets, void* recv,
+                                      std::span<const std::size_t> recv_bytes,
+                                      std::span<const std::size_t> recv_offsets, CompletionCallback done) {
+  auto sends = layout_of("alltoallv", "send", send_bytes, send_offsets, size());
+  auto receives = layout_of("alltoallv", "receive", recv_bytes, recv_offsets, size());
+  const auto me = static_cast<std::size_t>(rank());
+  if (sends.bytes[me] != receives.bytes[me]) {
+    throw ConfigError("alltoallv: this rank sends itself " + std::to_string(sends.bytes[me]) + " bytes but receives " +
+                      std::to_string(receives.bytes[me]));
+  }
+  const std::size_t largest = std::max(*std::max_element(sends.bytes.begin(), sends.bytes.end()),
+                                       *std::max_element(receives.bytes.begin(), receives.bytes.end()));
+  return group_->issue<detail::AlltoallvOperation>(
+      detail::Group::Waiter::unknown, std::move(done), {"alltoall", std::nullopt, std::nullopt, -1, 0}, send,
+      std::move(sends), recv, std::move(receives), largest > kPairwiseAlltoallBytes);
+}
+
+void Communicator::alltoallv(const void* send, std::span<const std::size_t> send_bytes,
+                             std::span<const std::size_t> send_offsets, void* recv,
+                             std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets) {
+  alltoallv_async(send, send_bytes, send_offsets, recv, recv_bytes, recv_offsets).wait();
+}
+
+Request Communicator::allgatherv_async(const void* send, std::size_t send_bytes, void* recv,
+                                       std::span<const std::size_t> recv_bytes,
+                                       std::span<const std::size_t> recv_offsets, CompletionCallback done) {
+  auto receives = layout_of("allgatherv", "receive", recv_bytes, recv_offsets, size());
+  if (receives.bytes[static_cast<std::size_t>(rank())] != send_bytes) {
+    throw ConfigError("allgatherv: this rank sends " + std::to_string(send_bytes) +
+                      " bytes but its own receive count is " +
+                      std::to_string(receives.bytes[static_cast<std::size_t>(rank())]));
+  }
+  return group_->issue<detail::AllgathervOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                                    {"allgatherv", std::nullopt, std::nullopt, -1, 0}, send, send_bytes,
+                                                    recv, std::move(receives));
+}
+
+void Communicator::allgatherv(const void* send, std::size_t send_bytes, void* recv,
+                              std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets) {
+  allgatherv_async(send, send_bytes, recv, recv_bytes, recv_offsets).wait();
+}
+
+Request Communicator::gather_async(const void* send, void* recv, std::size_t bytes_per_rank, int root,
+                                   CompletionCallback done) {
+  check_root_of("gather", root, size());
+  return group_->issue<detail::RootedOperation>(
+      detail::Group::Waiter::unknown, std::move(done), {"gather", std::nullopt, std::nullopt, root, bytes_per_rank},
+      true, send, bytes_per_rank, recv, uniform_layout(bytes_per_rank, size()), root);
+}
+
+void Communicator::gather(const void* send, void* recv, std::size_t bytes_per_rank, int root) {
+  gather_async(send, recv, bytes_per_rank, root).wait();
+}
+
+Request Communicator::gatherv_async(const void* send, std::size_t send_bytes, void* recv,
+                                    std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets,
+                                    int root, CompletionCallback done) {
+  check_root_of("gatherv", root, size());
+  detail::Layout layout;
+  if (rank() == root) layout = layout_of("gatherv", "receive", recv_bytes, recv_offsets, size());
+  return group_->issue<detail::RootedOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                                {"gatherv", std::nullopt, std::nullopt, root, 0}, true, send,
+                                                send_bytes, recv, std::move(layout), root);
+}
+
+void Communicator::gatherv(const void* send, std::size_t send_bytes, void* recv,
+                           std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets,
+                           int root) {
+  gatherv_async(send, send_bytes, recv, recv_bytes, recv_offsets, root).wait();
+}
+
+Request Communicator::scatter_async(const void* send, void* recv, std::size_t bytes_per_rank, int root,
+                                    CompletionCallback done) {
+  check_root_of("scatter", root, size());
+  return group_->issue<detail::RootedOperation>(
+      detail::Group::Waiter::unknown, std::move(done), {"scatter", std::nullopt, std::nullopt, root, bytes_per_rank},
+      false, recv, bytes_per_rank, const_cast<void*>(send), uniform_layout(bytes_per_rank, size()), root);
+}
+
+void Communicator::scatter(const void* send, void* recv, std::size_t bytes_per_rank, int root) {
+  scatter_async(send, recv, bytes_per_rank, root).wait();
+}
+
+Request Communicator::scatterv_async(const void* send, std::span<const std::size_t> send_bytes,
+                                     std::span<const std::size_t> send_offsets, void* recv, std::size_t recv_bytes,
+                                     int root, CompletionCallback done) {
+  check_root_of("scatterv", root, size());
+  detail::Layout layout;
+  if (rank() == root) layout = layout_of("scatterv", "send", send_bytes, send_offsets, size());
+  return group_->issue<detail::RootedOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                                {"scatterv", std::nullopt, std::nullopt, root, 0}, false, recv,
+                                                recv_bytes, const_cast<void*>(send), std::move(layout), root);
+}
+
+void Communicator::scatterv(const void* send, std::span<const std::size_t> send_bytes,
+                            std::span<const std::size_t> send_offsets, void* recv, std::size_t recv_bytes, int root) {
+  scatterv_async(send, send_bytes, send_offsets, recv, recv_bytes, root).wait();
+}
+
+Request Communicator::reduce_async(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
+                                   int root, CompletionCallback done) {
+  check_root_of("reduce", root, size());
+  auto call = reduction_call("reduce", count, type, op);
+  call.root = root;
+  return group_->issue<detail::FoldOperation>(detail::Group::Waiter::unknown, std::move(done), call, send, recv, count,
+                                              std::vector<std::size_t>{}, type, op, root);
+}
+
+void Communicator::reduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op, int root) {
+  reduce_async(send, recv, count, type, op, root).wait();
+}
+
+Request Communicator::scan_async(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
+                                 CompletionCallback done) {
+  check_scan("scan", type, op);
+  return group_->issue<detail::ScanOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                              reduction_call("scan", count, type, op), send, recv, count, type, op,
+                                              false);
+}
+
+void Communicator::scan(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op) {
+  scan_async(send, recv, count, type, op).wait();
+}
+
+Request Communicator::exscan_async(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
+                                   CompletionCallback done) {
+  check_scan("exscan", type, op);
+  return group_->issue<detail::ScanOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                              reduction_call("exscan", count, type, op), send, recv, count, type, op,
+                                              true);
+}
+
+void Communicator::exscan(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op) {
+  exscan_async(send, recv, count, type, op).wait();
+}
+
+Request Communicator::reduce_scatter_async(const void* send, void* recv, std::span<const std::size_t> counts,
+                                           DataType type, ReduceOp op, CompletionCallback done) {
+  if (static_cast<int>(counts.size()) != size()) {
+    throw ConfigError("reduce_scatter: counts need one entry per rank (" + std::to_string(size()) + "), got " +
+                      std::to_string(counts.size()));
+  }
+  std::size_t total = 0;
+  for (std::size_t c : counts) total += c;
+  return group_->issue<detail::FoldOperation>(detail::Group::Waiter::unknown, std::move(done),
+                                              reduction_call("reduce_scatter", total, type, op), send, recv, 0,
+                                              std::vector<std::size_t>(counts.begin(), counts.end()), type, op, -1);
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, std::span<const std::size_t> counts, DataType type,
+                                  ReduceOp op) {
+  reduce_scatter_async(send, recv, counts, type, op).wait();
 }
 
 // ---- Point-to-point ----------------------------------------------------------------------------

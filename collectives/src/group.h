@@ -15,9 +15,9 @@
 #include "choice.h"
 #include "operation.h"
 #include "point_to_point.h"
-#include "topology.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/transport/host_board.h"
+#include "topology.h"
 
 namespace tnt::detail {
 
@@ -70,7 +70,10 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   transport::Pair& pair(int peer) override;
   std::size_t segment_bytes() const override;
   int pipeline_depth() const override;
-  std::uint32_t collective_context() const override { return 2 * id_; }
+  // Note [Contexts]: communicator c's ring collectives use context 4c, its point-to-point 4c + 1,
+  // the collectives built on point-to-point 4c + 2 (Note [Exchanges]).
+  std::uint32_t collective_context() const override { return 4 * id_; }
+  PointToPoint& collective_messages() override;
   std::vector<std::byte> acquire(std::size_t bytes) override;
   void release(std::vector<std::byte> buffer) override;
   void complete(Operation& op, const std::string& failure) override;
@@ -112,7 +115,8 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
 
   // Touched only on the event loop's strand.
   std::vector<int> channels_needed_;
-  std::unique_ptr<PointToPoint> p2p_;  // made on first use
+  std::unique_ptr<PointToPoint> p2p_;        // made on first use
+  std::unique_ptr<PointToPoint> exchanges_;  // made on first use
   std::list<std::unique_ptr<Operation>> ops_;
   std::vector<std::vector<std::byte>> scratch_;
 };

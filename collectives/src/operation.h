@@ -51,6 +51,8 @@ class CommunicatorCore {
   virtual int pipeline_depth() const = 0;
   // The context of this communicator's collectives (Note [Contexts]): the world's is 0.
   virtual std::uint32_t collective_context() const = 0;
+  // The point-to-point messages of the collectives built on them (Note [Exchanges]).
+  virtual class PointToPoint& collective_messages() = 0;
   // Scratch memory, recycled between operations so that steady-state steps allocate nothing.
   virtual std::vector<std::byte> acquire(std::size_t bytes) = 0;
   virtual void release(std::vector<std::byte> buffer) = 0;

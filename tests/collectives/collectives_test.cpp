@@ -154,6 +154,73 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint,
                                   (c.eager_kb == "0" ? "_rendezvous_only" : "");
                          });
 
+// ---- the rest of MPI's collectives ----------------------------------------------------------------
+
+class MoreCollectives : public testing::TestWithParam<P2pCase> {};
+
+// Note [Exchanges]: every new collective against a serial reference, every root, uneven counts
+// with zeros, every operation of several types (the reductions are the fold in rank order).
+TEST_P(MoreCollectives, MatchSerialReference) {
+  const P2pCase& c = GetParam();
+  Job job(c.ranks);
+  Job::Env env = {{"TNT_P2P_EAGER_KB", c.eager_kb}};
+  if (!c.shm) env["TNT_SHM"] = "0";
+  job.start_all({kWorker, "more"}, env);
+  for (const auto& outcome : job.wait(180s)) {
+    EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+    EXPECT_NE(outcome.output.find(", 0 failures"), std::string::npos) << outcome.output;
+    EXPECT_GE(checks_reported(outcome.output), 5000) << outcome.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MoreCollectives,
+                         testing::Values(P2pCase{1, true, "16"}, P2pCase{2, true, "16"}, P2pCase{3, true, "16"},
+                                         P2pCase{4, true, "16"}, P2pCase{4, false, "0"}),
+                         [](const auto& info) {
+                           const P2pCase& c = info.param;
+                           return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
+                                  (c.eager_kb == "0" ? "_rendezvous_only" : "");
+                         });
+
+// ---- communicators of communicators ------------------------------------------------------------
+
+struct SplitCase {
+  int ranks;
+  bool shm;
+  int virtual_hosts = 0;
+};
+
+class Split : public testing::TestWithParam<SplitCase> {};
+
+// Note [World and groups]: 7 ranks split into colors of 4 and 3 with reversed keys, every
+// collective and point-to-point on each with a world allreduce in flight; a dup carries the
+// same tags as the world without a mix-up.
+TEST_P(Split, EveryOperationWorksOnSubCommunicators) {
+  const SplitCase& c = GetParam();
+  Job job(c.ranks);
+  Job::Env env;
+  if (!c.shm) env["TNT_SHM"] = "0";
+  if (c.virtual_hosts) {
+    env["TNT_VIRTUAL_HOSTS"] = std::to_string(c.virtual_hosts);
+    env["TNT_ALLREDUCE_ALGORITHM"] = "hierarchical";
+  }
+  job.start_all({kWorker, "split"}, env);
+  for (const auto& outcome : job.wait(180s)) {
+    EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+    EXPECT_NE(outcome.output.find(", 0 failures"), std::string::npos) << outcome.output;
+    EXPECT_GE(checks_reported(outcome.output), 20) << outcome.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, Split,
+                         testing::Values(SplitCase{7, true}, SplitCase{4, false}, SplitCase{2, true},
+                                         SplitCase{8, true, 2}),
+                         [](const auto& info) {
+                           const SplitCase& c = info.param;
+                           return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
+                                  (c.virtual_hosts ? "_" + std::to_string(c.virtual_hosts) + "hosts" : "");
+                         });
+
 // ---- start-up refusals -------------------------------------------------------------------------
 
 Job::Env quick(Job::Env env) {

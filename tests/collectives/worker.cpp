@@ -2,8 +2,10 @@
 //   tnt-test-worker check        every collective, dtype, op and count against a serial reference
 //   tnt-test-worker loop         allreduces until killed; prints "running rank=R pid=P board=yes/no" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
-//   tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals (--large 1: 64 MiB too)
-//   tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
+//   tnt-test-worker more         alltoall(v), allgatherv, gather(v), scatter(v), reduce, scan, exscan,
+//   reduce_scatter(v) tnt-test-worker split        split and dup: every collective and point-to-point on each, beside
+//   the world's tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals (--large 1: 64 MiB
+//   too) tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
 // --config TEXT sets the run configuration (ranks must agree).
 #include <unistd.h>
 
@@ -692,6 +694,315 @@ int run_p2p(tnt::Communicator& comm, bool large) {
   return failures == 0 ? 0 : 1;
 }
 
+// ---- The rest of MPI's collectives ------------------------------------------------------------------
+
+// reduce (every root), scan, exscan and reduce-scatter with uneven counts, for every operation
+// on T, against the fold in rank order computed here.
+template <class T>
+void check_folds(tnt::Communicator& comm, const std::vector<std::size_t>& counts) {
+  const DataType type = tnt::data_type_of<T>();
+  const int me = comm.rank();
+  const int n = comm.size();
+  for (int o = 0; o < tnt::kReduceOps; ++o) {
+    const auto op = static_cast<ReduceOp>(o);
+    if (!tnt::supports(type, op)) continue;
+    for (std::size_t count : counts) {
+      const std::string what =
+          std::string(tnt::name_of(type)) + " " + std::string(tnt::name_of(op)) + " count " + std::to_string(count);
+      auto input = [&](int r, std::size_t i) { return small_input<T>(r, i, op); };
+      auto fold = [&](int upto, std::size_t i) {  // ranks 0..upto-1
+        T acc = input(0, i);
+        for (int r = 1; r < upto; ++r) acc = combine(acc, input(r, i), op);
+        return acc;
+      };
+      std::vector<T> mine(count);
+      for (std::size_t i = 0; i < count; ++i) mine[i] = input(me, i);
+      for (int root = 0; root < n; ++root) {
+        std::vector<T> out(count);
+        comm.reduce(mine.data(), out.data(), count, type, op, root);
+        if (me != root) continue;
+        for (std::size_t i = 0; i < count; ++i) {
+          T want = fold(n, i);
+          if (op == ReduceOp::avg) want = average(want, n);
+          ++checks;
+          if (!same(out[i], want)) {
+            report("reduce to " + std::to_string(root) + " " + what + " at " + std::to_string(i));
+            break;
+          }
+        }
+      }
+      if (op == ReduceOp::avg) continue;
+      std::vector<T> inclusive(count);
+      std::vector<T> exclusive(count, T{});
+      comm.scan(mine.data(), inclusive.data(), count, type, op);
+      comm.exscan(mine.data(), exclusive.data(), count, type, op);
+      for (std::size_t i = 0; i < count; ++i) {
+        ++checks;
+        if (!same(inclusive[i], fold(me + 1, i))) {
+          report("scan " + what + " at " + std::to_string(i));
+          break;
+        }
+        if (me > 0 && !same(exclusive[i], fold(me, i))) {
+          report("exscan " + what + " at " + std::to_string(i));
+          break;
+        }
+      }
+      // Uneven blocks, one of them empty: rank r's block is (r * 3 + count) % 5 elements.
+      std::vector<std::size_t> blocks(static_cast<std::size_t>(n));
+      std::size_t total = 0;
+      for (int r = 0; r < n; ++r)
+        total += blocks[static_cast<std::size_t>(r)] = (static_cast<std::size_t>(r) * 3 + count) % 5;
+      std::vector<T> whole(total);
+      for (std::size_t i = 0; i < total; ++i) whole[i] = input(me, i);
+      std::vector<T> block(blocks[static_cast<std::size_t>(me)]);
+      comm.reduce_scatter(whole.data(), block.data(), blocks, type, op);
+      std::size_t offset = 0;
+      for (int r = 0; r < me; ++r) offset += blocks[static_cast<std::size_t>(r)];
+      for (std::size_t i = 0; i < block.size(); ++i) {
+        ++checks;
+        if (!same(block[i], fold(n, offset + i))) {
+          report("reduce_scatter with counts " + what + " at " + std::to_string(i));
+          break;
+        }
+      }
+    }
+  }
+}
+
+void check_more_collectives(tnt::Communicator& comm) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  const auto ranks = static_cast<std::size_t>(n);
+  // alltoall: rank s's block for r is pattern(s, r); 100000 bytes per pair goes pairwise.
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{100000}}) {
+    std::vector<std::byte> out(ranks * bytes);
+    std::vector<std::byte> in(ranks * bytes);
+    for (int r = 0; r < n; ++r) {
+      const auto block = pattern(me, r, bytes);
+      std::copy(block.begin(), block.end(),
+                out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes));
+    }
+    comm.alltoall(out.data(), in.data(), bytes);
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::byte> got(in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes),
+                                 in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r + 1) * bytes));
+      expect_pattern(got, bytes, r, me, "alltoall of " + std::to_string(bytes) + " from rank " + std::to_string(r));
+    }
+  }
+  // alltoallv: s sends r ((s * 3 + r * 5) % 4) * 37 bytes (zeros among them), blocks laid out
+  // in reverse rank order on both sides.
+  auto pair_bytes = [](int s, int r) { return static_cast<std::size_t>((s * 3 + r * 5) % 4) * 37; };
+  std::vector<std::size_t> send_bytes(ranks), send_offsets(ranks), recv_bytes(ranks), recv_offsets(ranks);
+  std::size_t send_total = 0;
+  std::size_t recv_total = 0;
+  for (int r = n - 1; r >= 0; --r) {
+    const auto i = static_cast<std::size_t>(r);
+    send_bytes[i] = pair_bytes(me, r);
+    send_offsets[i] = send_total;
+    send_total += send_bytes[i];
+    recv_bytes[i] = pair_bytes(r, me);
+    recv_offsets[i] = recv_total;
+    recv_total += recv_bytes[i];
+  }
+  std::vector<std::byte> out(send_total);
+  std::vector<std::byte> in(recv_total);
+  for (int r = 0; r < n; ++r) {
+    const auto block = pattern(me, r, send_bytes[static_cast<std::size_t>(r)]);
+    std::copy(block.begin(), block.end(),
+              out.begin() + static_cast<std::ptrdiff_t>(send_offsets[static_cast<std::size_t>(r)]));
+  }
+  comm.alltoallv(out.data(), send_bytes, send_offsets, in.data(), recv_bytes, recv_offsets);
+  for (int r = 0; r < n; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    std::vector<std::byte> got(in.begin() + static_cast<std::ptrdiff_t>(recv_offsets[i]),
+                               in.begin() + static_cast<std::ptrdiff_t>(recv_offsets[i] + recv_bytes[i]));
+    expect_pattern(got, recv_bytes[i], r, me, "alltoallv from rank " + std::to_string(r));
+  }
+  // allgatherv, gather(v), scatter(v) with every root; rank r's block is (r % 3) * 1000 + r bytes.
+  std::vector<std::size_t> block_bytes(ranks), block_offsets(ranks);
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    block_bytes[r] = (r % 3) * 1000 + r;
+    block_offsets[r] = total;
+    total += block_bytes[r];
+  }
+  const auto my_block = pattern(me, 77, block_bytes[static_cast<std::size_t>(me)]);
+  auto expect_blocks = [&](const std::vector<std::byte>& all, const std::string& what) {
+    for (int r = 0; r < n; ++r) {
+      const auto i = static_cast<std::size_t>(r);
+      std::vector<std::byte> got(all.begin() + static_cast<std::ptrdiff_t>(block_offsets[i]),
+                                 all.begin() + static_cast<std::ptrdiff_t>(block_offsets[i] + block_bytes[i]));
+      expect_pattern(got, block_bytes[i], r, 77, what + ", block of rank " + std::to_string(r));
+    }
+  };
+  std::vector<std::byte> all(total);
+  comm.allgatherv(my_block.data(), my_block.size(), all.data(), block_bytes, block_offsets);
+  expect_blocks(all, "allgatherv");
+  for (int root = 0; root < n; ++root) {
+    std::vector<std::byte> gathered(total);
+    comm.gatherv(my_block.data(), my_block.size(), gathered.data(), block_bytes, block_offsets, root);
+    if (me == root) expect_blocks(gathered, "gatherv to " + std::to_string(root));
+    std::vector<std::byte> mine(block_bytes[static_cast<std::size_t>(me)]);
+    comm.scatterv(all.data(), block_bytes, block_offsets, mine.data(), mine.size(), root);
+    expect_pattern(mine, mine.size(), me, 77, "scatterv from " + std::to_string(root));
+    const std::size_t each = 1000;
+    const auto fixed = pattern(me, root, each);
+    std::vector<std::byte> uniform(ranks * each);
+    comm.gather(fixed.data(), uniform.data(), each, root);
+    if (me == root) {
+      for (int r = 0; r < n; ++r) {
+        std::vector<std::byte> got(
+            uniform.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * each),
+            uniform.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r + 1) * each));
+        expect_pattern(got, each, r, root, "gather to " + std::to_string(root));
+      }
+    }
+    std::vector<std::byte> piece(each);
+    comm.scatter(uniform.data(), piece.data(), each, root);
+    if (me == root || true) {
+      // The root's blocks: each rank gets the one the root gathered from it.
+      expect_pattern(piece, each, me, root, "scatter from " + std::to_string(root));
+    }
+  }
+  const std::vector<std::size_t> counts = {0, 1, 7, 1000};
+  check_folds<float>(comm, counts);
+  check_folds<double>(comm, {0, 1, 7, 1000, (std::size_t{1} << 20) + 3});
+  check_folds<std::int32_t>(comm, counts);
+  check_folds<std::uint8_t>(comm, counts);
+  check_folds<std::int64_t>(comm, counts);
+  check_folds<bfloat16>(comm, counts);
+  check_folds<tnt::ValueIndex<double>>(comm, counts);
+  check_folds<tnt::ValueIndex<std::int32_t>>(comm, counts);
+  // Refusals name the call and what is wrong.
+  char byte = 0;
+  ++checks;
+  try {
+    comm.scan(&byte, &byte, 1, DataType::float32, ReduceOp::avg);
+    report("scan with avg was not refused");
+  } catch (const tnt::ConfigError& e) {
+    if (std::string(e.what()).find("scan: avg") == std::string::npos) report(std::string("scan refusal: ") + e.what());
+  }
+  ++checks;
+  try {
+    comm.gather(&byte, &byte, 1, n);
+    report("gather to a root that is no rank was not refused");
+  } catch (const tnt::ConfigError& e) {
+    if (std::string(e.what()).find("gather: root " + std::to_string(n)) == std::string::npos)
+      report(std::string("gather refusal: ") + e.what());
+  }
+}
+
+int run_more_collectives(tnt::Communicator& comm) {
+  check_more_collectives(comm);
+  std::printf("rank %d: more collectives, %lld checks, %d failures\n", comm.rank(), checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
+// ---- Communicators of communicators -----------------------------------------------------------
+
+// Every collective and a point-to-point ring on `comm`, checked against what its ranks hold.
+void check_group(tnt::Communicator& comm, const std::string& name) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  for (std::size_t count : {std::size_t{1}, std::size_t{1000}, std::size_t{100003}}) {
+    std::vector<double> data(count);
+    for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<double>(me + 1) * static_cast<double>(i % 97);
+    comm.allreduce(data.data(), count, DataType::float64, ReduceOp::sum);
+    const double ranks_sum = static_cast<double>(n * (n + 1) / 2);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (data[i] != ranks_sum * static_cast<double>(i % 97)) {
+        report(name + ": allreduce of " + std::to_string(count) + " at " + std::to_string(i));
+        break;
+      }
+    }
+    ++checks;
+    std::vector<std::int32_t> gathered(static_cast<std::size_t>(n) * count);
+    std::vector<std::int32_t> mine(count, me * 7 + 1);
+    comm.allgather(mine.data(), gathered.data(), count * sizeof(std::int32_t));
+    for (int r = 0; r < n; ++r) {
+      if (gathered[static_cast<std::size_t>(r) * count + count - 1] != r * 7 + 1) report(name + ": allgather");
+    }
+    ++checks;
+    std::vector<std::int64_t> spread(count, me == n - 1 ? 42 : 0);
+    comm.broadcast(spread.data(), count * sizeof(std::int64_t), n - 1);
+    if (spread.front() != 42 || spread.back() != 42) report(name + ": broadcast");
+    ++checks;
+  }
+  comm.barrier();
+  // A ring by point-to-point, received by any_source: the message must come from the left.
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  const std::int32_t out = me * 11;
+  std::int32_t in = -1;
+  auto send = comm.isend(&out, sizeof out, right, 3);
+  const auto status = comm.recv(&in, sizeof in, tnt::any_source, 3);
+  send.wait();
+  expect_status(status, left, 3, sizeof in, name + ": ring receive");
+  if (in != left * 11) report(name + ": ring receive got " + std::to_string(in));
+}
+
+int run_split(tnt::Communicator& world) {
+  const int me = world.rank();
+  const int n = world.size();
+  // A world collective in flight while the new communicators are made and used.
+  std::vector<float> big((std::size_t{1} << 20) + 3, 1.0f);
+  auto world_sum = world.allreduce_async(big.data(), big.size(), DataType::float32, ReduceOp::sum);
+
+  // Two colors (even and odd world ranks), keys reversed: rank order in each is descending.
+  auto half = world.split(me % 2, -me);
+  ++checks;
+  if (!half) {
+    report("split gave no communicator for a color >= 0");
+    return 1;
+  }
+  const int color_size = (n + 1 - me % 2) / 2;
+  const int expected_rank = color_size - 1 - me / 2;
+  ++checks;
+  if (half->size() != color_size || half->rank() != expected_rank) {
+    report("split: rank " + std::to_string(half->rank()) + " of " + std::to_string(half->size()) + ", want " +
+           std::to_string(expected_rank) + " of " + std::to_string(color_size));
+  }
+  check_group(*half, "split color " + std::to_string(me % 2));
+  // A negative color gives none, and the ranks that asked for one still agree on the rest.
+  auto none = world.split(me == 0 ? -1 : 0, 0);
+  ++checks;
+  if ((me == 0) != !none.has_value()) report("split with a negative color");
+  if (none) check_group(*none, "split without rank 0");
+
+  world_sum.wait();
+  ++checks;
+  if (big.front() != static_cast<float>(n) || big.back() != static_cast<float>(n)) report("world allreduce beside");
+
+  // dup isolates a library's traffic: the "library" and the application use the same peers and
+  // tags at once; each receives only its own messages.
+  auto library = world.dup();
+  const int right = (me + 1) % n;
+  const int left = (me + n - 1) % n;
+  std::int32_t from_app = -1;
+  std::int32_t from_library = -1;
+  auto library_receive = library.irecv(&from_library, 4, tnt::any_source, 9);
+  const std::int32_t app_out = 1000 + me;
+  const std::int32_t library_out = 2000 + me;
+  world.send(&app_out, 4, right, 9);
+  world.recv(&from_app, 4, left, 9);
+  library.send(&library_out, 4, right, 9);
+  library_receive.wait();
+  ++checks;
+  if (from_app != 1000 + left || from_library != 2000 + left)
+    report("dup: the application got " + std::to_string(from_app) + " and the library " + std::to_string(from_library));
+  check_group(library, "dup");
+  // Collectives on the dup and the world, interleaved, match their own.
+  std::int64_t a = me;
+  std::int64_t b = 10 * me;
+  auto on_library = library.allreduce_async(&b, 1, DataType::int64, ReduceOp::sum);
+  world.allreduce(&a, 1, DataType::int64, ReduceOp::sum);
+  on_library.wait();
+  ++checks;
+  if (a != n * (n - 1) / 2 || b != 10LL * n * (n - 1) / 2) report("interleaved world and dup allreduces");
+  std::printf("rank %d: split, %lld checks, %d failures\n", me, checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
 int run_two_worlds() {
   tnt::Communicator first;
   tnt::Communicator second;
@@ -753,6 +1064,8 @@ int main(int argc, char** argv) {
       }
     }
     if (mode == "stall") return run_stall_scenario(comm, argc, argv);
+    if (mode == "split") return run_split(comm);
+    if (mode == "more") return run_more_collectives(comm);
     if (mode == "p2p") return run_p2p(comm, option(argc, argv, "--large", "0") == "1");
     if (mode == "barrier") {
       comm.barrier();

@@ -183,6 +183,61 @@ class Communicator {
   Request barrier_async(CompletionCallback done = {});
   void barrier();
 
+  // ---- The rest of MPI's collectives (Note [Exchanges] in collectives/src/exchange.cpp) -------
+  // Blocks are bytes, in rank order. The *v forms take per-rank byte counts and byte offsets into
+  // the buffer they describe (size() each); ranks must agree (what r sends s is what s receives
+  // from r). The reductions are the fold of the ranks' inputs in rank order, bitwise the same on
+  // every rank and for every algorithm.
+  Request alltoall_async(const void* send, void* recv, std::size_t bytes_per_rank, CompletionCallback done = {});
+  void alltoall(const void* send, void* recv, std::size_t bytes_per_rank);
+  Request alltoallv_async(const void* send, std::span<const std::size_t> send_bytes,
+                          std::span<const std::size_t> send_offsets, void* recv,
+                          std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets,
+                          CompletionCallback done = {});
+  void alltoallv(const void* send, std::span<const std::size_t> send_bytes, std::span<const std::size_t> send_offsets,
+                 void* recv, std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets);
+  // Every rank's `send_bytes` bytes into every rank's `recv`, at recv_offsets[r] (recv_bytes[r]
+  // must be rank r's send_bytes).
+  Request allgatherv_async(const void* send, std::size_t send_bytes, void* recv,
+                           std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets,
+                           CompletionCallback done = {});
+  void allgatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                  std::span<const std::size_t> recv_offsets);
+  // To `root`'s `recv` (size() blocks); `send` may be root's own block of `recv` (in place).
+  Request gather_async(const void* send, void* recv, std::size_t bytes_per_rank, int root,
+                       CompletionCallback done = {});
+  void gather(const void* send, void* recv, std::size_t bytes_per_rank, int root);
+  Request gatherv_async(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+                        std::span<const std::size_t> recv_offsets, int root, CompletionCallback done = {});
+  void gatherv(const void* send, std::size_t send_bytes, void* recv, std::span<const std::size_t> recv_bytes,
+               std::span<const std::size_t> recv_offsets, int root);
+  // From `root`'s `send` (size() blocks); only root's `send` and counts are read.
+  Request scatter_async(const void* send, void* recv, std::size_t bytes_per_rank, int root,
+                        CompletionCallback done = {});
+  void scatter(const void* send, void* recv, std::size_t bytes_per_rank, int root);
+  Request scatterv_async(const void* send, std::span<const std::size_t> send_bytes,
+                         std::span<const std::size_t> send_offsets, void* recv, std::size_t recv_bytes, int root,
+                         CompletionCallback done = {});
+  void scatterv(const void* send, std::span<const std::size_t> send_bytes, std::span<const std::size_t> send_offsets,
+                void* recv, std::size_t recv_bytes, int root);
+  // The fold of every rank's `send` into root's `recv`; at root `send` may be `recv` (in place).
+  Request reduce_async(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op, int root,
+                       CompletionCallback done = {});
+  void reduce(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op, int root);
+  // Rank r's `recv`: the fold of ranks 0..r (scan) or 0..r-1 (exscan, whose rank 0 `recv` is
+  // left as it is). `send` may be `recv`. avg has no meaning here and is refused.
+  Request scan_async(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
+                     CompletionCallback done = {});
+  void scan(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+  Request exscan_async(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op,
+                       CompletionCallback done = {});
+  void exscan(const void* send, void* recv, std::size_t count, DataType type, ReduceOp op);
+  // Rank r's `recv` (counts[r] elements): the fold of block r of every rank's `send`, whose
+  // blocks are counts[0], counts[1], ... elements long.
+  Request reduce_scatter_async(const void* send, void* recv, std::span<const std::size_t> counts, DataType type,
+                               ReduceOp op, CompletionCallback done = {});
+  void reduce_scatter(const void* send, void* recv, std::span<const std::size_t> counts, DataType type, ReduceOp op);
+
   // ---- Point-to-point (Note [Point-to-point] in collectives/src/point_to_point.cpp) -----------
   // MPI's semantics: a receive matches the first message, in the order sent, from `peer` (or
   // any_source) with `tag` (or any_tag); messages from one sender with one tag are received in
