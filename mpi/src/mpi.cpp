@@ -39,51 +39,6 @@ void copy_input(const void* sendbuf, void* buffer, std::size_t bytes) {
   if (sendbuf != MPI_IN_PLACE && sendbuf != buffer && bytes) std::memmove(buffer, sendbuf, bytes);
 }
 
-// MPI_Reduce_scatter's counts: the Communicator's reduce_scatter leaves rank r the elements of
-// Communicator::block(total, size, r), so these are the counts it can serve.
-std::size_t block_layout_total(const int recvcounts[], int size) {
-  check_out(recvcounts, "recvcounts");
-  std::size_t total = 0;
-  for (int r = 0; r < size; ++r) {
-    if (recvcounts[r] < 0) {
-      throw CallError{MPI_ERR_COUNT,
-                      fmt::format("argument recvcounts: recvcounts[{}] is negative ({})", r, recvcounts[r])};
-    }
-    total += static_cast<std::size_t>(recvcounts[r]);
-  }
-  for (int r = 0; r < size; ++r) {
-    if (Communicator::block(total, size, r).count != static_cast<std::size_t>(recvcounts[r])) {
-      throw CallError{MPI_ERR_COUNT,
-                      fmt::format("argument recvcounts: recvcounts[{}] is {} where tnt's reduce_scatter gives rank "
-                                  "{} {} of the {} elements (the first {} ranks one more than the others); other "
-                                  "layouts are not supported yet",
-                                  r, recvcounts[r], r, Communicator::block(total, size, r).count, total,
-                                  total % static_cast<std::size_t>(size))};
-    }
-  }
-  return total;
-}
-
-// The reduce-scatter of `total` elements in `buffer` (which holds this rank's whole input),
-// leaving this rank's block at the start of `recvbuf`.
-void reduce_scatter_into(Communicator& comm, const void* sendbuf, void* recvbuf, std::size_t total,
-                         const TypeInfo& type, const OpInfo& op) {
-  const auto [reduce_type, reduce_op] = reduction(type, op);
-  const auto block = Communicator::block(total, comm.size(), comm.rank());
-  const std::size_t bytes = total * type.size;
-  check_buffer(recvbuf, sendbuf == MPI_IN_PLACE ? bytes : block.count * type.size, "recvbuf");
-  if (sendbuf == MPI_IN_PLACE) {
-    comm.reduce_scatter(recvbuf, total, reduce_type, reduce_op);
-    std::memmove(recvbuf, static_cast<std::byte*>(recvbuf) + block.offset * type.size, block.count * type.size);
-    return;
-  }
-  check_buffer(sendbuf, bytes, "sendbuf");
-  std::vector<std::byte> scratch(bytes);
-  if (bytes) std::memcpy(scratch.data(), sendbuf, bytes);
-  comm.reduce_scatter(scratch.data(), total, reduce_type, reduce_op);
-  if (block.count) std::memcpy(recvbuf, scratch.data() + block.offset * type.size, block.count * type.size);
-}
-
 MPI_Request* checked_request_out(MPI_Request* request) {
   check_out(request, "request");
   return request;
@@ -360,31 +315,6 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
   });
 }
 
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
-  return call("MPI_Reduce", comm, [&] {
-    auto& c = communicator(comm);
-    const auto& info = datatype(type);
-    const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
-    const std::size_t bytes = count_bytes(count, info);
-    check_root(root, c.size());
-    const bool at_root = c.rank() == root;
-    if (sendbuf == MPI_IN_PLACE && !at_root) {
-      throw CallError{MPI_ERR_BUFFER, "argument sendbuf: MPI_IN_PLACE is for the root only"};
-    }
-    if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
-    // Interim until Communicator::reduce lands: an allreduce whose result only the root keeps.
-    if (at_root) {
-      check_buffer(recvbuf, bytes, "recvbuf");
-      copy_input(sendbuf, recvbuf, bytes);
-      c.allreduce(recvbuf, static_cast<std::size_t>(count), reduce_type, reduce_op);
-      return;
-    }
-    std::vector<std::byte> scratch(bytes);
-    copy_input(sendbuf, scratch.data(), bytes);
-    c.allreduce(scratch.data(), static_cast<std::size_t>(count), reduce_type, reduce_op);
-  });
-}
-
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf, int recvcount,
                   MPI_Datatype recvtype, MPI_Comm comm) {
   return call("MPI_Allgather", comm, [&] {
@@ -415,30 +345,6 @@ int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
     pending->comm = comm;
     pending->request = c.allgather_async(send, recvbuf, bytes);
     *request = add_request(std::move(pending));
-  });
-}
-
-int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype type, MPI_Op op,
-                             MPI_Comm comm) {
-  return call("MPI_Reduce_scatter_block", comm, [&] {
-    auto& c = communicator(comm);
-    const auto& info = datatype(type);
-    const auto& op_entry = op_info(op);
-    count_bytes(recvcount, info, "recvcount");
-    // Equal blocks: with size * recvcount elements, Communicator::block gives every rank recvcount.
-    const std::size_t total = static_cast<std::size_t>(recvcount) * static_cast<std::size_t>(c.size());
-    reduce_scatter_into(c, sendbuf, recvbuf, total, info, op_entry);
-  });
-}
-
-int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[], MPI_Datatype type, MPI_Op op,
-                       MPI_Comm comm) {
-  return call("MPI_Reduce_scatter", comm, [&] {
-    auto& c = communicator(comm);
-    const auto& info = datatype(type);
-    const auto& op_entry = op_info(op);
-    const std::size_t total = block_layout_total(recvcounts, c.size());
-    reduce_scatter_into(c, sendbuf, recvbuf, total, info, op_entry);
   });
 }
 
