@@ -160,6 +160,68 @@ static void prefixes(void) {
   }
 }
 
+/* The nonblocking forms, all in flight at once, and MPI_IN_PLACE for alltoall and allgatherv. */
+static void nonblocking(void) {
+  const int root = size - 1;
+  int gathered[64 * 2], mine[2] = {value(rank, root, 0), value(rank, root, 1)};
+  int* scatter_in = malloc(sizeof(int) * 2 * (size_t)size);
+  int scattered[2] = {-1, -1};
+  for (int r = 0; r < size; ++r) scatter_in[2 * r] = value(root, r, 0), scatter_in[2 * r + 1] = value(root, r, 1);
+  int* a2a_out = malloc(sizeof(int) * (size_t)size);
+  int* a2a_in = malloc(sizeof(int) * (size_t)size);
+  for (int r = 0; r < size; ++r) a2a_out[r] = value(rank, r, 0);
+  long x = rank + 1, reduced = -1, scanned = -1, exscanned = -1;
+  double* rs_in = malloc(sizeof(double) * 3 * (size_t)size);
+  double rs_out[3];
+  for (int i = 0; i < 3 * size; ++i) rs_in[i] = rank * 100 + i;
+  MPI_Request requests[7];
+  CHECK_OK(MPI_Igather(mine, 2, MPI_INT, gathered, 2, MPI_INT, root, MPI_COMM_WORLD, &requests[0]));
+  CHECK_OK(MPI_Iscatter(scatter_in, 2, MPI_INT, scattered, 2, MPI_INT, root, MPI_COMM_WORLD, &requests[1]));
+  CHECK_OK(MPI_Ialltoall(a2a_out, 1, MPI_INT, a2a_in, 1, MPI_INT, MPI_COMM_WORLD, &requests[2]));
+  CHECK_OK(MPI_Ireduce(&x, &reduced, 1, MPI_LONG, MPI_PROD, root, MPI_COMM_WORLD, &requests[3]));
+  CHECK_OK(MPI_Iscan(&x, &scanned, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &requests[4]));
+  CHECK_OK(MPI_Iexscan(&x, &exscanned, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD, &requests[5]));
+  CHECK_OK(MPI_Ireduce_scatter_block(rs_in, rs_out, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, &requests[6]));
+  CHECK_OK(MPI_Waitall(7, requests, MPI_STATUSES_IGNORE));
+  if (rank == root) {
+    for (int r = 0; r < size; ++r)
+      CHECK(gathered[2 * r] == value(r, root, 0) && gathered[2 * r + 1] == value(r, root, 1), "MPI_Igather from %d", r);
+    long product = 1;
+    for (int r = 0; r < size; ++r) product *= r + 1;
+    CHECK(reduced == product, "MPI_Ireduce: %ld, expected %ld", reduced, product);
+  }
+  CHECK(scattered[0] == value(root, rank, 0) && scattered[1] == value(root, rank, 1), "MPI_Iscatter");
+  for (int r = 0; r < size; ++r) CHECK(a2a_in[r] == value(r, rank, 0), "MPI_Ialltoall from %d", r);
+  CHECK(scanned == (long)(rank + 1) * (rank + 2) / 2, "MPI_Iscan: %ld", scanned);
+  if (rank > 0) CHECK(exscanned == (long)rank * (rank + 1) / 2, "MPI_Iexscan: %ld", exscanned);
+  for (int i = 0; i < 3; ++i)
+    CHECK(rs_out[i] == (size - 1) * 100 + 3 * rank + i, "MPI_Ireduce_scatter_block element %d: %g", i, rs_out[i]);
+
+  /* In place: alltoall replaces recvbuf's blocks; allgatherv finds this rank's block there. */
+  for (int r = 0; r < size; ++r) a2a_in[r] = value(rank, r, 7);
+  CHECK_OK(MPI_Alltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a2a_in, 1, MPI_INT, MPI_COMM_WORLD));
+  for (int r = 0; r < size; ++r) CHECK(a2a_in[r] == value(r, rank, 7), "MPI_Alltoall in place from %d", r);
+  int* counts = malloc(sizeof(int) * (size_t)size);
+  int* displs = malloc(sizeof(int) * (size_t)size);
+  int total = 0;
+  for (int r = 0; r < size; ++r) counts[r] = count_of(r, 1), displs[r] = total, total += counts[r];
+  int* all = malloc(sizeof(int) * ((size_t)total + 1));
+  for (int i = 0; i < counts[rank]; ++i) all[displs[rank] + i] = value(rank, 1, i);
+  MPI_Request request;
+  CHECK_OK(MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, counts, displs, MPI_INT, MPI_COMM_WORLD, &request));
+  CHECK_OK(MPI_Wait(&request, MPI_STATUS_IGNORE));
+  for (int r = 0; r < size; ++r)
+    for (int i = 0; i < counts[r]; ++i)
+      CHECK(all[displs[r] + i] == value(r, 1, i), "MPI_Iallgatherv in place: rank %d element %d", r, i);
+  free(scatter_in);
+  free(a2a_out);
+  free(a2a_in);
+  free(rs_in);
+  free(counts);
+  free(displs);
+  free(all);
+}
+
 int main(int argc, char** argv) {
   CHECK_OK(MPI_Init(&argc, &argv));
   CHECK_OK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
@@ -167,6 +229,7 @@ int main(int argc, char** argv) {
   gather_scatter();
   allgatherv_alltoall();
   prefixes();
+  nonblocking();
   CHECK_OK(MPI_Finalize());
   printf("rank %d of %d: data_movement ok\n", rank, size);
   return 0;

@@ -94,6 +94,87 @@ static void data_movement(void) {
   record("reduce_scatter", block, sizeof(double) * (size_t)counts[rank]);
 }
 
+/* The exchanges: what rank r sends rank s is value(r, s, i); counts uneven, with zeros. */
+static int value(int from, int to, int i) { return from * 100000 + to * 1000 + i; }
+static int count_of(int from, int to) { return (from * 3 + to * 5) % 4 == 0 ? 0 : (from + 2 * to) % 7 + 1; }
+
+static void exchanges(void) {
+  char label[64];
+  int send[64 * 8], recv[64 * 8 + 64], counts[64], displs[64], rcounts[64], rdispls[64];
+  for (int root = 0; root < size; ++root) {
+    for (int i = 0; i < 4; ++i) send[i] = value(rank, root, i);
+    memset(recv, 0, sizeof recv);
+    CHECK_OK(MPI_Gather(send, 4, MPI_INT, recv, 4, MPI_INT, root, MPI_COMM_WORLD));
+    snprintf(label, sizeof label, "gather root %d", root);
+    if (rank == root) record(label, recv, sizeof(int) * 4 * (size_t)size);
+    for (int r = 0; r < size; ++r)
+      for (int i = 0; i < 4; ++i) send[4 * r + i] = value(root, r, i);
+    CHECK_OK(MPI_Scatter(send, 4, MPI_INT, recv, 4, MPI_INT, root, MPI_COMM_WORLD));
+    snprintf(label, sizeof label, "scatter root %d", root);
+    record(label, recv, sizeof(int) * 4);
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      counts[r] = count_of(r, root);
+      displs[r] = total;
+      total += counts[r] + 1;
+    }
+    for (int i = 0; i < count_of(rank, root); ++i) send[i] = value(rank, root, i);
+    memset(recv, 0, sizeof recv);
+    CHECK_OK(MPI_Gatherv(send, count_of(rank, root), MPI_INT, recv, counts, displs, MPI_INT, root, MPI_COMM_WORLD));
+    snprintf(label, sizeof label, "gatherv root %d", root);
+    if (rank == root) record(label, recv, sizeof(int) * (size_t)total);
+    total = 0;
+    for (int r = 0; r < size; ++r) {
+      counts[r] = count_of(root, r);
+      displs[r] = total;
+      total += counts[r];
+      for (int i = 0; i < counts[r]; ++i) send[displs[r] + i] = value(root, r, i);
+    }
+    memset(recv, 0, sizeof recv);
+    CHECK_OK(MPI_Scatterv(send, counts, displs, MPI_INT, recv, count_of(root, rank), MPI_INT, root, MPI_COMM_WORLD));
+    snprintf(label, sizeof label, "scatterv root %d", root);
+    record(label, recv, sizeof(int) * (size_t)count_of(root, rank));
+  }
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    counts[r] = count_of(r, 0);
+    displs[r] = total;
+    total += counts[r];
+  }
+  for (int i = 0; i < counts[rank]; ++i) send[i] = value(rank, 0, i);
+  CHECK_OK(MPI_Allgatherv(send, counts[rank], MPI_INT, recv, counts, displs, MPI_INT, MPI_COMM_WORLD));
+  record("allgatherv", recv, sizeof(int) * (size_t)total);
+  for (int r = 0; r < size; ++r)
+    for (int i = 0; i < 3; ++i) send[3 * r + i] = value(rank, r, i);
+  CHECK_OK(MPI_Alltoall(send, 3, MPI_INT, recv, 3, MPI_INT, MPI_COMM_WORLD));
+  record("alltoall", recv, sizeof(int) * 3 * (size_t)size);
+  int stotal = 0, rtotal = 0;
+  for (int r = 0; r < size; ++r) {
+    counts[r] = count_of(rank, r);
+    displs[r] = stotal;
+    stotal += counts[r];
+    rcounts[r] = count_of(r, rank);
+    rdispls[r] = rtotal;
+    rtotal += rcounts[r];
+    for (int i = 0; i < counts[r]; ++i) send[displs[r] + i] = value(rank, r, i);
+  }
+  CHECK_OK(MPI_Alltoallv(send, counts, displs, MPI_INT, recv, rcounts, rdispls, MPI_INT, MPI_COMM_WORLD));
+  record("alltoallv", recv, sizeof(int) * (size_t)rtotal);
+  double in[50], out[50];
+  for (int i = 0; i < 50; ++i) in[i] = input_value(rank, i, 0) * 0.25;
+  CHECK_OK(MPI_Scan(in, out, 50, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  record("scan", out, sizeof out);
+  CHECK_OK(MPI_Exscan(in, out, 50, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD));
+  if (rank > 0) record("exscan", out, sizeof out); /* rank 0's is undefined */
+  for (int r = 0; r < size; ++r) counts[r] = count_of(r, 1) + (r == 0) * 3;
+  total = 0;
+  for (int r = 0; r < size; ++r) total += counts[r];
+  double input[64 * 8 + 8], block[16];
+  for (int i = 0; i < total; ++i) input[i] = input_value(rank, i, 0);
+  CHECK_OK(MPI_Reduce_scatter(input, block, counts, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  record("reduce_scatter uneven", block, sizeof(double) * (size_t)counts[rank]);
+}
+
 static void point_to_point(void) {
   int from_left = -1, from_anyone[64], sent = rank * 11;
   MPI_Status status;
@@ -121,6 +202,7 @@ int main(int argc, char** argv) {
   CHECK(out != NULL, "cannot write %s", path);
   reductions();
   data_movement();
+  exchanges();
   point_to_point();
   fclose(out);
   CHECK_OK(MPI_Finalize());
