@@ -440,6 +440,34 @@ TEST(Failure, StoppedPeerIsDetectedByTimeout) {
   }
 }
 
+// A rank waiting in a point-to-point receive from a peer that dies or stops is told, naming it.
+void expect_receivers_told(int signal, const Job::Env& env, std::chrono::seconds within, const std::string& words) {
+  Job job(3);
+  job.start_all({kWorker, "p2p-wait", "--quiet-rank", "1"}, env);
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(job.wait_for_output(r, "running", 30s)) << job.output(r);
+  std::this_thread::sleep_for(200ms);  // the receives are posted
+  const auto signalled_at = std::chrono::steady_clock::now();
+  job.signal(1, signal);
+  auto outcomes = job.wait(within, {0, 2});
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled_at).count();
+  job.signal(1, SIGKILL);
+  EXPECT_LT(elapsed, static_cast<double>(within.count()));
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out) << describe(outcomes);
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.output.find("rank 1 ("), std::string::npos) << describe(outcomes);
+    EXPECT_NE(o.output.find(words), std::string::npos) << describe(outcomes);
+  }
+}
+
+TEST(Failure, PeerKilledWhileOthersWaitInAReceiveFromItIsNamedWithin5s) {
+  expect_receivers_told(SIGKILL, {}, 5s, "rank 1 (");
+}
+
+TEST(Failure, StoppedSenderIsNamedWithinThePeerTimeout) {
+  expect_receivers_told(SIGSTOP, {{"TNT_PEER_TIMEOUT_S", "1.5"}}, 8s, "silent");
+}
+
 // ---- stalls and mismatched calls (Note [Stall watch]) ---------------------------------------------
 
 // Rank 2 of 3 stops issuing collectives and stays alive: ranks 0 and 1 warn, naming it and the

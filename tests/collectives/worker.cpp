@@ -1065,6 +1065,19 @@ int main(int argc, char** argv) {
     }
     if (mode == "stall") return run_stall_scenario(comm, argc, argv);
     if (mode == "split") return run_split(comm);
+    if (mode == "p2p-wait") {
+      // Every rank but --quiet-rank waits in a receive from it; it sends nothing and waits.
+      const int quiet = std::stoi(option(argc, argv, "--quiet-rank", "1"));
+      std::printf("running rank=%d pid=%d\n", comm.rank(), static_cast<int>(getpid()));
+      std::fflush(stdout);
+      std::int32_t value = 0;
+      if (comm.rank() == quiet) {
+        std::this_thread::sleep_for(std::chrono::hours(1));
+        return 0;
+      }
+      comm.recv(&value, sizeof value, quiet, 1);
+      return 0;
+    }
     if (mode == "more") return run_more_collectives(comm);
     if (mode == "p2p") return run_p2p(comm, option(argc, argv, "--large", "0") == "1");
     if (mode == "barrier") {
