@@ -78,6 +78,7 @@ declare -A allowed=(
   [actors/runtime]="core"
   [actors/trainer]="actors/runtime collectives transport compute dataset core"
   [launcher]="core"
+  [mpi]="collectives transport core"
   [python]="actors/trainer actors/runtime collectives transport compute dataset core"
 )
 status=0
