@@ -21,6 +21,17 @@ struct tnt_request {
   tnt::Request request;
 };
 
+// tnt_datatype and tnt_op are tnt::DataType and tnt::ReduceOp, value for value.
+static_assert(TNT_FLOAT32 == static_cast<int>(tnt::DataType::float32) &&
+              TNT_BFLOAT16 == static_cast<int>(tnt::DataType::bfloat16) &&
+              TNT_UINT64 == static_cast<int>(tnt::DataType::uint64) &&
+              TNT_CHAR == static_cast<int>(tnt::DataType::character) &&
+              TNT_INT64_INT32 == static_cast<int>(tnt::DataType::int64_int32) &&
+              TNT_INT64_INT32 + 1 == tnt::kDataTypes);
+static_assert(TNT_SUM == static_cast<int>(tnt::ReduceOp::sum) && TNT_PROD == static_cast<int>(tnt::ReduceOp::prod) &&
+              TNT_BXOR == static_cast<int>(tnt::ReduceOp::bit_xor) &&
+              TNT_MAXLOC == static_cast<int>(tnt::ReduceOp::max_loc) && TNT_MAXLOC + 1 == tnt::kReduceOps);
+
 namespace {
 
 thread_local std::string last_error;
