@@ -124,9 +124,8 @@ class FoldOperation final : public ExchangeOperation {
  public:
   // reduce: `counts` empty, the result (`count` elements) at `root`; reduce-scatter: rank r's
   // result is counts[r] elements, from offset counts[0] + ... + counts[r-1] of every input.
-  FoldOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state,
-                const void* send, void* recv, std::size_t count, std::vector<std::size_t> counts, DataType type,
-                ReduceOp op, int root)
+  FoldOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, const void* send,
+                void* recv, std::size_t count, std::vector<std::size_t> counts, DataType type, ReduceOp op, int root)
       : ExchangeOperation(core, sequence, std::move(state)),
         send_(static_cast<const std::byte*>(send)),
         recv_(static_cast<std::byte*>(recv)),
@@ -153,8 +152,8 @@ class FoldOperation final : public ExchangeOperation {
 // scan (inclusive) and exscan: a chain in rank order, rank r folding what r - 1 sends it.
 class ScanOperation final : public ExchangeOperation {
  public:
-  ScanOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state,
-                const void* send, void* recv, std::size_t count, DataType type, ReduceOp op, bool exclusive)
+  ScanOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state, const void* send,
+                void* recv, std::size_t count, DataType type, ReduceOp op, bool exclusive)
       : ExchangeOperation(core, sequence, std::move(state)),
         send_(static_cast<const std::byte*>(send)),
         recv_(static_cast<std::byte*>(recv)),

@@ -553,8 +553,8 @@ void PointToPoint::fail_all(const std::string& reason) {
   // Each waiting send completes with the failure when it runs.
   auto waiting = std::move(waiting_for_channel_);
   waiting_for_channel_.clear();
-  for (auto& [rank, sends] : waiting)
-    for (auto& send : sends) send();
+  for (auto& [rank, queued] : waiting)
+    for (auto& send : queued) send();
 }
 
 }  // namespace tnt::detail

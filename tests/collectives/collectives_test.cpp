@@ -147,8 +147,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint,
                          testing::Values(P2pCase{1, true, "16"}, P2pCase{2, true, "16"}, P2pCase{3, true, "16"},
                                          P2pCase{4, true, "16"}, P2pCase{2, false, "16"}, P2pCase{4, false, "16"},
                                          P2pCase{2, true, "0"}, P2pCase{4, true, "16", 2}),
-                         [](const auto& info) {
-                           const P2pCase& c = info.param;
+                         [](const auto& param_info) {
+                           const P2pCase& c = param_info.param;
                            return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
                                   (c.virtual_hosts ? "_" + std::to_string(c.virtual_hosts) + "hosts" : "") +
                                   (c.eager_kb == "0" ? "_rendezvous_only" : "");
@@ -176,8 +176,8 @@ TEST_P(MoreCollectives, MatchSerialReference) {
 INSTANTIATE_TEST_SUITE_P(Ranks, MoreCollectives,
                          testing::Values(P2pCase{1, true, "16"}, P2pCase{2, true, "16"}, P2pCase{3, true, "16"},
                                          P2pCase{4, true, "16"}, P2pCase{4, false, "0"}),
-                         [](const auto& info) {
-                           const P2pCase& c = info.param;
+                         [](const auto& param_info) {
+                           const P2pCase& c = param_info.param;
                            return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
                                   (c.eager_kb == "0" ? "_rendezvous_only" : "");
                          });
@@ -215,8 +215,8 @@ TEST_P(Split, EveryOperationWorksOnSubCommunicators) {
 INSTANTIATE_TEST_SUITE_P(Ranks, Split,
                          testing::Values(SplitCase{7, true}, SplitCase{4, false}, SplitCase{2, true},
                                          SplitCase{8, true, 2}),
-                         [](const auto& info) {
-                           const SplitCase& c = info.param;
+                         [](const auto& param_info) {
+                           const SplitCase& c = param_info.param;
                            return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
                                   (c.virtual_hosts ? "_" + std::to_string(c.virtual_hosts) + "hosts" : "");
                          });
@@ -438,6 +438,34 @@ TEST(Failure, StoppedPeerIsDetectedByTimeout) {
     EXPECT_NE(o.output.find("rank 1 ("), std::string::npos) << describe(outcomes);
     EXPECT_NE(o.output.find("silent"), std::string::npos) << describe(outcomes);
   }
+}
+
+// A rank waiting in a point-to-point receive from a peer that dies or stops is told, naming it.
+void expect_receivers_told(int signal, const Job::Env& env, std::chrono::seconds within, const std::string& words) {
+  Job job(3);
+  job.start_all({kWorker, "p2p-wait", "--quiet-rank", "1"}, env);
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(job.wait_for_output(r, "running", 30s)) << job.output(r);
+  std::this_thread::sleep_for(200ms);  // the receives are posted
+  const auto signalled_at = std::chrono::steady_clock::now();
+  job.signal(1, signal);
+  auto outcomes = job.wait(within, {0, 2});
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled_at).count();
+  job.signal(1, SIGKILL);
+  EXPECT_LT(elapsed, static_cast<double>(within.count()));
+  for (auto& o : outcomes) {
+    EXPECT_FALSE(o.timed_out) << describe(outcomes);
+    EXPECT_NE(o.exit_code, 0);
+    EXPECT_NE(o.output.find("rank 1 ("), std::string::npos) << describe(outcomes);
+    EXPECT_NE(o.output.find(words), std::string::npos) << describe(outcomes);
+  }
+}
+
+TEST(Failure, PeerKilledWhileOthersWaitInAReceiveFromItIsNamedWithin5s) {
+  expect_receivers_told(SIGKILL, {}, 5s, "rank 1 (");
+}
+
+TEST(Failure, StoppedSenderIsNamedWithinThePeerTimeout) {
+  expect_receivers_told(SIGSTOP, {{"TNT_PEER_TIMEOUT_S", "1.5"}}, 8s, "silent");
 }
 
 // ---- stalls and mismatched calls (Note [Stall watch]) ---------------------------------------------

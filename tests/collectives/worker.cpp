@@ -685,6 +685,73 @@ void check_p2p_semantics(tnt::Communicator& comm) {
   expect_refusal([&] { comm.recv(&byte, 1, 0, -2); }, "recv: tag -2 is negative");
 }
 
+// Resident memory of this process, from /proc/self/status (bytes).
+std::size_t resident_bytes() {
+  std::FILE* status = std::fopen("/proc/self/status", "r");
+  if (!status) return 0;
+  char line[256];
+  std::size_t kib = 0;
+  while (std::fgets(line, sizeof line, status)) {
+    if (std::sscanf(line, "VmRSS: %zu kB", &kib) == 1) break;
+  }
+  std::fclose(status);
+  return kib * 1024;
+}
+
+// One message over 2 GiB from rank 0 to rank 1 (the back ends stop at 2 GiB per message).
+int run_p2p_huge(tnt::Communicator& comm) {
+  const std::size_t bytes = (std::size_t{2} << 30) + 5;
+  std::vector<unsigned char> buffer(bytes);
+  auto expected = [](std::size_t i) { return static_cast<unsigned char>((i * 131 + (i >> 20)) & 0xff); };
+  if (comm.rank() == 0) {
+    for (std::size_t i = 0; i < bytes; ++i) buffer[i] = expected(i);
+    comm.send(buffer.data(), bytes, 1, 4);
+  } else if (comm.rank() == 1) {
+    const auto status = comm.recv(buffer.data(), bytes, 0, 4);
+    expect_status(status, 0, 4, bytes, "a message over 2 GiB");
+    for (std::size_t i = 0; i < bytes; ++i) {
+      if (buffer[i] != expected(i)) {
+        report("a message over 2 GiB differs at byte " + std::to_string(i));
+        break;
+      }
+    }
+    ++checks;
+  }
+  comm.barrier();
+  std::printf("rank %d: p2p over 2 GiB, %lld checks, %d failures\n", comm.rank(), checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
+// Rank 0 sends 4 GiB (4096 sends of one 1 MiB buffer) to rank 1, which keeps its event loop
+// running for `seconds` without posting a receive, then receives them all: its resident memory
+// meanwhile grows by what the protocol holds, not by what was sent (Note [Point-to-point]).
+int run_p2p_flood(tnt::Communicator& comm, double seconds) {
+  constexpr int kMessages = 4096;
+  std::vector<char> buffer(std::size_t{1} << 20, 'x');
+  if (comm.rank() == 0) {
+    std::vector<tnt::Request> sends;
+    for (int i = 0; i < kMessages; ++i) sends.push_back(comm.isend(buffer.data(), buffer.size(), 1, 3));
+    tnt::Request::wait_all(sends);
+  } else if (comm.rank() == 1) {
+    const std::size_t before = resident_bytes();
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    std::size_t peak = before;
+    while (std::chrono::steady_clock::now() < until) {
+      comm.iprobe(tnt::any_source, 999);  // runs the event loop; nothing ever matches
+      peak = std::max(peak, resident_bytes());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const auto announced = comm.iprobe(0, 3);
+    ++checks;
+    if (!announced) report("no message was announced while the receiver waited");
+    for (int i = 0; i < kMessages; ++i) comm.recv(buffer.data(), buffer.size(), 0, 3);
+    std::printf("rank 1: resident memory grew by %zu bytes while 4 GiB waited to be received\n", peak - before);
+  }
+  comm.barrier();
+  std::printf("rank %d: p2p flood, %lld checks, %d failures\n", comm.rank(), checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
 int run_p2p(tnt::Communicator& comm, bool large) {
   std::vector<std::size_t> sizes = {0, 1, 4096, 16 * 1024, 16 * 1024 + 1, 65536, 1 << 20};
   if (large) sizes.push_back(std::size_t{64} << 20);
@@ -1065,6 +1132,21 @@ int main(int argc, char** argv) {
     }
     if (mode == "stall") return run_stall_scenario(comm, argc, argv);
     if (mode == "split") return run_split(comm);
+    if (mode == "p2p-huge") return run_p2p_huge(comm);
+    if (mode == "p2p-flood") return run_p2p_flood(comm, std::stod(option(argc, argv, "--seconds", "10")));
+    if (mode == "p2p-wait") {
+      // Every rank but --quiet-rank waits in a receive from it; it sends nothing and waits.
+      const int quiet = std::stoi(option(argc, argv, "--quiet-rank", "1"));
+      std::printf("running rank=%d pid=%d\n", comm.rank(), static_cast<int>(getpid()));
+      std::fflush(stdout);
+      std::int32_t value = 0;
+      if (comm.rank() == quiet) {
+        std::this_thread::sleep_for(std::chrono::hours(1));
+        return 0;
+      }
+      comm.recv(&value, sizeof value, quiet, 1);
+      return 0;
+    }
     if (mode == "more") return run_more_collectives(comm);
     if (mode == "p2p") return run_p2p(comm, option(argc, argv, "--large", "0") == "1");
     if (mode == "barrier") {
