@@ -47,6 +47,8 @@ declare -A count
 while IFS= read -r line; do
   file=${line%%:*}
   header=${line#*\"tnt/}
+  header=${header%%\"*}
+  # tnt/NAME/... names a folder's headers; tnt/tnt.h (the C API) names itself.
   name=${header%%/*}
   from=$(folder_of "$file")
   to=${owner[$name]:-}
@@ -73,6 +75,7 @@ declare -A allowed=(
   [core]=""
   [transport]="core"
   [collectives]="transport core"
+  [c]="collectives transport core"
   [compute]="core"
   [dataset]="core"
   [actors/runtime]="core"

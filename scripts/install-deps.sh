@@ -22,6 +22,7 @@ packages=(
   dict-freedict-eng-deu  # English-German pairs for the translation tutorial (dataset/ FreeDict source)
   openssh-server openssh-client iproute2 procps psmisc
   openmpi-bin libopenmpi-dev
+  gfortran  # examples/fortran-halo: the C API from Fortran (tests/c)
   libpmix-dev  # ranks started by mpirun find rank 0 through PMIx (transport/src/pmix_exchange.cpp)
   slurm-wlm munge  # the test Slurm of ctest label "slurm" (tests/slurm/slurm_cluster.sh)
   python3

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# examples/jacobi2d's time per iteration on tnt (jacobi2d-tnt, the C API) and on OpenMPI (its
+# twin jacobi2d-mpi), alternating in one run on this host:
+#   bench/jacobi2d/compare.sh [--build DIR] [-n RANKS] [--grid N]... [--iterations I] [--rounds R] [--json]
+#   --build DIR      tnt's build folder (default build/): its libtnt_c and tnt-launch are used
+#   -n RANKS         ranks of each job (default 2), cut RANKS x 1
+#   --grid N         N x N points (repeatable; default 256 and 1024)
+#   --iterations I   iterations a run times (default 500; each program times its loop only)
+#   --rounds R       rounds (default 3); each runs tnt then OpenMPI per grid, so a disturbance hits
+#                    both alike; the table gives the medians of the rounds
+#   --json           one JSON document on stdout, every round's value included
+# Both programs are compiled here with the same compiler flags (-O3, C11): the twin by mpicc. Both
+# sides use their defaults (tnt-launch: shared memory between local ranks; mpirun: vader). The
+# machine's other load is not controlled: quote the ratio of one run.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+source_dir=$here/../..
+build=$source_dir/build
+ranks=2 iterations=500 rounds=3 json=0
+grids=()
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+while (($#)); do
+  case $1 in
+    --build) build=$2; shift 2 ;;
+    -n) ranks=$2; shift 2 ;;
+    --grid) grids+=("$2"); shift 2 ;;
+    --iterations) iterations=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --json) json=1; shift ;;
+    -h | --help) usage; exit 0 ;;
+    *) echo "compare.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+((${#grids[@]})) || grids=(256 1024)
+for value in "$ranks" "$iterations" "$rounds" "${grids[@]}"; do
+  [[ $value =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: '$value' is not a positive whole number" >&2; exit 2; }
+done
+[[ -x $build/bin/tnt-launch && -e $build/c/libtnt_c.so ]] || {
+  echo "compare.sh: $build/bin/tnt-launch or $build/c/libtnt_c.so is missing: build tnt first" >&2; exit 2; }
+for tool in mpicc mpirun; do
+  command -v $tool > /dev/null || { echo "compare.sh: $tool not found: apt-get install openmpi-bin libopenmpi-dev" >&2; exit 2; }
+done
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+example=$source_dir/examples/jacobi2d
+cc=${CC:-cc}
+"$cc" -O3 -std=c11 -I"$source_dir/c/include" "$example/jacobi2d_tnt.c" -o "$out/jacobi2d-tnt" \
+  -L"$build/c" -ltnt_c -Wl,-rpath,"$(cd "$build/c" && pwd)"
+mpicc -O3 -std=c11 "$example/jacobi2d_mpi.c" -o "$out/jacobi2d-mpi"
+
+# Prints the microseconds per iteration that a run reports.
+per_iteration() { sed -n 's/^jacobi2d [a-z]*: \([0-9.]*\) us per iteration$/\1/p' "$1"; }
+run_side() {  # SIDE GRID ROUND
+  local log=$out/$1-$2-$3.log
+  if [[ $1 == tnt ]]; then
+    "$build/bin/tnt-launch" -n "$ranks" -- "$out/jacobi2d-tnt" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
+  else
+    mpirun --oversubscribe --allow-run-as-root -n "$ranks" "$out/jacobi2d-mpi" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
+  fi || { echo "compare.sh: the $1 run failed:" >&2; cat "$log" >&2; exit 1; }
+  local value
+  value=$(per_iteration "$log")
+  [[ -n $value ]] || { echo "compare.sh: no time in the $1 run's output:" >&2; cat "$log" >&2; exit 1; }
+  echo "$value"
+}
+
+declare -A values
+for ((round = 1; round <= rounds; ++round)); do
+  for grid in "${grids[@]}"; do
+    for side in tnt mpi; do
+      values[$side,$grid]+="$(run_side $side "$grid" $round) "
+    done
+  done
+done
+
+median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+if ((json)); then
+  printf '{"benchmark": "jacobi2d", "ranks": %d, "iterations": %d, "rounds": %d, "unit": "us per iteration", "rows": [' \
+    "$ranks" "$iterations" "$rounds"
+  sep=
+  for grid in "${grids[@]}"; do
+    tnt=$(median <<< "${values[tnt,$grid]}") mpi=$(median <<< "${values[mpi,$grid]}")
+    printf '%s{"grid": %d, "tnt": %s, "openmpi": %s, "ratio": %s, "tnt_rounds": [%s], "openmpi_rounds": [%s]}' \
+      "$sep" "$grid" "$tnt" "$mpi" "$(awk -v a="$tnt" -v b="$mpi" 'BEGIN {printf "%.3f", a / b}')" \
+      "$(echo ${values[tnt,$grid]} | tr ' ' ',')" "$(echo ${values[mpi,$grid]} | tr ' ' ',')"
+    sep=", "
+  done
+  printf ']}\n'
+else
+  echo "jacobi2d, $ranks ranks ($ranks x 1), $iterations iterations, medians of $rounds alternating rounds (us per iteration)"
+  printf '%-12s %12s %12s %10s\n' grid tnt OpenMPI tnt/MPI
+  for grid in "${grids[@]}"; do
+    tnt=$(median <<< "${values[tnt,$grid]}") mpi=$(median <<< "${values[mpi,$grid]}")
+    printf '%-12s %12.2f %12.2f %10.3f\n' "${grid}x${grid}" "$tnt" "$mpi" "$(awk -v a="$tnt" -v b="$mpi" 'BEGIN {print a / b}')"
+  done
+fi
