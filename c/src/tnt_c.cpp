@@ -60,11 +60,10 @@ int guarded(const char* call, Body&& body) noexcept {
     return fail(TNT_ERR_JOB, e.what());
   } catch (const tnt::LogicError& e) {
     return fail(TNT_ERR_STATE, e.what());
+  } catch (const tnt::TruncationError& e) {
+    return fail(TNT_ERR_TRUNCATED, e.what());
   } catch (const tnt::Error& e) {
-    // A receive that failed alone is a plain tnt::Error; truncation is the one such failure
-    // (collectives/src/point_to_point.cpp, PointToPoint::truncation).
-    const bool truncated = std::strstr(e.what(), "message truncated") != nullptr;
-    return fail(truncated ? TNT_ERR_TRUNCATED : TNT_ERR_FAILED, e.what());
+    return fail(TNT_ERR_FAILED, e.what());
   } catch (const std::invalid_argument& e) {
     return fail(TNT_ERR_USAGE, e.what());
   } catch (const std::bad_alloc&) {

@@ -571,7 +571,7 @@ namespace {
 void throw_failure(const OperationState& state) {
   std::lock_guard lock(state.mutex);
   if (state.error.empty()) return;
-  if (state.error_is_local) throw Error(state.error);
+  if (state.error_is_local) throw TruncationError(state.error);
   throw JobError(state.error);
 }
 }  // namespace
@@ -789,8 +789,8 @@ void Communicator::allreduce(void* data, std::size_t count, DataType type, Reduc
 namespace {
 void check_root(int root, int size) {
   if (root < 0 || root >= size) {
-    throw Error("broadcast: root " + std::to_string(root) + " is not a rank of this job (size " + std::to_string(size) +
-                ")");
+    throw ConfigError("broadcast: root " + std::to_string(root) + " is not a rank of this communicator (size " +
+                      std::to_string(size) + ")");
   }
 }
 }  // namespace

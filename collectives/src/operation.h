@@ -33,7 +33,7 @@ struct OperationState {
   bool finished = false;    // and has run the callback: test() and wait() see it done
   std::string error;
   MessageStatus status;         // point-to-point: set before complete()
-  bool error_is_local = false;  // a receive's own failure (truncation): tnt::Error, not the job's JobError
+  bool error_is_local = false;  // a receive's own failure (truncation): TruncationError, not the job's JobError
 };
 
 // What operations need from the communicator; everything here is used on the event loop.

@@ -27,8 +27,8 @@ Complex input(std::size_t i, std::size_t j) {
 // In place, `rows` transforms of length n, one per row of a row-major rows x n block.
 void transform_rows(std::vector<Complex>& block, int rows, int n) {
   auto* data = reinterpret_cast<fftw_complex*>(block.data());
-  fftw_plan plan = fftw_plan_many_dft(1, &n, rows, data, nullptr, 1, n, data, nullptr, 1, n, FFTW_FORWARD,
-                                      FFTW_ESTIMATE);
+  fftw_plan plan =
+      fftw_plan_many_dft(1, &n, rows, data, nullptr, 1, n, data, nullptr, 1, n, FFTW_FORWARD, FFTW_ESTIMATE);
   fftw_execute(plan);
   fftw_destroy_plan(plan);
 }

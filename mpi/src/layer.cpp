@@ -353,11 +353,8 @@ void set_proc_null(MPI_Status* status) {
 void wait_receive(const Request& request, MPI_Status* status) {
   try {
     request.wait();
-  } catch (const JobError&) {
-    throw;
-  } catch (const Error& e) {
-    // The Communicator fails a receive alone for a message larger than the receive, which keeps
-    // what fits (Request::wait).
+  } catch (const TruncationError& e) {
+    // A message larger than the receive, which keeps what fits (Request::wait).
     set_status(status, request.status());
     if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = MPI_ERR_TRUNCATE;
     throw CallError{MPI_ERR_TRUNCATE, e.what()};

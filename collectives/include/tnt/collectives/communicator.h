@@ -44,8 +44,8 @@ class Request {
   bool valid() const { return state_ != nullptr; }
   // True once the operation has finished, successfully or not. Never blocks.
   bool test() const;
-  // Blocks until the operation finishes; throws tnt::JobError if it failed (tnt::Error for a
-  // receive that failed alone, e.g. a truncated message). Bounded: a lost or silent peer fails
+  // Blocks until the operation finishes; throws tnt::JobError if it failed, tnt::TruncationError
+  // for a receive that failed alone because its message did not fit. Bounded: a lost or silent peer fails
   // the job within TNT_PEER_TIMEOUT_S.
   void wait() const;
   // As wait(), but gives up after `timeout` and returns false (the operation goes on).

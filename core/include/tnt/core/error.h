@@ -38,6 +38,13 @@ class JobError : public Error {
   using Error::Error;
 };
 
+// A point-to-point receive whose message was larger than its buffer: the receive keeps what fits
+// and fails alone; the job goes on (MPI_ERR_TRUNCATE).
+class TruncationError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Input data that cannot be used: a file missing, truncated, of the wrong format or shape.
 class DataError : public Error {
  public:
