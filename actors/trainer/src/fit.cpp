@@ -17,8 +17,31 @@ namespace tnt::trainer {
 
 namespace {
 
+// Note [Gradient accumulation] in step_actors.cpp: a full step's share cuts into equal
+// micro-steps only where the global batch divides by ranks x N (or the micro-batch by N).
+void check_accumulation(const FitOptions& options, int world_size) {
+  const std::size_t n = options.accumulation_steps, ranks = static_cast<std::size_t>(world_size);
+  if (n == 0) throw ConfigError("accumulation_steps (--accumulate) must be at least 1");
+  if (n == 1) return;
+  if (options.micro_batch != 0) {
+    if (options.micro_batch % n != 0) {
+      throw ConfigError(fmt::format(
+          "--accumulate {}: the micro-batch of {} per rank does not cut into {} micro-steps of equal size", n,
+          options.micro_batch, n));
+    }
+    return;
+  }
+  if (options.global_batch % (ranks * n) != 0) {
+    throw ConfigError(fmt::format(
+        "--accumulate {}: the global batch of {} does not cut into {} rank(s) x {} micro-steps of equal size "
+        "(global batch / (ranks x accumulation steps) samples each): give a global batch that {} divides",
+        n, options.global_batch, ranks, n, ranks * n));
+  }
+}
+
 data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& options, int rank, int world_size) {
   if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
+  check_accumulation(options, world_size);
   data::BatchPlanOptions plan;
   plan.num_samples = samples;
   plan.global_batch = options.global_batch;
@@ -246,6 +269,7 @@ EngineContext FitRun::engine_context() {
   context.layout = &layout_;
   context.timeline = &timeline_;
   context.overlap = options_.overlap;
+  context.accumulation_steps = options_.accumulation_steps;
   context.skip_gradient_allreduce = environment_.skip_gradient_allreduce;
   context.threads = s_.session.threads();
   context.compute_executor = s_.compute.executor();

@@ -40,13 +40,19 @@ using tnt::trainer::RunConfig;
 struct Overrides {
   CLI::App& app;
   RunConfig scratch;
-  std::vector<std::pair<CLI::Option*, std::function<void(RunConfig&)>>> items;
+  struct Item {
+    CLI::Option* option;
+    std::string key;  // section.key
+    std::function<void(RunConfig&)> set;
+  };
+  std::vector<Item> items;
 
   void add(const tnt::trainer::RunKey& key) {
+    const std::string name = std::string(key.section) + "." + key.key;
     if (key.flag) {
       auto get = std::get<tnt::trainer::Field<bool>>(key.field);
-      items.emplace_back(app.add_flag(key.option, key.help),
-                         [get, value = *key.flag](RunConfig& c) { get(c) = value; });
+      items.push_back({app.add_flag(key.option, key.help), name,
+                       [get, value = *key.flag](RunConfig& c) { get(c) = value; }});
       return;
     }
     std::visit(
@@ -54,13 +60,16 @@ struct Overrides {
           // The last occurrence wins, so scripts can append overrides to a fixed command line.
           auto* o =
               app.add_option(key.option, get(scratch), key.help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-          items.emplace_back(o, [this, get](RunConfig& c) { get(c) = get(scratch); });
+          items.push_back({o, name, [this, get](RunConfig& c) { get(c) = get(scratch); }});
         },
         key.field);
   }
   void apply(RunConfig& c) {
-    for (auto& [o, set] : items)
-      if (o->count() > 0) set(c);
+    for (auto& item : items) {
+      if (item.option->count() == 0) continue;
+      item.set(c);
+      c.given[item.key] = tnt::trainer::SettingSource::command_line;
+    }
   }
 };
 
@@ -241,6 +250,12 @@ void end_after_failure(tnt::trainer::Session& session) {
   }
 }
 
+// Note [Unused settings] in unused_settings.cpp: once per job.
+void warn_unused_file_settings(const RunConfig& config, tnt::trainer::Session& session) {
+  if (!session.is_master_rank()) return;
+  for (const auto& line : tnt::trainer::unused_file_settings(config)) spdlog::warn("{}", line);
+}
+
 // Decodes test pairs spread evenly over the split (it is in dictionary order) and scores them
 // against the copy-the-source baseline (master).
 void score_test_pairs(tnt::trainer::Trainer& trainer, const tnt::trainer::Sources& sources, const RunConfig& config,
@@ -337,10 +352,11 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
   }
   tnt::trainer::check_training_memory(spec, config, session, sources.train_pairs->size());
   tnt::trainer::Trainer trainer(session, spec);
+  warn_unused_file_settings(config, session);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
   spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each, {}; {}", spec.name,
-               trainer.model().total_parameter_size(), session.size(), config.threads, config.precision,
+               trainer.model().total_parameter_size(), session.size(), session.threads(), config.precision,
                tnt::compute::runtime_description());
   spdlog::info("train: {}; validation: {}; test: {}", sources.train_pairs->describe(),
                sources.validation_pairs->describe(), sources.test_pairs->describe());
@@ -392,10 +408,11 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
   const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
   tnt::trainer::check_training_memory(spec, config, session, sources.train->size());
   tnt::trainer::Trainer trainer(session, spec);
+  warn_unused_file_settings(config, session);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
   spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each, {}; {}", spec.name,
-               trainer.model().total_parameter_size(), session.size(), config.threads, config.precision,
+               trainer.model().total_parameter_size(), session.size(), session.threads(), config.precision,
                tnt::compute::runtime_description());
   spdlog::info("train: {}", sources.train->describe());
   check_test_split(trainer, sources);

@@ -51,12 +51,24 @@ namespace tnt::trainer {
 struct SessionOptions {
   // Canonical text of the run configuration: ranks whose texts differ are refused at start-up.
   std::string configuration;
-  // Compute threads (oneDNN / OpenMP) per rank.
-  int threads = 1;
+  // Compute threads (oneDNN / OpenMP) per rank; 0: one per core this rank may use
+  // (automatic_threads).
+  int threads = 0;
   // Once the job fails, this process exits (status 1) if it has not ended within this time
   // (CommunicatorOptions::exit_after_failure); unset: it goes on, and its next call throws.
   std::optional<std::chrono::milliseconds> exit_after_failure;
 };
+
+// What threads = 0 chooses (Note [Threads follow the cores] in src/trainer.cpp).
+struct AutomaticThreads {
+  int threads = 1;
+  int mask_cores = 1;   // CPUs in this process's affinity mask
+  int host_cores = 1;   // TNT_HOST_CORES, else the CPUs online
+  int ranks_here = 1;   // ranks on this host
+  bool shared = false;  // the host's ranks share one mask: each takes its share
+  std::string describe() const;
+};
+AutomaticThreads automatic_threads(int local_size);
 
 class Session {
  public:
@@ -254,6 +266,13 @@ struct FitOptions {
   // Threads that read (decode) each training batch's samples at once (data::LoaderOptions::
   // workers): more than 1 helps sources that decode, such as the image folder.
   std::size_t data_workers = 1;
+  // Gradient accumulation: each rank runs its share of every step as this many micro-steps of
+  // global batch / (ranks x N) samples, summing their gradients, and the optimizer steps once;
+  // the gradients are allreduced only in the last micro-step, overlapped with its backward. The
+  // global batch and the results stay the plain run's (up to rounding), BatchNorm aside: it
+  // normalises each micro-step with its own statistics (Note [Gradient accumulation] in
+  // src/step_actors.cpp). Full batches must divide (ConfigError otherwise).
+  std::size_t accumulation_steps = 1;
 
   // Distribution switches, as Tarantella's (Note [Distribution switches] in src/trainer_io.cpp).
   // false: `train` is this rank's own data, each rank passing its own source (all of the same
