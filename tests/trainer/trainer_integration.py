@@ -728,6 +728,40 @@ def accumulation(args):
         fail(f"--accumulate 3 at global batch 256 on 2 ranks was not refused clearly (exit {p.returncode})")
 
 
+def bf16_gradients(args):
+    """Issue 26, item 6 (Note [bf16 gradients on the wire]): --gradient-compression bf16 on 2 ranks
+    hands exactly half the bytes of gradients to the allreduces (fit's count), trains to weights
+    near the fp32 run's but not bitwise equal to them (the rounding happened), and an unknown
+    compression is refused (exit 2)."""
+    steps = ["--max-steps", "20"]
+    fp32 = os.path.join(args.workdir, "fp32.ckpt")
+    bf16 = os.path.join(args.workdir, "bf16.ckpt")
+    sent = {}
+    for name, path, extra in [("fp32", fp32, []), ("bf16", bf16, ["--gradient-compression", "bf16"])]:
+        out = run(args, 2, steps + ["--checkpoint", path] + extra)
+        m = re.search(r"gradient allreduce: (\d+) bytes per optimizer step on each rank \((\w+)\)", out)
+        if not m or m.group(2) != name:
+            print(out)
+            fail(f"the {name} run did not count its gradient bytes")
+        sent[name] = int(m.group(1))
+    print(f"gradient bytes per step and rank: fp32 {sent['fp32']}, bf16 {sent['bf16']}")
+    if sent["bf16"] * 2 != sent["fp32"]:
+        fail("bf16 gradients did not halve the bytes on the wire")
+    code, text = ckpt_diff(args, fp32, bf16, 0, 0)
+    if code == 0:
+        fail("bf16 gradients trained bitwise the fp32 run's weights: the buckets were not rounded")
+    p = subprocess.run([args.compare, fp32, bf16, "0.2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    print(f"weights after 20 steps, fp32 vs bf16 gradients: {p.stdout.strip()}")
+    if p.returncode != 0:
+        fail("bf16 gradients moved the weights far from the fp32 run's")
+    p = subprocess.run([args.train] + COMMON + ["--gradient-compression", "fp8"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60, cwd=args.workdir)
+    if p.returncode != 2 or "'fp8': expected none or bf16" not in p.stdout:
+        print(p.stdout)
+        fail(f"--gradient-compression fp8 was not refused clearly (exit {p.returncode})")
+
+
 def threads_chosen(cmd, args, preexec=None):
     """Runs one step; the master's 'N thread(s) each' and the host's automatic-threads line."""
     print("$ " + " ".join(cmd), flush=True)
@@ -786,7 +820,7 @@ def main():
                                             "skip_gradient_allreduce", "nan_guard", "input_shape", "preemption",
                                             "seq2seq_reproducibility", "export_pairs", "bf16_reproducibility",
                                             "precision_refused", "callback_resume", "unused_setting_refused",
-                                            "threads_follow_cores", "accumulation"])
+                                            "threads_follow_cores", "accumulation", "bf16_gradients"])
     parser.add_argument("--conf", help="the conf/ folder (nan_guard, export_pairs)")
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)

@@ -104,6 +104,9 @@ class CommunicatorCollectives final : public Collectives {
   void allreduce_sum(double* data, std::size_t count, Done done) override {
     allreduce(data, count, DataType::float64, std::move(done));
   }
+  void allreduce_sum(bfloat16* data, std::size_t count, Done done) override {
+    allreduce(data, count, DataType::bfloat16, std::move(done));
+  }
 
  private:
   void allreduce(void* data, std::size_t count, DataType type, Done done) {

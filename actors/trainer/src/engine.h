@@ -121,6 +121,11 @@ struct EngineContext {
   // Note [Gradient accumulation] in step_actors.cpp: each rank's share of a step runs as this
   // many micro-steps, the optimizer steps once.
   std::size_t accumulation_steps = 1;
+  // Note [bf16 gradients on the wire] in step_actors.cpp: buckets are rounded to bfloat16 for
+  // their allreduce (summed in float32 by the Communicator) and widened back.
+  bool bf16_gradients = false;
+  // Bytes of gradient buckets this rank handed to allreduces (added to when not null).
+  std::uint64_t* gradient_bytes = nullptr;
   // Benchmarks only: buckets count as reduced the moment they are full, no collective is issued
   // for them (the step's figures are still summed).
   bool skip_gradient_allreduce = false;

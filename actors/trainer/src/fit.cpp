@@ -25,9 +25,9 @@ void check_accumulation(const FitOptions& options, int world_size) {
   if (n == 1) return;
   if (options.micro_batch != 0) {
     if (options.micro_batch % n != 0) {
-      throw ConfigError(fmt::format(
-          "--accumulate {}: the micro-batch of {} per rank does not cut into {} micro-steps of equal size", n,
-          options.micro_batch, n));
+      throw ConfigError(
+          fmt::format("--accumulate {}: the micro-batch of {} per rank does not cut into {} micro-steps of equal size",
+                      n, options.micro_batch, n));
     }
     return;
   }
@@ -270,6 +270,8 @@ EngineContext FitRun::engine_context() {
   context.timeline = &timeline_;
   context.overlap = options_.overlap;
   context.accumulation_steps = options_.accumulation_steps;
+  context.bf16_gradients = options_.gradient_compression == GradientCompression::bf16;
+  context.gradient_bytes = &gradient_bytes_;
   context.skip_gradient_allreduce = environment_.skip_gradient_allreduce;
   context.threads = s_.session.threads();
   context.compute_executor = s_.compute.executor();
@@ -397,6 +399,10 @@ void FitRun::finish() {
     history_.target_tokens_per_second = control_->samples_trained() / history_.seconds;
   }
   for (auto* cb : callbacks_) cb->on_train_end(last_logs_);
+  if (environment_.output && history_.steps > 0 && !environment_.skip_gradient_allreduce) {
+    spdlog::info("gradient allreduce: {} bytes per optimizer step on each rank ({})", gradient_bytes_ / history_.steps,
+                 options_.gradient_compression == GradientCompression::bf16 ? "bf16" : "fp32");
+  }
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
 }
 

@@ -51,8 +51,8 @@ struct Overrides {
     const std::string name = std::string(key.section) + "." + key.key;
     if (key.flag) {
       auto get = std::get<tnt::trainer::Field<bool>>(key.field);
-      items.push_back({app.add_flag(key.option, key.help), name,
-                       [get, value = *key.flag](RunConfig& c) { get(c) = value; }});
+      items.push_back(
+          {app.add_flag(key.option, key.help), name, [get, value = *key.flag](RunConfig& c) { get(c) = value; }});
       return;
     }
     std::visit(

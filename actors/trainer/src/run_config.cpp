@@ -253,6 +253,9 @@ const std::vector<RunKey>& run_keys() {
        "--fusion-threshold", "Gradient bucket size in KiB (default: TNT_FUSION_THRESHOLD_KB, else 32)"},
       {"distribution", "overlap", +[](RunConfig& c) -> auto& { return c.overlap; }, "--no-overlap",
        "Start the allreduces only after backward has finished (for measurements)", false},
+      {"distribution", "gradient_compression", +[](RunConfig& c) -> auto& { return c.gradient_compression; },
+       "--gradient-compression", "none (default) or bf16: gradient buckets go over the wire as bfloat16 (half the "
+       "bytes), summed in fp32; weights, optimizer state and update stay fp32"},
       {"distribution", "transport", +[](RunConfig& c) -> auto& { return c.transport; }, "--transport",
        "tcp or ib (sets TNT_TRANSPORT; tnt-launch sets it too)"},
       {"checkpoint", "path", +[](RunConfig& c) -> auto& { return c.checkpoint_path; }, "--checkpoint",
@@ -440,6 +443,7 @@ void validate(const RunConfig& c) {
     }
   }
   if (c.eval_batch == 0) bad("eval_batch must be at least 1");
+  parse_gradient_compression(c.gradient_compression, "distribution.gradient_compression (--gradient-compression)");
   if (!c.transport.empty() && c.transport != "tcp" && c.transport != "ib") {
     bad(fmt::format("transport '{}': expected tcp or ib", c.transport));
   }
@@ -503,14 +507,15 @@ std::string canonical_text(const RunConfig& c) {
   s << ";shape=";
   for (auto d : c.shape) s << d << ',';
   s << ";num_classes=" << c.num_classes << ";data_seed=" << c.data_seed << ";global_batch=" << c.global_batch
-    << ";micro_batch=" << c.micro_batch << ";accumulation_steps=" << c.accumulation_steps << ";epochs=" << c.epochs << ";max_steps=" << c.max_steps
-    << ";validation_frequency=" << c.validation_frequency << ";eval_batch=" << c.eval_batch << ";seed=" << c.seed
-    << ";drop_remainder=" << c.drop_remainder << ";optimizer=" << c.optimizer.kind << ',' << c.optimizer.momentum << ','
-    << c.optimizer.nesterov << ',' << c.optimizer.weight_decay << ",clip=" << c.optimizer.clipnorm << ','
-    << c.optimizer.global_clipnorm << ',' << c.optimizer.clipvalue << ";schedule=" << c.schedule.kind << ','
-    << c.schedule.base_rate << ',' << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
-    << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
-    << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
+    << ";micro_batch=" << c.micro_batch << ";accumulation_steps=" << c.accumulation_steps << ";epochs=" << c.epochs
+    << ";max_steps=" << c.max_steps << ";validation_frequency=" << c.validation_frequency
+    << ";eval_batch=" << c.eval_batch << ";seed=" << c.seed << ";drop_remainder=" << c.drop_remainder
+    << ";optimizer=" << c.optimizer.kind << ',' << c.optimizer.momentum << ',' << c.optimizer.nesterov << ','
+    << c.optimizer.weight_decay << ",clip=" << c.optimizer.clipnorm << ',' << c.optimizer.global_clipnorm << ','
+    << c.optimizer.clipvalue << ";schedule=" << c.schedule.kind << ',' << c.schedule.base_rate << ','
+    << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
+    << ";gradient_compression=" << c.gradient_compression << ";fusion_kb=" << c.fusion_threshold_kb
+    << ";overlap=" << c.overlap << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
     << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan
     << ";distribute=" << c.distribute_dataset << ',' << c.distribute_validation_dataset
     << ";load_weights=" << !c.load_weights.empty() << callbacks_canonical_text(c.callbacks) << ";pairs=" << c.max_chars
@@ -754,6 +759,8 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.validation_transform = eval_transform(c);
   fit.fusion_threshold_bytes = c.fusion_threshold_kb * 1024;
   fit.overlap = c.overlap;
+  fit.gradient_compression =
+      parse_gradient_compression(c.gradient_compression, "distribution.gradient_compression (--gradient-compression)");
   fit.precision = compute::parse_precision(c.precision);
   fit.checkpoint_path = c.checkpoint_path;
   fit.checkpoint_every_epochs = c.checkpoint_every_epochs;

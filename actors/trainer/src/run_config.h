@@ -69,7 +69,7 @@ struct RunConfig {
   std::size_t validation_frequency = 1;  // epochs; 0 = no validation
   std::size_t eval_batch = 1000;
   uint64_t seed = 42;
-  int threads = 0;  // 0: one per core (Note [Threads follow the cores] in trainer.cpp)
+  int threads = 0;                 // 0: one per core (Note [Threads follow the cores] in trainer.cpp)
   std::string precision = "fp32";  // fp32 | bf16 (Note [Mixed precision] in tnt/compute/runtime.h)
   bool drop_remainder = false;
   double label_smoothing = 0.0;  // sequence loss
@@ -81,7 +81,8 @@ struct RunConfig {
   // [distribution]
   std::size_t fusion_threshold_kb = 0;  // 0: TNT_FUSION_THRESHOLD_KB, else 32
   bool overlap = true;
-  std::string transport;  // "" | tcp | ib (exported as TNT_TRANSPORT)
+  std::string gradient_compression = "none";  // none | bf16 (FitOptions::gradient_compression)
+  std::string transport;                      // "" | tcp | ib (exported as TNT_TRANSPORT)
   // false: each rank's own data ({rank} in the paths), Note [Distribution switches] (trainer_io.cpp)
   bool distribute_dataset = true, distribute_validation_dataset = true;
 

@@ -310,6 +310,11 @@ CommActor::CommActor(EngineContext& context, Refs* refs, Collectives& collective
   on<BucketFull>([this](BucketFull& m) { bucket_full(m); });
   on<AllreduceDone>([this](AllreduceDone& m) {
     if (!m.error.empty()) throw JobError(m.error);
+    if (m.wire) {
+      const auto& bucket = c_.layout->buckets.at(m.bucket);
+      float* g = c_.layout->memory.data() + bucket.offset;
+      for (std::size_t i = 0; i < bucket.count; ++i) g[i] = static_cast<float>((*m.wire)[i]);
+    }
     if (c_.timeline->enabled()) {
       c_.timeline->add("allreduce " + std::to_string(m.bucket), "allreduce", Timeline::comm, m.begin_us, m.end_us,
                        static_cast<int64_t>(m.step));
@@ -352,9 +357,27 @@ void CommActor::bucket_full(const BucketFull& m) {
   }
   ++in_flight_;
   const int64_t begin = now_us();
-  collectives_.allreduce_sum(c_.layout->memory.data() + bucket.offset, bucket.count,
-                             [me = self(), k = m.bucket, begin, step = m.step](const std::string& error) {
-                               hand_over(me, AllreduceDone{k, begin, now_us(), step, error});
+  float* g = c_.layout->memory.data() + bucket.offset;
+  if (!c_.bf16_gradients) {
+    if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(float);
+    collectives_.allreduce_sum(g, bucket.count,
+                               [me = self(), k = m.bucket, begin, step = m.step](const std::string& error) {
+                                 hand_over(me, AllreduceDone{k, begin, now_us(), step, error});
+                               });
+    return;
+  }
+  // Note [bf16 gradients on the wire] (issue 26, item 6; --gradient-compression bf16): each
+  // bucket is rounded to bfloat16 (to nearest even) for its allreduce, which sums in float32
+  // and rounds the sum once more, and is widened back into the float32 bucket when it arrives
+  // (on this actor, so nothing writes the bucket after a failed segment has gone). Half the bytes
+  // go over the wire; the weights, the optimizer state and the update stay float32. Every rank
+  // widens the same reduced bf16 values, so the ranks' weights stay equal.
+  auto wire = std::make_shared<std::vector<bfloat16>>(bucket.count);
+  for (std::size_t i = 0; i < bucket.count; ++i) (*wire)[i] = bfloat16(g[i]);
+  if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(bfloat16);
+  collectives_.allreduce_sum(wire->data(), bucket.count,
+                             [me = self(), k = m.bucket, begin, step = m.step, wire](const std::string& error) {
+                               hand_over(me, AllreduceDone{k, begin, now_us(), step, error, wire});
                              });
 }
 

@@ -27,6 +27,7 @@
 
 #include "engine.h"
 #include "tnt/actors/actor.h"
+#include "tnt/collectives/types.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/tensor.h"
@@ -61,6 +62,8 @@ struct AllreduceDone {
   int64_t begin_us, end_us;
   std::size_t step;
   std::string error;
+  // The bucket as bfloat16 (bf16 gradients on the wire), widened back into the bucket on arrival.
+  std::shared_ptr<std::vector<bfloat16>> wire = {};
 };
 struct Reduced {
   std::size_t bucket;
@@ -95,6 +98,8 @@ class Collectives {
   virtual ~Collectives() = default;
   virtual void allreduce_sum(float* data, std::size_t count, Done done) = 0;
   virtual void allreduce_sum(double* data, std::size_t count, Done done) = 0;
+  // Summed in float32, rounded to bfloat16 (Communicator's DataType::bfloat16).
+  virtual void allreduce_sum(bfloat16* data, std::size_t count, Done done) = 0;
 };
 
 // --- actors --------------------------------------------------------------------------------------

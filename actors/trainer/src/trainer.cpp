@@ -110,6 +110,12 @@ Session::Session(SessionOptions options) : threads_(options.threads) {
 }
 
 Session::~Session() = default;
+
+GradientCompression parse_gradient_compression(const std::string& text, const std::string& what) {
+  if (text == "none") return GradientCompression::none;
+  if (text == "bf16") return GradientCompression::bf16;
+  throw ConfigError(fmt::format("{} '{}': expected none or bf16", what, text));
+}
 int Session::rank() const { return communicator_->rank(); }
 int Session::size() const { return communicator_->size(); }
 

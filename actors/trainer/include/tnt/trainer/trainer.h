@@ -252,6 +252,10 @@ class Preempted : public Error {
   ExitStatus exit_status() const noexcept override { return static_cast<ExitStatus>(kPreemptedExitStatus); }
 };
 
+enum class GradientCompression { none, bf16 };
+// "none" or "bf16"; anything else is a ConfigError naming `what` (e.g. the option).
+GradientCompression parse_gradient_compression(const std::string& text, const std::string& what);
+
 struct FitOptions {
   // Give one: the global batch (split across ranks at sample level) or each rank's micro-batch.
   std::size_t global_batch = 0;
@@ -298,6 +302,10 @@ struct FitOptions {
   std::size_t fusion_threshold_bytes = 0;
   // false: start the allreduces only after backward has finished (for measurements).
   bool overlap = true;
+  // bf16: gradient buckets go over the wire as bfloat16, summed in float32, half the bytes; the
+  // weights, optimizer state and update stay float32 (Note [bf16 gradients on the wire] in
+  // src/step_actors.cpp). fit logs the bytes of gradients each rank sent per step.
+  GradientCompression gradient_compression = GradientCompression::none;
   // Note [Mixed precision] (tnt/compute/runtime.h): bf16 runs the convolutions and Dense layers
   // on bf16 dot products and keeps weights, optimizer state and gradients in fp32. Refused
   // (ConfigError) where the CPU has no native bf16; the master warns where the measured bf16
