@@ -762,6 +762,73 @@ def bf16_gradients(args):
         fail(f"--gradient-compression fp8 was not refused clearly (exit {p.returncode})")
 
 
+def max_restarts(args):
+    """Issue 26, item 2 (Note [Restarts] in launcher/src/launch.cpp): 4 ranks with --max-restarts 2
+    and a checkpoint every 20 steps, rank 2 SIGKILLed at step 50: the job exits 0 by itself and its
+    weights are bitwise those of a run resumed by hand from the step-40 checkpoint. A rank that
+    fails at every start ends the job after 3 failures, naming them; a run without a checkpoint
+    path is refused (exit 2) and not restarted."""
+    steps = MOMENTUM + ["--epochs", "10", "--max-steps", "80", "--checkpoint-every-steps", "20"]
+    restarted = os.path.join(args.workdir, "restarted.ckpt")
+    for f in [restarted]:
+        if os.path.exists(f):
+            os.remove(f)
+    cmd = [args.launch, "-n", "4", "--max-restarts", "2", "--", args.train] + COMMON + steps + \
+        ["--checkpoint", restarted, "--print-steps"]
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=args.workdir,
+                         env={**os.environ, "TNT_TEST_TAG": "restart"})
+    out, seen, killed = [], 0, False
+    for line in p.stdout:
+        out.append(line)
+        if not killed and re.match(r"^epoch \d+ step \d+ ", line):
+            seen += 1
+            if seen == 50:
+                pid = rank_pid("restart", 2)
+                if pid is None:
+                    p.kill()
+                    fail("rank 2 of the job was not found")
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+    code = p.wait(timeout=120)
+    text = "".join(out)
+    print("\n".join(l for l in text.splitlines() if "restart" in l or "error" in l.lower())[-1500:])
+    if code != 0 or "restart 1 of 2" not in text:
+        print(text[-3000:])
+        fail(f"the job with a rank killed at step 50 did not restart and finish (exit {code})")
+    # Weights alone cannot tell a resumed restart from one that trained again from step 0 (both
+    # are bitwise the uninterrupted run's): the restart must train only the steps after its
+    # checkpoint (step 40, or 60 if the kill came late), not all 80.
+    after = text.split("restart 1 of 2", 1)[1]
+    steps_after = len(re.findall(r"^epoch \d+ step \d+ ", after, re.M))
+    print(f"steps trained after the restart: {steps_after}")
+    if not 0 < steps_after <= 40:
+        fail(f"the restart trained {steps_after} steps: it did not resume from the step-40 checkpoint")
+    by_hand = os.path.join(args.workdir, "by_hand.ckpt")
+    if os.path.exists(by_hand):
+        os.remove(by_hand)
+    run(args, 4, MOMENTUM + ["--epochs", "10", "--max-steps", "40", "--checkpoint", by_hand])
+    run(args, 4, steps + ["--checkpoint", by_hand, "--resume", by_hand])
+    code, text = ckpt_diff(args, restarted, by_hand, 0, 0)
+    print(f"restarted job against a resume by hand from step 40: {text.strip()}")
+    if code != 0:
+        fail("the restarted job's weights are not bitwise those of the resume by hand")
+    cmd = [args.launch, "-n", "2", "--max-restarts", "2", "--", args.train] + COMMON + \
+        ["--max-steps", "5", "--checkpoint", os.path.join(args.workdir, "always_failing.ckpt")]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       cwd=args.workdir, env={**os.environ, "TNT_TEST_FAIL_AT": "step:1"})
+    print(p.stdout.strip()[-600:])
+    if p.returncode == 0 or "failed 3 time(s), --max-restarts 2 spent" not in p.stdout \
+            or p.stdout.count("restart ") < 2:
+        fail(f"a rank failing at every start did not end the job after 3 failures (exit {p.returncode})")
+    cmd = [args.launch, "-n", "2", "--max-restarts", "2", "--", args.train] + COMMON + ["--max-steps", "5"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       cwd=args.workdir)
+    if p.returncode != 2 or "has no checkpoint path" not in p.stdout or "restart 1" in p.stdout:
+        print(p.stdout)
+        fail(f"--max-restarts without a checkpoint path was not refused once, exit 2 (exit {p.returncode})")
+
+
 def threads_chosen(cmd, args, preexec=None):
     """Runs one step; the master's 'N thread(s) each' and the host's automatic-threads line."""
     print("$ " + " ".join(cmd), flush=True)
@@ -820,7 +887,8 @@ def main():
                                             "skip_gradient_allreduce", "nan_guard", "input_shape", "preemption",
                                             "seq2seq_reproducibility", "export_pairs", "bf16_reproducibility",
                                             "precision_refused", "callback_resume", "unused_setting_refused",
-                                            "threads_follow_cores", "accumulation", "bf16_gradients"])
+                                            "threads_follow_cores", "accumulation", "bf16_gradients",
+                                            "max_restarts"])
     parser.add_argument("--conf", help="the conf/ folder (nan_guard, export_pairs)")
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)

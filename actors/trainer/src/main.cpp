@@ -156,6 +156,25 @@ struct CommandLine {
   std::string translations;  // file: the decoded test pairs (source, reference, translation)
 };
 
+// Note [Restarts] in launcher/src/launch.cpp: under tnt-launch --max-restarts, every start
+// resumes from the checkpoint path when a checkpoint is there (--resume auto), so a restart goes
+// on from the last checkpoint; a run without a checkpoint path would start over, and is refused.
+void apply_restart(RunConfig& config) {
+  const char* max_restarts = std::getenv("TNT_MAX_RESTARTS");
+  if (!max_restarts || std::string(max_restarts) == "0") return;
+  if (config.checkpoint_path.empty()) {
+    throw tnt::ConfigError(
+        "tnt-launch --max-restarts restarts the job from its checkpoint, and this run has no checkpoint path "
+        "(--checkpoint FILE, with --checkpoint-every-steps N)");
+  }
+  if (config.resume.empty()) config.resume = "auto";
+  const char* count = std::getenv("TNT_RESTART_COUNT");
+  if (count && std::string(count) != "0") {
+    spdlog::info("restart {} of {} (tnt-launch --max-restarts): resuming from {}", count, max_restarts,
+                 config.checkpoint_path);
+  }
+}
+
 // Parses the command line and the run file; an exit status when tnt-train must stop here.
 std::optional<int> parse(int argc, char** argv, CommandLine& command) {
   CLI::App app{
@@ -201,6 +220,7 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
     if (!file.empty() || !settings.empty()) command.config = tnt::trainer::load_run_config(file, settings);
     o.apply(command.config);
     tnt::trainer::validate(command.config);
+    apply_restart(command.config);
     const bool pairs = tnt::trainer::is_sentence_pairs(command.config);
     if (!pairs && (!command.translate.empty() || !command.export_pairs.empty() || !command.translations.empty())) {
       throw tnt::ConfigError(
