@@ -134,11 +134,14 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
   if (options.precision == compute::Precision::bf16 && environment.output) {
     report_bf16_peaks(s_.session.threads());
   }
-  if (has_batch_norm(s_.model.spec()) && plan_.max_local_batch() < 16) {
+  // With gradient accumulation BatchNorm sees each micro-step's rows (Note [Gradient accumulation]).
+  const std::size_t micro_steps = std::max<std::size_t>(1, options.accumulation_steps);
+  const std::size_t batch_norm_rows = (plan_.max_local_batch() + micro_steps - 1) / micro_steps;
+  if (has_batch_norm(s_.model.spec()) && batch_norm_rows < 16) {
     spdlog::warn(
-        "micro-batch of {} samples per rank in a model with BatchNorm: BatchNorm statistics "
-        "are computed per rank and get noisy below 16 samples; use a larger global batch",
-        plan_.max_local_batch());
+        "micro-batch of {} samples per rank{} in a model with BatchNorm: BatchNorm statistics "
+        "are computed per rank{} and get noisy below 16 samples; use a larger global batch",
+        batch_norm_rows, micro_steps > 1 ? " and micro-step" : "", micro_steps > 1 ? " and micro-step" : "");
   }
 }
 
