@@ -195,6 +195,10 @@ class Job : public RemoteListener {
     return exit_code();
   }
 
+  // Why the job failed (empty: it did not), and whether a signal to tnt-launch stopped it.
+  std::string failure() const { return failure_.value_or(""); }
+  bool stopped_by_signal() const { return stop_signal_ != 0; }
+
   // RankSink / RemoteListener: called from the event loop.
   void on_output(int rank, int stream, std::string_view line) override { router_.line(rank, stream, line); }
   void on_redraw(int rank, std::string_view text) override { router_.redraw(rank, text); }
@@ -493,6 +497,11 @@ int run_launch(const LaunchOptions& opts) {
   require_one_local_host(plan);
   if (!opts.numa_topology.empty()) parse_numa_topology(opts.numa_topology);  // fail early
   if (use_srun(opts)) {
+    if (opts.max_restarts > 0) {
+      throw UsageError(
+          "--max-restarts: under srun Slurm owns restarts (sbatch --requeue, or --no-kill with a new srun); tnt-train "
+          "resumes with --resume auto");
+    }
     if (opts.dry_run) {
       std::string line;
       for (const auto& word : srun_command(opts, plan)) line += (line.empty() ? "" : " ") + shell_word(word);
@@ -507,8 +516,33 @@ int run_launch(const LaunchOptions& opts) {
     print_dry_run(opts, plan, ssh);
     return 0;
   }
-  Job job(opts, std::move(plan), std::move(ssh));
-  return job.run();
+  if (opts.max_restarts == 0) {
+    Job job(opts, std::move(plan), std::move(ssh));
+    return job.run();
+  }
+  // Note [Restarts] (issue 26): tnt-launch --max-restarts K ends a failed job and starts it
+  // again, up to K times. A failure is a rank that exits 1 or dies by a signal (a lost host ends
+  // its ranks that way); a usage error (exit 2) would fail again, a preemption (exit 3) is the
+  // scheduler's to restart, and a signal to tnt-launch is the user's stop: none is restarted.
+  // The launcher stays below the trainer: it tells the ranks TNT_MAX_RESTARTS and which start
+  // this is (TNT_RESTART_COUNT, 0 the first), and tnt-train resumes from its checkpoint path. The
+  // hostfile is read again before each start, so the plan is made afresh (ports, token).
+  for (int restart = 0;; ++restart) {
+    LaunchOptions attempt = opts;
+    attempt.exports.emplace_back("TNT_MAX_RESTARTS", std::to_string(opts.max_restarts));
+    attempt.exports.emplace_back("TNT_RESTART_COUNT", std::to_string(restart));
+    if (restart > 0) plan = make_plan(attempt);
+    Job job(attempt, std::move(plan), ssh);
+    const int status = job.run();
+    if (status == 0 || status == 2 || status == 3 || job.stopped_by_signal()) return status;
+    if (restart == opts.max_restarts) {
+      spdlog::error("the job failed {} time(s), --max-restarts {} spent; the last failure: {}", restart + 1,
+                    opts.max_restarts, job.failure().empty() ? "exit status " + std::to_string(status) : job.failure());
+      return status;
+    }
+    spdlog::warn("restart {} of {}: the job failed ({}); starting it again", restart + 1, opts.max_restarts,
+                 job.failure().empty() ? "exit status " + std::to_string(status) : job.failure());
+  }
 }
 
 }  // namespace tnt::launcher::detail

@@ -111,6 +111,11 @@ void add_job_options(CLI::App& app, LaunchOptions& opts, Extras& x) {
   app.add_option("--stop-grace", opts.stop_grace_s,
                  "Seconds between SIGTERM and SIGKILL when stopping ranks (default 2)")
       ->check(CLI::Range(0.0, 60.0));
+  app.add_option("--max-restarts", opts.max_restarts,
+                 "When a rank fails (exits 1 or dies by a signal; never a usage error, exit 2, nor a preemption, "
+                 "exit 3), end the job and start it again, up to K times; ranks see TNT_RESTART_COUNT and "
+                 "TNT_MAX_RESTARTS (tnt-train then resumes from its checkpoint path, and needs one)")
+      ->check(CLI::Range(0, 1000));
 }
 
 void add_mode_options(CLI::App& app, LaunchOptions& opts, Extras& x) {

@@ -72,6 +72,13 @@ class FakeCollectives : public Collectives {
       done(error);
     });
   }
+  void allreduce_sum(bfloat16* data, std::size_t count, Done done) override {
+    issued.push_back("bf16 bucket of " + std::to_string(count));
+    pending.push_back([data, count, done = std::move(done)](const std::string& error) {
+      for (std::size_t i = 0; i < count; ++i) data[i] = bfloat16(2 * static_cast<float>(data[i]));
+      done(error);
+    });
+  }
   void complete(std::size_t i, const std::string& error = "") { pending.at(i)(error); }
 
   Events issued;

@@ -677,12 +677,218 @@ def precision_refused(args):
         fail(f"--precision fp8 was not refused clearly (exit {p.returncode})")
 
 
+def accumulation(args):
+    """Issue 26, item 1 (Note [Gradient accumulation]): --accumulate 4 at global batch 256 on 2
+    ranks gives the plain run's weights within 1e-5 after 50 steps; its timeline has 4 forward and
+    4 backward spans per step and rank, and no bucket allreduce before the 4th backward; a global
+    batch that does not cut into ranks x 4 equal micro-steps is refused (exit 2)."""
+    # Learning rate 0.002: at COMMON's 0.01 this run (batch 256, 5 epochs of 2560 samples) turns
+    # chaotic, and 1 against 2 plain ranks already differ by 1e-3 after 50 steps (measured
+    # 2026-11-27); at 0.002 both differences stay near 1e-6.
+    steps = ["--global-batch", "256", "--train-size", "2560", "--epochs", "5", "--max-steps", "50",
+             "--learning-rate", "0.002"]
+    plain = os.path.join(args.workdir, "plain.ckpt")
+    accumulated = os.path.join(args.workdir, "accumulated.ckpt")
+    timeline = os.path.join(args.workdir, "accumulated.json")
+    run(args, 2, steps + ["--checkpoint", plain])
+    run(args, 2, steps + ["--checkpoint", accumulated, "--accumulate", "4", "--timeline", timeline])
+    code, text = ckpt_diff(args, plain, accumulated, 1e-5, 1e-5)
+    print(f"weights after 50 steps, plain vs --accumulate 4: {text.strip()}")
+    if code != 0:
+        fail("--accumulate 4 does not give the plain run's weights within 1e-5")
+    import json
+    with open(timeline) as f:
+        events = json.load(f)["traceEvents"]
+    spans = {}
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        key = (e["pid"], e["args"]["step"])
+        spans.setdefault(key, []).append(e)
+    checked = 0
+    for (rank, step), es in sorted(spans.items()):
+        forward = sorted(e["ts"] for e in es if e["name"] == "forward")
+        backward = sorted(e["ts"] for e in es if e["name"] == "backward")
+        reduces = [e["ts"] for e in es if e["cat"] == "allreduce"]
+        if not forward and not backward:
+            continue
+        if len(forward) != 4 or len(backward) != 4:
+            fail(f"rank {rank} step {step}: {len(forward)} forward and {len(backward)} backward spans, not 4")
+        if not reduces or min(reduces) < backward[3]:
+            fail(f"rank {rank} step {step}: a bucket allreduce began before the 4th backward ({reduces} < {backward[3]})")
+        checked += 1
+    print(f"timeline: {checked} (rank, step) pairs with 4 forward + 4 backward spans, allreduces after the 4th")
+    if checked != 2 * 50:
+        fail(f"the timeline holds {checked} (rank, step) pairs, expected 100")
+    cmd = [args.launch, "-n", "2", "--", args.train] + COMMON + steps + ["--accumulate", "3"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       cwd=args.workdir)
+    print(p.stdout.strip()[-400:])
+    if p.returncode != 2 or "does not cut into 2 rank(s) x 3 micro-steps" not in p.stdout:
+        fail(f"--accumulate 3 at global batch 256 on 2 ranks was not refused clearly (exit {p.returncode})")
+
+
+def bf16_gradients(args):
+    """Issue 26, item 6 (Note [bf16 gradients on the wire]): --gradient-compression bf16 on 2 ranks
+    hands exactly half the bytes of gradients to the allreduces (fit's count), trains to weights
+    near the fp32 run's but not bitwise equal to them (the rounding happened), and an unknown
+    compression is refused (exit 2)."""
+    steps = ["--max-steps", "20"]
+    fp32 = os.path.join(args.workdir, "fp32.ckpt")
+    bf16 = os.path.join(args.workdir, "bf16.ckpt")
+    sent = {}
+    for name, path, extra in [("fp32", fp32, []), ("bf16", bf16, ["--gradient-compression", "bf16"])]:
+        out = run(args, 2, steps + ["--checkpoint", path] + extra)
+        m = re.search(r"gradient allreduce: (\d+) bytes per optimizer step on each rank \((\w+)\)", out)
+        if not m or m.group(2) != name:
+            print(out)
+            fail(f"the {name} run did not count its gradient bytes")
+        sent[name] = int(m.group(1))
+    print(f"gradient bytes per step and rank: fp32 {sent['fp32']}, bf16 {sent['bf16']}")
+    if sent["bf16"] * 2 != sent["fp32"]:
+        fail("bf16 gradients did not halve the bytes on the wire")
+    code, text = ckpt_diff(args, fp32, bf16, 0, 0)
+    if code == 0:
+        fail("bf16 gradients trained bitwise the fp32 run's weights: the buckets were not rounded")
+    p = subprocess.run([args.compare, fp32, bf16, "0.2"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    print(f"weights after 20 steps, fp32 vs bf16 gradients: {p.stdout.strip()}")
+    if p.returncode != 0:
+        fail("bf16 gradients moved the weights far from the fp32 run's")
+    p = subprocess.run([args.train] + COMMON + ["--gradient-compression", "fp8"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60, cwd=args.workdir)
+    if p.returncode != 2 or "'fp8': expected none or bf16" not in p.stdout:
+        print(p.stdout)
+        fail(f"--gradient-compression fp8 was not refused clearly (exit {p.returncode})")
+
+
+def max_restarts(args):
+    """Issue 26, item 2 (Note [Restarts] in launcher/src/launch.cpp): 4 ranks with --max-restarts 2
+    and a checkpoint every 20 steps, rank 2 SIGKILLed at step 50: the job exits 0 by itself and its
+    weights are bitwise those of a run resumed by hand from the step-40 checkpoint. A rank that
+    fails at every start ends the job after 3 failures, naming them; a run without a checkpoint
+    path is refused (exit 2) and not restarted."""
+    steps = MOMENTUM + ["--epochs", "10", "--max-steps", "80", "--checkpoint-every-steps", "20"]
+    restarted = os.path.join(args.workdir, "restarted.ckpt")
+    for f in [restarted]:
+        if os.path.exists(f):
+            os.remove(f)
+    cmd = [args.launch, "-n", "4", "--max-restarts", "2", "--", args.train] + COMMON + steps + \
+        ["--checkpoint", restarted, "--print-steps"]
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=args.workdir,
+                         env={**os.environ, "TNT_TEST_TAG": "restart"})
+    out, seen, killed = [], 0, False
+    for line in p.stdout:
+        out.append(line)
+        if not killed and re.match(r"^epoch \d+ step \d+ ", line):
+            seen += 1
+            if seen == 50:
+                pid = rank_pid("restart", 2)
+                if pid is None:
+                    p.kill()
+                    fail("rank 2 of the job was not found")
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+    code = p.wait(timeout=120)
+    text = "".join(out)
+    print("\n".join(l for l in text.splitlines() if "restart" in l or "error" in l.lower())[-1500:])
+    if code != 0 or "restart 1 of 2" not in text:
+        print(text[-3000:])
+        fail(f"the job with a rank killed at step 50 did not restart and finish (exit {code})")
+    # Weights alone cannot tell a resumed restart from one that trained again from step 0 (both
+    # are bitwise the uninterrupted run's): the restart must train only the steps after its
+    # checkpoint (step 40, or 60 if the kill came late), not all 80.
+    after = text.split("restart 1 of 2", 1)[1]
+    steps_after = len(re.findall(r"^epoch \d+ step \d+ ", after, re.M))
+    print(f"steps trained after the restart: {steps_after}")
+    if not 0 < steps_after <= 40:
+        fail(f"the restart trained {steps_after} steps: it did not resume from the step-40 checkpoint")
+    by_hand = os.path.join(args.workdir, "by_hand.ckpt")
+    if os.path.exists(by_hand):
+        os.remove(by_hand)
+    run(args, 4, MOMENTUM + ["--epochs", "10", "--max-steps", "40", "--checkpoint", by_hand])
+    run(args, 4, steps + ["--checkpoint", by_hand, "--resume", by_hand])
+    code, text = ckpt_diff(args, restarted, by_hand, 0, 0)
+    print(f"restarted job against a resume by hand from step 40: {text.strip()}")
+    if code != 0:
+        fail("the restarted job's weights are not bitwise those of the resume by hand")
+    cmd = [args.launch, "-n", "2", "--max-restarts", "2", "--", args.train] + COMMON + \
+        ["--max-steps", "5", "--checkpoint", os.path.join(args.workdir, "always_failing.ckpt")]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       cwd=args.workdir, env={**os.environ, "TNT_TEST_FAIL_AT": "step:1"})
+    print(p.stdout.strip()[-600:])
+    if p.returncode == 0 or "failed 3 time(s), --max-restarts 2 spent" not in p.stdout \
+            or p.stdout.count("restart ") < 2:
+        fail(f"a rank failing at every start did not end the job after 3 failures (exit {p.returncode})")
+    cmd = [args.launch, "-n", "2", "--max-restarts", "2", "--", args.train] + COMMON + ["--max-steps", "5"]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       cwd=args.workdir)
+    if p.returncode != 2 or "has no checkpoint path" not in p.stdout or "restart 1" in p.stdout:
+        print(p.stdout)
+        fail(f"--max-restarts without a checkpoint path was not refused once, exit 2 (exit {p.returncode})")
+
+
+def threads_chosen(cmd, args, preexec=None):
+    """Runs one step; the master's 'N thread(s) each' and the host's automatic-threads line."""
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                       cwd=args.workdir, preexec_fn=preexec)
+    each = re.search(r"on (\d+) rank\(s\), (\d+) thread\(s\) each", p.stdout)
+    if p.returncode != 0 or not each:
+        print(p.stdout)
+        fail(f"tnt-train exited with {p.returncode} or did not say its threads")
+    auto = re.findall(r"(\d+) compute thread\(s\) per rank", p.stdout)
+    return int(each.group(2)), [int(a) for a in auto]
+
+
+def threads_follow_cores(args):
+    """Issue 26, item 3 (Note [Threads follow the cores]): with no --threads a rank runs one thread
+    per core of its affinity mask, the host's ranks share a mask they were not bound apart in, and
+    the choice is logged once per host; --threads overrides."""
+    cores = len(os.sched_getaffinity(0))
+    one_step = COMMON + ["--max-steps", "1"]
+    threads, auto = threads_chosen([args.train] + one_step, args)
+    print(f"lone rank on {cores} core(s): {threads} thread(s); logged {auto}")
+    if threads != cores or auto != [cores]:
+        fail(f"a lone rank with {cores} core(s) in its mask chose {threads} thread(s) (logged {auto})")
+    first = min(os.sched_getaffinity(0))
+    threads, auto = threads_chosen([args.train] + one_step, args,
+                                   preexec=lambda: os.sched_setaffinity(0, {first}))
+    print(f"lone rank under an affinity of cpu {first} (taskset -c {first}): {threads} thread(s)")
+    if threads != 1 or auto != [1]:
+        fail(f"a lone rank bound to one cpu chose {threads} thread(s) (logged {auto})")
+    for binding in ["core", "none"]:
+        threads, auto = threads_chosen([args.launch, "-n", "2", "--bind-to", binding, "--", args.train] + one_step,
+                                       args)
+        print(f"2 ranks, tnt-launch --bind-to {binding}: {threads} thread(s) each; logged {auto}")
+        if threads != max(1, cores // 2) or len(auto) != 1:
+            fail(f"2 ranks on {cores} core(s) (--bind-to {binding}) chose {threads} thread(s) each, logged {auto}")
+    threads, auto = threads_chosen([args.train] + one_step + ["--threads", "3"], args)
+    if threads != 3 or auto:
+        fail(f"--threads 3 gave {threads} thread(s) (automatic choice logged: {auto})")
+
+
+def unused_setting_refused(args):
+    """Issue 26, item 7: the main job's run file has a piecewise schedule, so --learning-rate would
+    change nothing; tnt-train refuses it (exit 2) naming both, before any rank starts training."""
+    conf = os.path.join(args.conf, "lenet5_fashion_mnist.toml")
+    p = subprocess.run([args.train, conf, "--learning-rate", "0.5"], stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=60, cwd=args.workdir)
+    print(p.stdout.strip()[-600:])
+    if p.returncode != 2 or "schedule.learning_rate (--learning-rate) is given but not used" not in p.stdout \
+            or 'schedule.kind = "piecewise"' not in p.stdout:
+        fail(f"--learning-rate with a piecewise schedule was not refused naming both (exit {p.returncode})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("test", choices=["reproducibility", "dropout_reproducibility", "resume", "failure",
                                             "skip_gradient_allreduce", "nan_guard", "input_shape", "preemption",
                                             "seq2seq_reproducibility", "export_pairs", "bf16_reproducibility",
-                                            "precision_refused", "callback_resume"])
+                                            "precision_refused", "callback_resume", "unused_setting_refused",
+                                            "threads_follow_cores", "accumulation", "bf16_gradients",
+                                            "max_restarts"])
     parser.add_argument("--conf", help="the conf/ folder (nan_guard, export_pairs)")
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)

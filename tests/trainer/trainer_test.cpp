@@ -170,8 +170,8 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
   // The 33 options tnt-train had, and --labels-path, --test-path, --test-labels-path,
   // --image-fit, --decode-threads, --loss and --allow-nan; --no-distribute-dataset,
   // --no-distribute-validation-dataset, --load-weights, --save-weights and --save-architecture;
-  // the four of sentence pairs; --precision.
-  EXPECT_EQ(options.size(), 50u);
+  // the four of sentence pairs; --precision; --accumulate and --gradient-compression.
+  EXPECT_EQ(options.size(), 52u);
 }
 
 TEST(RunConfig, TheUsersOwnDataAndLosses) {
@@ -211,6 +211,51 @@ TEST(RunConfig, NestedCallbackSectionsAreReadAndUnknownOnesNamed) {
   } catch (const tnt::ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("unknown key 'early_stoping'"), std::string::npos) << e.what();
   }
+}
+
+// Note [Unused settings]: a key the run's other settings make meaningless is refused when the
+// command line gives it and a warning when only the run file does, naming both.
+TEST(RunConfig, SettingsThatOtherSettingsMakeMeaninglessAreNamed) {
+  const std::string piecewise =
+      "[train]\nglobal_batch = 8\n[schedule]\nkind = \"piecewise\"\nboundaries = [10]\nvalues = [0.1, 0.01]\n";
+  EXPECT_NO_THROW(trainer::validate(trainer::parse_run_config(piecewise, "run.toml")));
+  EXPECT_TRUE(trainer::unused_file_settings(trainer::parse_run_config(piecewise, "run.toml")).empty());
+  try {
+    trainer::validate(trainer::parse_run_config(piecewise, "run.toml", {"schedule.learning_rate=0.5"}));
+    FAIL() << "a learning rate that the piecewise schedule ignores was accepted";
+  } catch (const tnt::ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("schedule.learning_rate (--learning-rate) is given but not used"), std::string::npos) << what;
+    EXPECT_NE(what.find("schedule.kind = \"piecewise\""), std::string::npos) << what;
+  }
+  // The same key in the file: a warning naming the file, the key and the schedule.
+  const auto in_file = trainer::parse_run_config(piecewise + "learning_rate = 0.5\n", "run.toml");
+  EXPECT_NO_THROW(trainer::validate(in_file));
+  const auto warned = trainer::unused_file_settings(in_file);
+  ASSERT_EQ(warned.size(), 1u);
+  EXPECT_NE(warned[0].find("run.toml: schedule.learning_rate (--learning-rate) is not used: schedule.kind = "
+                           "\"piecewise\""),
+            std::string::npos)
+      << warned[0];
+  // Keys of another optimizer or schedule kind; a used one passes.
+  const auto refused = [](const std::vector<std::string>& settings, const std::string& named) {
+    auto c = trainer::load_run_config("", settings);
+    c.global_batch = 8;
+    try {
+      trainer::validate(c);
+      ADD_FAILURE() << settings.back() << " was accepted";
+    } catch (const tnt::ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(named), std::string::npos) << e.what();
+    }
+  };
+  refused({"optimizer.kind=\"adam\"", "optimizer.momentum=0.9"}, "optimizer.kind is \"adam\"");
+  refused({"optimizer.beta1=0.8"}, "optimizer.kind is \"sgd\"");
+  refused({"schedule.decay_rate=0.5"}, "schedule.kind is \"constant\"");
+  refused({"data.tokenizer=\"bpe\""}, "data.dataset is \"fashion-mnist\"");
+  refused({"model.name=\"transformer\"", "data.dataset=\"freedict\"", "train.loss=\"mse\""}, "token cross-entropy");
+  auto used = trainer::load_run_config("", {"optimizer.kind=\"adam\"", "optimizer.beta1=0.8"});
+  used.global_batch = 8;
+  EXPECT_NO_THROW(trainer::validate(used));
 }
 
 // Note [chrF] in translation.h, worked by hand for "Hund" against "Hunde": orders 1-4 have

@@ -24,6 +24,8 @@ BucketLayout make_bucket_layout(const compute::Model& model, std::size_t thresho
   BucketLayout layout;
   const std::size_t n = model.parameter_count();
   layout.bucket_of.assign(n, 0);
+  layout.offset_of.assign(n, 0);
+  layout.size_of.assign(n, 0);
   std::size_t offset = 0;
   for (std::size_t k = n; k-- > 0;) {
     if (layout.buckets.empty() || layout.buckets.back().count * sizeof(float) >= threshold_bytes) {
@@ -32,6 +34,8 @@ BucketLayout make_bucket_layout(const compute::Model& model, std::size_t thresho
     auto& bucket = layout.buckets.back();
     const auto size = static_cast<std::size_t>(model.parameter(k).size);
     bucket.parameters.push_back(k);
+    layout.offset_of[k] = offset;
+    layout.size_of[k] = size;
     bucket.count += size;
     offset += size;
     layout.bucket_of[k] = layout.buckets.size() - 1;
@@ -99,6 +103,9 @@ class CommunicatorCollectives final : public Collectives {
   }
   void allreduce_sum(double* data, std::size_t count, Done done) override {
     allreduce(data, count, DataType::float64, std::move(done));
+  }
+  void allreduce_sum(bfloat16* data, std::size_t count, Done done) override {
+    allreduce(data, count, DataType::bfloat16, std::move(done));
   }
 
  private:

@@ -40,6 +40,8 @@ struct BucketLayout {
   std::vector<float> memory;
   std::vector<Bucket> buckets;
   std::vector<std::size_t> bucket_of;  // parameter -> bucket
+  std::vector<std::size_t> offset_of;  // parameter -> where its gradient starts in memory
+  std::vector<std::size_t> size_of;    // parameter -> floats
 };
 
 // Each bucket holds parameters n-1, n-2, ... until it reaches threshold_bytes.
@@ -116,6 +118,14 @@ struct EngineContext {
   BucketLayout* layout = nullptr;
   Timeline* timeline = nullptr;
   bool overlap = true;
+  // Note [Gradient accumulation] in step_actors.cpp: each rank's share of a step runs as this
+  // many micro-steps, the optimizer steps once.
+  std::size_t accumulation_steps = 1;
+  // Note [bf16 gradients on the wire] in step_actors.cpp: buckets are rounded to bfloat16 for
+  // their allreduce (summed in float32 by the Communicator) and widened back.
+  bool bf16_gradients = false;
+  // Bytes of gradient buckets this rank handed to allreduces (added to when not null).
+  std::uint64_t* gradient_bytes = nullptr;
   // Benchmarks only: buckets count as reduced the moment they are full, no collective is issued
   // for them (the step's figures are still summed).
   bool skip_gradient_allreduce = false;

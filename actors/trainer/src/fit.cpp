@@ -17,8 +17,31 @@ namespace tnt::trainer {
 
 namespace {
 
+// Note [Gradient accumulation] in step_actors.cpp: a full step's share cuts into equal
+// micro-steps only where the global batch divides by ranks x N (or the micro-batch by N).
+void check_accumulation(const FitOptions& options, int world_size) {
+  const std::size_t n = options.accumulation_steps, ranks = static_cast<std::size_t>(world_size);
+  if (n == 0) throw ConfigError("accumulation_steps (--accumulate) must be at least 1");
+  if (n == 1) return;
+  if (options.micro_batch != 0) {
+    if (options.micro_batch % n != 0) {
+      throw ConfigError(
+          fmt::format("--accumulate {}: the micro-batch of {} per rank does not cut into {} micro-steps of equal size",
+                      n, options.micro_batch, n));
+    }
+    return;
+  }
+  if (options.global_batch % (ranks * n) != 0) {
+    throw ConfigError(fmt::format(
+        "--accumulate {}: the global batch of {} does not cut into {} rank(s) x {} micro-steps of equal size "
+        "(global batch / (ranks x accumulation steps) samples each): give a global batch that {} divides",
+        n, options.global_batch, ranks, n, ranks * n));
+  }
+}
+
 data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& options, int rank, int world_size) {
   if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
+  check_accumulation(options, world_size);
   data::BatchPlanOptions plan;
   plan.num_samples = samples;
   plan.global_batch = options.global_batch;
@@ -111,11 +134,14 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
   if (options.precision == compute::Precision::bf16 && environment.output) {
     report_bf16_peaks(s_.session.threads());
   }
-  if (has_batch_norm(s_.model.spec()) && plan_.max_local_batch() < 16) {
+  // With gradient accumulation BatchNorm sees each micro-step's rows (Note [Gradient accumulation]).
+  const std::size_t micro_steps = std::max<std::size_t>(1, options.accumulation_steps);
+  const std::size_t batch_norm_rows = (plan_.max_local_batch() + micro_steps - 1) / micro_steps;
+  if (has_batch_norm(s_.model.spec()) && batch_norm_rows < 16) {
     spdlog::warn(
-        "micro-batch of {} samples per rank in a model with BatchNorm: BatchNorm statistics "
-        "are computed per rank and get noisy below 16 samples; use a larger global batch",
-        plan_.max_local_batch());
+        "micro-batch of {} samples per rank{} in a model with BatchNorm: BatchNorm statistics "
+        "are computed per rank{} and get noisy below 16 samples; use a larger global batch",
+        batch_norm_rows, micro_steps > 1 ? " and micro-step" : "", micro_steps > 1 ? " and micro-step" : "");
   }
 }
 
@@ -246,6 +272,9 @@ EngineContext FitRun::engine_context() {
   context.layout = &layout_;
   context.timeline = &timeline_;
   context.overlap = options_.overlap;
+  context.accumulation_steps = options_.accumulation_steps;
+  context.bf16_gradients = options_.gradient_compression == GradientCompression::bf16;
+  context.gradient_bytes = &gradient_bytes_;
   context.skip_gradient_allreduce = environment_.skip_gradient_allreduce;
   context.threads = s_.session.threads();
   context.compute_executor = s_.compute.executor();
@@ -373,6 +402,10 @@ void FitRun::finish() {
     history_.target_tokens_per_second = control_->samples_trained() / history_.seconds;
   }
   for (auto* cb : callbacks_) cb->on_train_end(last_logs_);
+  if (environment_.output && history_.steps > 0 && !environment_.skip_gradient_allreduce) {
+    spdlog::info("gradient allreduce: {} bytes per optimizer step on each rank ({})", gradient_bytes_ / history_.steps,
+                 options_.gradient_compression == GradientCompression::bf16 ? "bf16" : "fp32");
+  }
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
 }
 

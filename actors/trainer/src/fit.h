@@ -82,7 +82,8 @@ class FitRun {
   const std::size_t steps_per_epoch_;
 
   BucketLayout layout_;
-  bool bound_ = false;  // gradients bound into layout_ (undone by the destructor)
+  std::uint64_t gradient_bytes_ = 0;  // handed to the gradients' allreduces in this call
+  bool bound_ = false;                // gradients bound into layout_ (undone by the destructor)
   Timeline timeline_;
   int64_t base_us_ = 0;  // the master's clock at the start: the timeline's zero
   std::unique_ptr<BatchFeed> feed_;

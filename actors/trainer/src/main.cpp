@@ -40,13 +40,19 @@ using tnt::trainer::RunConfig;
 struct Overrides {
   CLI::App& app;
   RunConfig scratch;
-  std::vector<std::pair<CLI::Option*, std::function<void(RunConfig&)>>> items;
+  struct Item {
+    CLI::Option* option;
+    std::string key;  // section.key
+    std::function<void(RunConfig&)> set;
+  };
+  std::vector<Item> items;
 
   void add(const tnt::trainer::RunKey& key) {
+    const std::string name = std::string(key.section) + "." + key.key;
     if (key.flag) {
       auto get = std::get<tnt::trainer::Field<bool>>(key.field);
-      items.emplace_back(app.add_flag(key.option, key.help),
-                         [get, value = *key.flag](RunConfig& c) { get(c) = value; });
+      items.push_back(
+          {app.add_flag(key.option, key.help), name, [get, value = *key.flag](RunConfig& c) { get(c) = value; }});
       return;
     }
     std::visit(
@@ -54,13 +60,16 @@ struct Overrides {
           // The last occurrence wins, so scripts can append overrides to a fixed command line.
           auto* o =
               app.add_option(key.option, get(scratch), key.help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
-          items.emplace_back(o, [this, get](RunConfig& c) { get(c) = get(scratch); });
+          items.push_back({o, name, [this, get](RunConfig& c) { get(c) = get(scratch); }});
         },
         key.field);
   }
   void apply(RunConfig& c) {
-    for (auto& [o, set] : items)
-      if (o->count() > 0) set(c);
+    for (auto& item : items) {
+      if (item.option->count() == 0) continue;
+      item.set(c);
+      c.given[item.key] = tnt::trainer::SettingSource::command_line;
+    }
   }
 };
 
@@ -147,6 +156,25 @@ struct CommandLine {
   std::string translations;  // file: the decoded test pairs (source, reference, translation)
 };
 
+// Note [Restarts] in launcher/src/launch.cpp: under tnt-launch --max-restarts, every start
+// resumes from the checkpoint path when a checkpoint is there (--resume auto), so a restart goes
+// on from the last checkpoint; a run without a checkpoint path would start over, and is refused.
+void apply_restart(RunConfig& config) {
+  const char* max_restarts = std::getenv("TNT_MAX_RESTARTS");
+  if (!max_restarts || std::string(max_restarts) == "0") return;
+  if (config.checkpoint_path.empty()) {
+    throw tnt::ConfigError(
+        "tnt-launch --max-restarts restarts the job from its checkpoint, and this run has no checkpoint path "
+        "(--checkpoint FILE, with --checkpoint-every-steps N)");
+  }
+  if (config.resume.empty()) config.resume = "auto";
+  const char* count = std::getenv("TNT_RESTART_COUNT");
+  if (count && std::string(count) != "0") {
+    spdlog::info("restart {} of {} (tnt-launch --max-restarts): resuming from {}", count, max_restarts,
+                 config.checkpoint_path);
+  }
+}
+
 // Parses the command line and the run file; an exit status when tnt-train must stop here.
 std::optional<int> parse(int argc, char** argv, CommandLine& command) {
   CLI::App app{
@@ -192,6 +220,7 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
     if (!file.empty() || !settings.empty()) command.config = tnt::trainer::load_run_config(file, settings);
     o.apply(command.config);
     tnt::trainer::validate(command.config);
+    apply_restart(command.config);
     const bool pairs = tnt::trainer::is_sentence_pairs(command.config);
     if (!pairs && (!command.translate.empty() || !command.export_pairs.empty() || !command.translations.empty())) {
       throw tnt::ConfigError(
@@ -239,6 +268,12 @@ void end_after_failure(tnt::trainer::Session& session) {
   } catch (const std::exception& e) {
     spdlog::warn("orderly shutdown failed: {}", e.what());
   }
+}
+
+// Note [Unused settings] in unused_settings.cpp: once per job.
+void warn_unused_file_settings(const RunConfig& config, tnt::trainer::Session& session) {
+  if (!session.is_master_rank()) return;
+  for (const auto& line : tnt::trainer::unused_file_settings(config)) spdlog::warn("{}", line);
 }
 
 // Decodes test pairs spread evenly over the split (it is in dictionary order) and scores them
@@ -337,10 +372,11 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
   }
   tnt::trainer::check_training_memory(spec, config, session, sources.train_pairs->size());
   tnt::trainer::Trainer trainer(session, spec);
+  warn_unused_file_settings(config, session);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
   spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each, {}; {}", spec.name,
-               trainer.model().total_parameter_size(), session.size(), config.threads, config.precision,
+               trainer.model().total_parameter_size(), session.size(), session.threads(), config.precision,
                tnt::compute::runtime_description());
   spdlog::info("train: {}; validation: {}; test: {}", sources.train_pairs->describe(),
                sources.validation_pairs->describe(), sources.test_pairs->describe());
@@ -392,10 +428,11 @@ void run_in(const CommandLine& command, tnt::trainer::Session& session) {
   const auto spec = tnt::trainer::resolve_model(config, sources.train->num_classes(), sources.train->shape());
   tnt::trainer::check_training_memory(spec, config, session, sources.train->size());
   tnt::trainer::Trainer trainer(session, spec);
+  warn_unused_file_settings(config, session);
   trainer.initialize(config.seed);
   trainer.compile(tnt::trainer::compile_options(config));
   spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each, {}; {}", spec.name,
-               trainer.model().total_parameter_size(), session.size(), config.threads, config.precision,
+               trainer.model().total_parameter_size(), session.size(), session.threads(), config.precision,
                tnt::compute::runtime_description());
   spdlog::info("train: {}", sources.train->describe());
   check_test_split(trainer, sources);

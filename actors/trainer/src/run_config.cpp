@@ -195,6 +195,9 @@ const std::vector<RunKey>& run_keys() {
        "Global batch size, split across ranks at sample level"},
       {"train", "micro_batch", +[](RunConfig& c) -> auto& { return c.micro_batch; }, "--micro-batch",
        "Per-rank batch size instead (global = micro x ranks)"},
+      {"train", "accumulation_steps", +[](RunConfig& c) -> auto& { return c.accumulation_steps; }, "--accumulate",
+       "Gradient accumulation: each rank runs its share of a step as N micro-steps of global batch / (ranks x N) "
+       "samples and the optimizer steps once (default 1; BatchNorm sees the smaller micro-steps)"},
       {"train", "epochs", +[](RunConfig& c) -> auto& { return c.epochs; }, "--epochs", "Epochs"},
       {"train", "max_steps", +[](RunConfig& c) -> auto& { return c.max_steps; }, "--max-steps",
        "Stop after this many optimizer steps in all (0 = no limit)"},
@@ -205,7 +208,8 @@ const std::vector<RunKey>& run_keys() {
       {"train", "seed", +[](RunConfig& c) -> auto& { return c.seed; }, "--seed",
        "Seed of the weights and the data order"},
       {"train", "threads", +[](RunConfig& c) -> auto& { return c.threads; }, "--threads",
-       "Compute threads per rank (oneDNN/OpenMP), default 1"},
+       "Compute threads per rank (oneDNN/OpenMP); 0 (default): one per core of the rank's affinity mask, "
+       "shared among the host's ranks where they were not bound apart"},
       {"train", "precision", +[](RunConfig& c) -> auto& { return c.precision; }, "--precision",
        "fp32 (default) or bf16: convolutions and Dense layers on bf16 dot products, weights and "
        "gradients in fp32; refused where the CPU has no native bf16 (AVX512-BF16 or AMX)"},
@@ -249,6 +253,9 @@ const std::vector<RunKey>& run_keys() {
        "--fusion-threshold", "Gradient bucket size in KiB (default: TNT_FUSION_THRESHOLD_KB, else 32)"},
       {"distribution", "overlap", +[](RunConfig& c) -> auto& { return c.overlap; }, "--no-overlap",
        "Start the allreduces only after backward has finished (for measurements)", false},
+      {"distribution", "gradient_compression", +[](RunConfig& c) -> auto& { return c.gradient_compression; },
+       "--gradient-compression", "none (default) or bf16: gradient buckets go over the wire as bfloat16 (half the "
+       "bytes), summed in fp32; weights, optimizer state and update stay fp32"},
       {"distribution", "transport", +[](RunConfig& c) -> auto& { return c.transport; }, "--transport",
        "tcp or ib (sets TNT_TRANSPORT; tnt-launch sets it too)"},
       {"checkpoint", "path", +[](RunConfig& c) -> auto& { return c.checkpoint_path; }, "--checkpoint",
@@ -344,6 +351,7 @@ void read_keys(const toml::table& root, RunConfig& c, const std::string& path) {
     if (!t) continue;
     for (const auto& k : run_keys()) {
       if (section != k.section || !t->get(k.key)) continue;
+      c.given.emplace(section + "." + k.key, SettingSource::run_file);
       if (k.path) {
         std::string value;
         r.get(t, section, k.key, value);
@@ -361,6 +369,10 @@ RunConfig config_from_table(toml::table root, const std::string& path, const std
   RunConfig c;
   c.origin = path.empty() ? "--set" : path;
   read_keys(root, c, path);
+  for (const auto& setting : settings) {
+    // apply_settings has checked the form section.key=value.
+    c.given[setting.substr(0, setting.find('='))] = SettingSource::command_line;
+  }
   // A callback's section switches it on unless it says `enabled = false`.
   for (const auto& name : callback_sections()) {
     const toml::table* t = root.at_path("callbacks." + name).as_table();
@@ -423,13 +435,15 @@ void validate(const RunConfig& c) {
   if (c.global_batch == 0 && c.micro_batch == 0)
     bad("give a global batch size (--global-batch) or a micro-batch size (--micro-batch)");
   if (c.epochs == 0) bad("epochs must be at least 1");
-  if (c.threads < 1) bad("threads must be at least 1");
+  if (c.accumulation_steps == 0) bad("train.accumulation_steps (--accumulate) must be at least 1");
+  if (c.threads < 0) bad("train.threads (--threads) must be at least 1, or 0 for one per core");
   if (compute::parse_precision(c.precision, "train.precision (--precision)") == compute::Precision::bf16) {
     if (const std::string why = compute::bf16_unsupported_reason(); !why.empty()) {
       bad("train.precision bf16 (--precision bf16) is refused: " + why);
     }
   }
   if (c.eval_batch == 0) bad("eval_batch must be at least 1");
+  parse_gradient_compression(c.gradient_compression, "distribution.gradient_compression (--gradient-compression)");
   if (!c.transport.empty() && c.transport != "tcp" && c.transport != "ib") {
     bad(fmt::format("transport '{}': expected tcp or ib", c.transport));
   }
@@ -480,6 +494,7 @@ void validate(const RunConfig& c) {
     bad("optimizer: give at most one of clipnorm, global_clipnorm and clipvalue");
   }
   validate_callbacks(c);
+  check_command_line_settings_used(c);
 }
 
 std::string canonical_text(const RunConfig& c) {
@@ -492,14 +507,15 @@ std::string canonical_text(const RunConfig& c) {
   s << ";shape=";
   for (auto d : c.shape) s << d << ',';
   s << ";num_classes=" << c.num_classes << ";data_seed=" << c.data_seed << ";global_batch=" << c.global_batch
-    << ";micro_batch=" << c.micro_batch << ";epochs=" << c.epochs << ";max_steps=" << c.max_steps
-    << ";validation_frequency=" << c.validation_frequency << ";eval_batch=" << c.eval_batch << ";seed=" << c.seed
-    << ";drop_remainder=" << c.drop_remainder << ";optimizer=" << c.optimizer.kind << ',' << c.optimizer.momentum << ','
-    << c.optimizer.nesterov << ',' << c.optimizer.weight_decay << ",clip=" << c.optimizer.clipnorm << ','
-    << c.optimizer.global_clipnorm << ',' << c.optimizer.clipvalue << ";schedule=" << c.schedule.kind << ','
-    << c.schedule.base_rate << ',' << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
-    << ";fusion_kb=" << c.fusion_threshold_kb << ";overlap=" << c.overlap
-    << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
+    << ";micro_batch=" << c.micro_batch << ";accumulation_steps=" << c.accumulation_steps << ";epochs=" << c.epochs
+    << ";max_steps=" << c.max_steps << ";validation_frequency=" << c.validation_frequency
+    << ";eval_batch=" << c.eval_batch << ";seed=" << c.seed << ";drop_remainder=" << c.drop_remainder
+    << ";optimizer=" << c.optimizer.kind << ',' << c.optimizer.momentum << ',' << c.optimizer.nesterov << ','
+    << c.optimizer.weight_decay << ",clip=" << c.optimizer.clipnorm << ',' << c.optimizer.global_clipnorm << ','
+    << c.optimizer.clipvalue << ";schedule=" << c.schedule.kind << ',' << c.schedule.base_rate << ','
+    << c.schedule.warmup_steps << ";scale_with_ranks=" << c.scale_rate_with_ranks
+    << ";gradient_compression=" << c.gradient_compression << ";fusion_kb=" << c.fusion_threshold_kb
+    << ";overlap=" << c.overlap << ";checkpoint_every=" << c.checkpoint_every_epochs << ',' << c.checkpoint_every_steps
     << ";resume=" << !c.resume.empty() << ";terminate_on_nan=" << c.terminate_on_nan
     << ";distribute=" << c.distribute_dataset << ',' << c.distribute_validation_dataset
     << ";load_weights=" << !c.load_weights.empty() << callbacks_canonical_text(c.callbacks) << ";pairs=" << c.max_chars
@@ -549,7 +565,8 @@ void check_training_memory(const compute::ModelSpec& spec, const RunConfig& c, S
   const int ranks_here = std::max(1, session.communicator().environment().local_size);
   const std::size_t global_batch =
       std::min(c.micro_batch > 0 ? c.micro_batch * ranks : c.global_batch, std::max(train_samples, ranks));
-  const auto micro_batch = static_cast<int64_t>((global_batch + ranks - 1) / ranks);
+  const std::size_t micro_steps = std::max<std::size_t>(1, c.accumulation_steps);
+  const auto micro_batch = static_cast<int64_t>((global_batch + ranks * micro_steps - 1) / (ranks * micro_steps));
   const auto slots = compute::optimizer_slot_kinds(compile_options(c).optimizer).size();
   const auto need = compute::Model::estimate_training_memory(spec, std::max<int64_t>(1, micro_batch), slots);
   const double share = static_cast<double>(available->bytes) / ranks_here;
@@ -728,6 +745,7 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   FitOptions fit;
   fit.global_batch = c.global_batch;
   fit.micro_batch = c.micro_batch;
+  fit.accumulation_steps = c.accumulation_steps;
   fit.epochs = c.epochs;
   fit.max_steps = c.max_steps;
   fit.seed = c.seed;
@@ -741,6 +759,8 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.validation_transform = eval_transform(c);
   fit.fusion_threshold_bytes = c.fusion_threshold_kb * 1024;
   fit.overlap = c.overlap;
+  fit.gradient_compression =
+      parse_gradient_compression(c.gradient_compression, "distribution.gradient_compression (--gradient-compression)");
   fit.precision = compute::parse_precision(c.precision);
   fit.checkpoint_path = c.checkpoint_path;
   fit.checkpoint_every_epochs = c.checkpoint_every_epochs;

@@ -2,6 +2,7 @@
 // A tnt-train run: what a conf/*.toml file holds, after command-line overrides.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,8 +21,13 @@
 
 namespace tnt::trainer {
 
+// Where a run key's value came from (Note [Unused settings] in unused_settings.cpp).
+enum class SettingSource { run_file, command_line };
+
 struct RunConfig {
   std::string origin;  // the file it came from (relative paths are resolved against its folder)
+  // "section.key" of every key the run file, --set or an option gave; the others hold defaults.
+  std::map<std::string, SettingSource> given;
 
   // [model]: a zoo name ("lenet5", "mlp", "resnet20", "resnet50") or a model TOML file.
   std::string model = "lenet5";
@@ -57,12 +63,13 @@ struct RunConfig {
   std::string loss = "sparse_categorical_crossentropy";
   std::vector<std::string> metrics{"accuracy"};
   std::size_t global_batch = 0, micro_batch = 0;
+  std::size_t accumulation_steps = 1;  // micro-steps per optimizer step (FitOptions)
   std::size_t epochs = 1;
   std::size_t max_steps = 0;
   std::size_t validation_frequency = 1;  // epochs; 0 = no validation
   std::size_t eval_batch = 1000;
   uint64_t seed = 42;
-  int threads = 1;
+  int threads = 0;                 // 0: one per core (Note [Threads follow the cores] in trainer.cpp)
   std::string precision = "fp32";  // fp32 | bf16 (Note [Mixed precision] in tnt/compute/runtime.h)
   bool drop_remainder = false;
   double label_smoothing = 0.0;  // sequence loss
@@ -74,7 +81,8 @@ struct RunConfig {
   // [distribution]
   std::size_t fusion_threshold_kb = 0;  // 0: TNT_FUSION_THRESHOLD_KB, else 32
   bool overlap = true;
-  std::string transport;  // "" | tcp | ib (exported as TNT_TRANSPORT)
+  std::string gradient_compression = "none";  // none | bf16 (FitOptions::gradient_compression)
+  std::string transport;                      // "" | tcp | ib (exported as TNT_TRANSPORT)
   // false: each rank's own data ({rank} in the paths), Note [Distribution switches] (trainer_io.cpp)
   bool distribute_dataset = true, distribute_validation_dataset = true;
 
@@ -140,8 +148,14 @@ RunConfig load_run_config(const std::string& path, const std::vector<std::string
 // are resolved against its folder). Throws tnt::ConfigError on bad input.
 RunConfig parse_run_config(std::string_view text, const std::string& origin,
                            const std::vector<std::string>& settings = {});
-// Throws ConfigError for inconsistent settings.
+// Throws ConfigError for inconsistent settings, and for a setting given on the command line that
+// the run's other settings make meaningless (Note [Unused settings]).
 void validate(const RunConfig& config);
+// Note [Unused settings]: one line per key that the run file gives but the run's other settings
+// make meaningless, naming both (tnt-train logs them as warnings on the master).
+std::vector<std::string> unused_file_settings(const RunConfig& config);
+// Throws ConfigError for a key given on the command line that the run does not use (validate).
+void check_command_line_settings_used(const RunConfig& config);
 // Canonical text of everything that must agree across ranks (compared at start-up).
 std::string canonical_text(const RunConfig& config);
 

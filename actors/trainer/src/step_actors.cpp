@@ -67,6 +67,18 @@ void BackpropActor::next() {
   request(refs_->data, NextBatch{}, [this](StepBatch& batch) { run(std::move(batch)); });
 }
 
+// Note [Gradient accumulation] (issue 26): with accumulation_steps = N, each rank cuts its share
+// of the step into N micro-steps of consecutive rows (as even as possible: global batch / (ranks
+// x N) each where that divides, which fit() requires of full batches) and runs forward and
+// backward on each; the optimizer steps once. Backward overwrites gradients (compute/model.h),
+// so after every micro-step but the last each final gradient is added into kept_ (copied on the
+// first), and in the last one each gradient gets kept_ added the moment it is final, before it
+// is announced: its bucket's allreduce starts during the last backward, as without
+// accumulation. Every micro-step scales by 1 / global batch, so the sum is the global batch's
+// mean gradient, the plain step's up to the order of the additions; dropout masks are keyed by
+// each row's place in the global batch, so they are the plain step's too. A step's figures are
+// the sums over its micro-steps. BatchNorm normalises each micro-step with its own statistics
+// (fewer samples than the rank's share) and updates its running statistics once per micro-step.
 void BackpropActor::run(StepBatch batch) {
   if (epoch_of(batch) != epoch_ || step_of(batch) != step_) {
     throw LogicError("data actor delivered epoch " + std::to_string(epoch_of(batch)) + " step " +
@@ -82,11 +94,26 @@ void BackpropActor::run(StepBatch batch) {
   const auto n = c_.model->parameter_count();
   const std::size_t local_count = std::visit([](const auto& b) -> std::size_t { return b.local_count; }, batch_);
   if (local_count > 0) {
-    if (const auto* images_batch = std::get_if<data::MicroBatch>(&batch_)) {
-      images(*images_batch, figures.sums);
-    } else {
-      sequences(std::get<data::SequenceBatch>(batch_), figures.sums);
+    const std::size_t parts = std::max<std::size_t>(1, c_.accumulation_steps);
+    std::vector<Rows> micro;
+    for (std::size_t k = 0; k < parts; ++k) {
+      const Rows rows{k * local_count / parts, (k + 1) * local_count / parts};
+      if (rows.end > rows.begin) micro.push_back(rows);  // a short last batch may leave some empty
     }
+    // A step counts as one training pass however many micro-steps it took, so that a
+    // checkpoint's pass count (compute::Model::training_passes) is the plain run's.
+    const auto passes = c_.model->training_passes();
+    std::vector<double> part(figures.sums.size());
+    for (std::size_t k = 0; k < micro.size(); ++k) {
+      const bool last = k + 1 == micro.size();
+      const Gradients g = micro.size() == 1 ? Gradients::announce
+                          : last            ? Gradients::add_kept_and_announce
+                          : k == 0          ? Gradients::keep
+                                            : Gradients::add_to_kept;
+      micro_step(micro[k], g, part);
+      for (std::size_t i = 0; i < part.size(); ++i) figures.sums[i] += part[i];
+    }
+    c_.model->set_training_passes(passes + 1);
   } else {
     // No samples in this step's share: contribute zeros to every allreduce.
     forward_end_us_ = now_us();
@@ -95,52 +122,86 @@ void BackpropActor::run(StepBatch batch) {
   }
   backward_end_us_ = now_us();
   refs_->bucketer.send(StepEnd{figures});
+}
+
+void BackpropActor::micro_step(Rows rows, Gradients gradients, std::span<double> sums) {
+  const int64_t begin_us = now_us();
+  auto& layout = *c_.layout;
+  if (gradients != Gradients::announce && kept_.size() != layout.memory.size()) kept_.assign(layout.memory.size(), 0);
+  const compute::Model::GradientReadyFn on_gradient = [this, gradients, &layout](std::size_t i) {
+    float* g = layout.memory.data() + layout.offset_of[i];
+    float* kept = kept_.data() + layout.offset_of[i];
+    const std::size_t count = layout.size_of[i];
+    switch (gradients) {
+      case Gradients::keep: std::copy(g, g + count, kept); return;
+      case Gradients::add_to_kept:
+        for (std::size_t j = 0; j < count; ++j) kept[j] += g[j];
+        return;
+      case Gradients::add_kept_and_announce:
+        for (std::size_t j = 0; j < count; ++j) g[j] += kept[j];
+        break;
+      case Gradients::announce: break;
+    }
+    refs_->bucketer.send(GradReady{i, now_us()});
+  };
+  if (const auto* images_batch = std::get_if<data::MicroBatch>(&batch_)) {
+    images(*images_batch, rows, sums, on_gradient);
+  } else {
+    sequences(std::get<data::SequenceBatch>(batch_), rows, sums, on_gradient);
+  }
   if (c_.timeline->enabled()) {
     const auto s = static_cast<int64_t>(c_.optimizer->steps());
-    c_.timeline->add("forward", "compute", Timeline::compute, step_begin_us_, forward_end_us_, s);
-    c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, backward_end_us_, s);
+    c_.timeline->add("forward", "compute", Timeline::compute, begin_us, forward_end_us_, s);
+    c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, now_us(), s);
   }
 }
 
-void BackpropActor::images(const data::MicroBatch& batch, std::span<double> sums) {
+void BackpropActor::images(const data::MicroBatch& batch, Rows rows, std::span<double> sums,
+                           const compute::Model::GradientReadyFn& on_gradient) {
   auto& model = *c_.model;
   const auto& s = batch.shape;
-  input_.resize({static_cast<int64_t>(batch.local_count), static_cast<int64_t>(s.channels),
-                 static_cast<int64_t>(s.height), static_cast<int64_t>(s.width)});
-  std::memcpy(input_.data(), batch.data.data(), batch.data.size() * sizeof(float));
+  const std::size_t count = rows.end - rows.begin, sample = batch.data.size() / batch.local_count;
+  input_.resize({static_cast<int64_t>(count), static_cast<int64_t>(s.channels), static_cast<int64_t>(s.height),
+                 static_cast<int64_t>(s.width)});
+  std::memcpy(input_.data(), batch.data.data() + rows.begin * sample, count * sample * sizeof(float));
   // Dropout masks keyed by (step, global sample index): the same on any number of ranks.
-  const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch.global_offset), {}};
+  const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch.global_offset + rows.begin), {}};
   const auto& output = model.forward(input_, compute::Mode::training, where);
-  objective_.forward(output, batch.labels, sums);
+  objective_.forward(output, std::span(batch.labels).subspan(rows.begin, count), sums);
   forward_end_us_ = now_us();
   // Every rank scales by 1/global so that the allreduce-SUM is the global batch's mean
   // gradient, whatever each rank's share (compute/loss.h).
   const auto& d_out = objective_.backward(1.0f / static_cast<float>(batch.global_count));
-  model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
+  model.backward(d_out, on_gradient);
 }
 
 namespace {
 // Token ids travel to the model as floats (exact below 2^24).
-void to_tensor(const std::vector<std::int32_t>& ids, std::size_t rows, std::size_t length, compute::Tensor& out) {
+void to_tensor(std::span<const std::int32_t> ids, std::size_t rows, std::size_t length, compute::Tensor& out) {
   out.resize({static_cast<int64_t>(rows), static_cast<int64_t>(length)});
   for (std::size_t i = 0; i < ids.size(); ++i) out[static_cast<int64_t>(i)] = static_cast<float>(ids[i]);
 }
 }  // namespace
 
-void BackpropActor::sequences(const data::SequenceBatch& batch, std::span<double> sums) {
+void BackpropActor::sequences(const data::SequenceBatch& batch, Rows rows, std::span<double> sums,
+                              const compute::Model::GradientReadyFn& on_gradient) {
   auto& model = *c_.model;
-  to_tensor(batch.source, batch.local_count, batch.source_length, input_);
-  to_tensor(batch.target_input, batch.local_count, batch.target_length, target_);
-  const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch.global_offset), batch.source_lengths,
-                                 batch.target_lengths};
+  const std::size_t count = rows.end - rows.begin;
+  const auto cut = [&](const std::vector<std::int32_t>& v, std::size_t length) {
+    return v.empty() ? std::span<const std::int32_t>() : std::span(v).subspan(rows.begin * length, count * length);
+  };
+  to_tensor(cut(batch.source, batch.source_length), count, batch.source_length, input_);
+  to_tensor(cut(batch.target_input, batch.target_length), count, batch.target_length, target_);
+  const compute::BatchInfo where{c_.optimizer->steps(), static_cast<int64_t>(batch.global_offset + rows.begin),
+                                 cut(batch.source_lengths, 1), cut(batch.target_lengths, 1)};
   const auto& output = model.forward(input_, target_, compute::Mode::training, where);
-  objective_.forward_tokens(output, batch.target_labels, sums);
+  objective_.forward_tokens(output, cut(batch.target_labels, batch.target_length), sums);
   forward_end_us_ = now_us();
   // The exact token mean of the global batch: every rank divides its token sum by the global
   // batch's real target tokens, known from the plan (Note [Exact token mean] in
   // dataset/src/sequence.cpp), and the allreduce sums.
   const auto& d_out = objective_.backward(1.0f / static_cast<float>(batch.global_target_tokens));
-  model.backward(d_out, [this](std::size_t i) { refs_->bucketer.send(GradReady{i, now_us()}); });
+  model.backward(d_out, on_gradient);
 }
 
 void BackpropActor::finish_step() {
@@ -249,6 +310,11 @@ CommActor::CommActor(EngineContext& context, Refs* refs, Collectives& collective
   on<BucketFull>([this](BucketFull& m) { bucket_full(m); });
   on<AllreduceDone>([this](AllreduceDone& m) {
     if (!m.error.empty()) throw JobError(m.error);
+    if (m.wire) {
+      const auto& bucket = c_.layout->buckets.at(m.bucket);
+      float* g = c_.layout->memory.data() + bucket.offset;
+      for (std::size_t i = 0; i < bucket.count; ++i) g[i] = static_cast<float>((*m.wire)[i]);
+    }
     if (c_.timeline->enabled()) {
       c_.timeline->add("allreduce " + std::to_string(m.bucket), "allreduce", Timeline::comm, m.begin_us, m.end_us,
                        static_cast<int64_t>(m.step));
@@ -291,9 +357,27 @@ void CommActor::bucket_full(const BucketFull& m) {
   }
   ++in_flight_;
   const int64_t begin = now_us();
-  collectives_.allreduce_sum(c_.layout->memory.data() + bucket.offset, bucket.count,
-                             [me = self(), k = m.bucket, begin, step = m.step](const std::string& error) {
-                               hand_over(me, AllreduceDone{k, begin, now_us(), step, error});
+  float* g = c_.layout->memory.data() + bucket.offset;
+  if (!c_.bf16_gradients) {
+    if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(float);
+    collectives_.allreduce_sum(g, bucket.count,
+                               [me = self(), k = m.bucket, begin, step = m.step](const std::string& error) {
+                                 hand_over(me, AllreduceDone{k, begin, now_us(), step, error});
+                               });
+    return;
+  }
+  // Note [bf16 gradients on the wire] (issue 26, item 6; --gradient-compression bf16): each
+  // bucket is rounded to bfloat16 (to nearest even) for its allreduce, which sums in float32
+  // and rounds the sum once more, and is widened back into the float32 bucket when it arrives
+  // (on this actor, so nothing writes the bucket after a failed segment has gone). Half the bytes
+  // go over the wire; the weights, the optimizer state and the update stay float32. Every rank
+  // widens the same reduced bf16 values, so the ranks' weights stay equal.
+  auto wire = std::make_shared<std::vector<bfloat16>>(bucket.count);
+  for (std::size_t i = 0; i < bucket.count; ++i) (*wire)[i] = bfloat16(g[i]);
+  if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(bfloat16);
+  collectives_.allreduce_sum(wire->data(), bucket.count,
+                             [me = self(), k = m.bucket, begin, step = m.step, wire](const std::string& error) {
+                               hand_over(me, AllreduceDone{k, begin, now_us(), step, error, wire});
                              });
 }
 

@@ -27,7 +27,9 @@
 
 #include "engine.h"
 #include "tnt/actors/actor.h"
+#include "tnt/collectives/types.h"
 #include "tnt/compute/loss.h"
+#include "tnt/compute/model.h"
 #include "tnt/compute/tensor.h"
 #include "tnt/dataset/loader.h"
 
@@ -60,6 +62,8 @@ struct AllreduceDone {
   int64_t begin_us, end_us;
   std::size_t step;
   std::string error;
+  // The bucket as bfloat16 (bf16 gradients on the wire), widened back into the bucket on arrival.
+  std::shared_ptr<std::vector<bfloat16>> wire = {};
 };
 struct Reduced {
   std::size_t bucket;
@@ -94,6 +98,8 @@ class Collectives {
   virtual ~Collectives() = default;
   virtual void allreduce_sum(float* data, std::size_t count, Done done) = 0;
   virtual void allreduce_sum(double* data, std::size_t count, Done done) = 0;
+  // Summed in float32, rounded to bfloat16 (Communicator's DataType::bfloat16).
+  virtual void allreduce_sum(bfloat16* data, std::size_t count, Done done) = 0;
 };
 
 // --- actors --------------------------------------------------------------------------------------
@@ -120,9 +126,18 @@ class BackpropActor : public actors::Actor {
  private:
   void next();
   void run(StepBatch batch);
-  // Forward and backward of this rank's share (not empty); the step's figures into `sums`.
-  void images(const data::MicroBatch& batch, std::span<double> sums);
-  void sequences(const data::SequenceBatch& batch, std::span<double> sums);
+  // Rows [begin, end) of this rank's share: one micro-step (Note [Gradient accumulation]).
+  struct Rows {
+    std::size_t begin = 0, end = 0;
+  };
+  // What the gradient callback of a micro-step does with each final gradient.
+  enum class Gradients { announce, keep, add_to_kept, add_kept_and_announce };
+  void micro_step(Rows rows, Gradients gradients, std::span<double> sums);
+  // Forward and backward of `rows` (not empty); their figures into `sums`.
+  void images(const data::MicroBatch& batch, Rows rows, std::span<double> sums,
+              const compute::Model::GradientReadyFn& on_gradient);
+  void sequences(const data::SequenceBatch& batch, Rows rows, std::span<double> sums,
+                 const compute::Model::GradientReadyFn& on_gradient);
   void finish_step();
   void decided(const Decided& m);
   void advance();  // after the optimizer step and the step's decision
@@ -139,6 +154,7 @@ class BackpropActor : public actors::Actor {
   double factor_ = 1.0;              // the learning-rate factor of step_
   StepBatch batch_;
   compute::Tensor input_, target_;
+  std::vector<float> kept_;  // the gradients of the step's earlier micro-steps, summed
   Objective objective_;
   int64_t step_begin_us_ = 0, forward_end_us_ = 0, backward_end_us_ = 0;
 };

@@ -4,6 +4,9 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstring>
@@ -31,12 +34,51 @@ namespace tnt::trainer {
 
 // --- Session -------------------------------------------------------------------------------------
 
+// Note [Threads follow the cores]: with threads = 0 (the default of tnt-train, SessionOptions
+// and tnt.init) a rank runs one compute thread per core of its affinity mask, which is where
+// tnt-launch's core blocks (Note [Default binding] in launcher/src/local_ranks.cpp),
+// --pin-to-socket, srun's or mpirun's binding and taskset put it. Ranks of one host that were
+// not bound apart all have the same mask: their masks together then hold more cores than the
+// host has (TNT_HOST_CORES where tnt-launch says, else the CPUs online), and each takes its
+// share, the mask's cores divided by the ranks on the host (at least 1). A user on a 48-core node
+// who forgets --threads used to get 1/48 of it (issue 26). Measured on this 2-core machine:
+// actors/trainer/README.md, "Threads per rank".
+AutomaticThreads automatic_threads(int local_size) {
+  AutomaticThreads a;
+  a.mask_cores = available_cores();
+  a.host_cores = settings::is_set(settings::kHostCores.name)
+                     ? host_cores()
+                     : std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  a.ranks_here = std::max(1, local_size);
+  a.shared = a.ranks_here > 1 && a.mask_cores * a.ranks_here > a.host_cores;
+  a.threads = a.shared ? std::max(1, a.mask_cores / a.ranks_here) : a.mask_cores;
+  return a;
+}
+
+std::string AutomaticThreads::describe() const {
+  if (shared) {
+    return fmt::format(
+        "{} compute thread(s) per rank: {} rank(s) on this host share the {} core(s) of their affinity "
+        "mask (--threads overrides)",
+        threads, ranks_here, mask_cores);
+  }
+  return fmt::format(
+      "{} compute thread(s) per rank: the core(s) of the rank's affinity mask ({} rank(s) on this host, "
+      "{} core(s); --threads overrides)",
+      threads, ranks_here, host_cores);
+}
+
 Session::Session(SessionOptions options) : threads_(options.threads) {
-  if (options.threads < 1) {
-    throw ConfigError("threads must be at least 1, got " + std::to_string(options.threads));
+  if (options.threads < 0) {
+    throw ConfigError("threads must be at least 1, or 0 for one per core, got " + std::to_string(options.threads));
   }
   const auto env = JobEnvironment::from_env();
   init_logging(env.rank, env.size);
+  if (threads_ == 0) {
+    const auto automatic = automatic_threads(env.local_size);
+    threads_ = automatic.threads;
+    if (env.local_rank == 0) spdlog::info("{}", automatic.describe());  // once per host
+  }
   const int cores = host_cores();
   CommunicatorOptions co;
   co.configuration = std::move(options.configuration);
@@ -68,6 +110,12 @@ Session::Session(SessionOptions options) : threads_(options.threads) {
 }
 
 Session::~Session() = default;
+
+GradientCompression parse_gradient_compression(const std::string& text, const std::string& what) {
+  if (text == "none") return GradientCompression::none;
+  if (text == "bf16") return GradientCompression::bf16;
+  throw ConfigError(fmt::format("{} '{}': expected none or bf16", what, text));
+}
 int Session::rank() const { return communicator_->rank(); }
 int Session::size() const { return communicator_->size(); }
 

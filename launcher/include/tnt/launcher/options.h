@@ -48,11 +48,12 @@ struct LaunchOptions {
   bool log_on_all_devices = false;
   bool output_on_all_devices = false;
   bool dry_run = false;
-  bool force = false;                                        // with --cleanup
-  std::optional<int> master_port;                            // --master-port (default: a free port)
-  std::string ssh_command = "ssh";                           // --ssh-command / TNT_LAUNCH_SSH
-  int ssh_connect_timeout_s = 5;                             // --ssh-connect-timeout
-  double stop_grace_s = 2.0;                                 // SIGTERM -> SIGKILL escalation delay
+  bool force = false;               // with --cleanup
+  std::optional<int> master_port;   // --master-port (default: a free port)
+  std::string ssh_command = "ssh";  // --ssh-command / TNT_LAUNCH_SSH
+  int ssh_connect_timeout_s = 5;    // --ssh-connect-timeout
+  double stop_grace_s = 2.0;        // SIGTERM -> SIGKILL escalation delay
+  int max_restarts = 0;             // Note [Restarts] in launch.cpp: a failed job is started again up to this often
   std::vector<std::pair<std::string, std::string>> exports;  // -x, in the order given
   std::vector<std::string> program;                          // after --
   // How ranks on other hosts start: "ssh", "srun" (inside a Slurm allocation), or "auto": srun

@@ -51,12 +51,24 @@ namespace tnt::trainer {
 struct SessionOptions {
   // Canonical text of the run configuration: ranks whose texts differ are refused at start-up.
   std::string configuration;
-  // Compute threads (oneDNN / OpenMP) per rank.
-  int threads = 1;
+  // Compute threads (oneDNN / OpenMP) per rank; 0: one per core this rank may use
+  // (automatic_threads).
+  int threads = 0;
   // Once the job fails, this process exits (status 1) if it has not ended within this time
   // (CommunicatorOptions::exit_after_failure); unset: it goes on, and its next call throws.
   std::optional<std::chrono::milliseconds> exit_after_failure;
 };
+
+// What threads = 0 chooses (Note [Threads follow the cores] in src/trainer.cpp).
+struct AutomaticThreads {
+  int threads = 1;
+  int mask_cores = 1;   // CPUs in this process's affinity mask
+  int host_cores = 1;   // TNT_HOST_CORES, else the CPUs online
+  int ranks_here = 1;   // ranks on this host
+  bool shared = false;  // the host's ranks share one mask: each takes its share
+  std::string describe() const;
+};
+AutomaticThreads automatic_threads(int local_size);
 
 class Session {
  public:
@@ -240,6 +252,10 @@ class Preempted : public Error {
   ExitStatus exit_status() const noexcept override { return static_cast<ExitStatus>(kPreemptedExitStatus); }
 };
 
+enum class GradientCompression { none, bf16 };
+// "none" or "bf16"; anything else is a ConfigError naming `what` (e.g. the option).
+GradientCompression parse_gradient_compression(const std::string& text, const std::string& what);
+
 struct FitOptions {
   // Give one: the global batch (split across ranks at sample level) or each rank's micro-batch.
   std::size_t global_batch = 0;
@@ -254,6 +270,13 @@ struct FitOptions {
   // Threads that read (decode) each training batch's samples at once (data::LoaderOptions::
   // workers): more than 1 helps sources that decode, such as the image folder.
   std::size_t data_workers = 1;
+  // Gradient accumulation: each rank runs its share of every step as this many micro-steps of
+  // global batch / (ranks x N) samples, summing their gradients, and the optimizer steps once;
+  // the gradients are allreduced only in the last micro-step, overlapped with its backward. The
+  // global batch and the results stay the plain run's (up to rounding), BatchNorm aside: it
+  // normalises each micro-step with its own statistics (Note [Gradient accumulation] in
+  // src/step_actors.cpp). Full batches must divide (ConfigError otherwise).
+  std::size_t accumulation_steps = 1;
 
   // Distribution switches, as Tarantella's (Note [Distribution switches] in src/trainer_io.cpp).
   // false: `train` is this rank's own data, each rank passing its own source (all of the same
@@ -279,6 +302,10 @@ struct FitOptions {
   std::size_t fusion_threshold_bytes = 0;
   // false: start the allreduces only after backward has finished (for measurements).
   bool overlap = true;
+  // bf16: gradient buckets go over the wire as bfloat16, summed in float32, half the bytes; the
+  // weights, optimizer state and update stay float32 (Note [bf16 gradients on the wire] in
+  // src/step_actors.cpp). fit logs the bytes of gradients each rank sent per step.
+  GradientCompression gradient_compression = GradientCompression::none;
   // Note [Mixed precision] (tnt/compute/runtime.h): bf16 runs the convolutions and Dense layers
   // on bf16 dot products and keeps weights, optimizer state and gradients in fp32. Refused
   // (ConfigError) where the CPU has no native bf16; the master warns where the measured bf16
