@@ -21,6 +21,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -37,6 +38,13 @@ namespace {
 
 constexpr int64_t kOldestOpset = 9;
 constexpr int64_t kNewestOpset = 17;
+// Layers, and the nodes of shape computations that layers read (Reshape's target).
+const std::set<std::string> kKnownOperators{"Conv",    "Gemm",        "MatMul",   "Add",
+                                            "Relu",    "Sigmoid",     "Tanh",     "BatchNormalization",
+                                            "MaxPool", "AveragePool", "Pad",      "GlobalAveragePool",
+                                            "Flatten", "Reshape",     "Softmax",  "LogSoftmax",
+                                            "Dropout", "Identity",    "Constant", "Shape",
+                                            "Gather",  "Unsqueeze",   "Concat",   "Cast"};
 
 struct Constant {
   std::vector<int64_t> dims;
@@ -52,6 +60,16 @@ struct Piece {
   std::vector<std::vector<float>> states;
   std::vector<std::vector<Piece>> branches;
 };
+
+// ONNX stores float attributes: 0.001 comes back as 0.0010000000474974513. The shortest decimal
+// that reads back as the same float is what the exporter meant (tnt computes in float anyway).
+double shortest(float value) {
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof text, value);
+  double out = value;
+  if (error == std::errc()) std::from_chars(text, end, out);
+  return out;
+}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -87,6 +105,20 @@ class Importer {
       if (n.op_type() == "Identity" && n.input_size() == 1 && constants_.contains(n.input(0))) {
         constants_[n.output(0)] = constants_.at(n.input(0));
       }
+    }
+    // An operator tnt has no layer for is named first, whatever else is wrong with the graph.
+    const onnx::NodeProto* first_unknown = nullptr;
+    std::set<std::string> unknown;
+    for (const auto& n : g.node()) {
+      if (!kKnownOperators.contains(n.op_type()) || (!n.domain().empty() && n.domain() != "ai.onnx")) {
+        if (first_unknown == nullptr) first_unknown = &n;
+        unknown.insert(n.op_type());
+      }
+    }
+    if (first_unknown != nullptr) {
+      fail(*first_unknown, first_unknown->input_size() ? first_unknown->input(0) : "",
+           "operator not supported (the graph has " + join({unknown.begin(), unknown.end()}) + "); tnt imports " +
+               join(onnx_supported_operators()) + " (compute/README.md, \"Models from PyTorch and Keras\")");
     }
     read_input();
     if (g.output_size() != 1) {
@@ -588,7 +620,8 @@ class Importer {
     if (shift.floats.size() != c || mean.floats.size() != c || var.floats.size() != c) {
       fail(n, "", "scale, bias, mean and variance of different sizes");
     }
-    const double momentum = float_attr(n, "momentum", 0.9f), epsilon = float_attr(n, "epsilon", 1e-5f);
+    const double momentum = shortest(float_attr(n, "momentum", 0.9f)),
+                 epsilon = shortest(float_attr(n, "epsilon", 1e-5f));
     reversed.push_back(
         {layers::batch_norm(momentum, epsilon), {scale.floats, shift.floats}, {mean.floats, var.floats}, {}});
     return data_input(n);
