@@ -85,6 +85,24 @@ class LeNetStyle(torch.nn.Module):
         return torch.log_softmax(self.logits(x), 1)
 
 
+class LeNet5(torch.nn.Module):
+    """LeNet-5 as a PyTorch user writes it; the training test (onnx_train.py) trains its import."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = torch.nn.Conv2d(6, 16, 5)
+        self.fc1 = torch.nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = torch.nn.Linear(120, 84)
+        self.fc3 = torch.nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = x.view(x.size(0), -1)
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
 class TinyResNet(torch.nn.Module):
     """Residual blocks as torchvision builds them (identity and projection shortcuts), grouped
     and dilated convolutions, BatchNorm everywhere, global average pooling."""
@@ -174,6 +192,7 @@ def main():
         lenet = LeNetStyle()
         write_case(args.small, "lenet_symbolic_opset13", lenet, (1, 28, 28), 13, False, False, generator)
         write_case(args.small, "lenet_fixed_opset9", lenet, (1, 28, 28), 9, True, False, generator)
+        write_case(args.small, "lenet5_pytorch_opset13", LeNet5(), (1, 28, 28), 13, False, False, generator)
         tiny = TinyResNet()
         randomise_batch_norm(tiny, generator)
         write_case(args.small, "tiny_resnet_preserve_opset17", tiny, (3, 8, 8), 17, False, True, generator)
