@@ -50,7 +50,7 @@ def resnet18(launch, train, workdir):
                       training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False,
                       dynamic_axes={"input.1": {0: "N"}})
     out = run([launch, "-n", "2", "--", train, "--model-onnx", path, "--dataset", "synthetic", "--shape", "3", "16",
-               "16", "--num-classes", "4", "--train-size", "64", "--test-size", "0", "--global-batch", "16",
+               "16", "--num-classes", "4", "--train-size", "64", "--test-size", "0", "--global-batch", "8",
                "--max-steps", "50", "--epochs", "50", "--optimizer", "sgd", "--learning-rate", "0.01", "--print-steps",
                "--threads", "1"], workdir)
     losses = [float(x) for x in re.findall(r"^epoch \d+ step \d+ loss (\S+)", out, re.MULTILINE)]
