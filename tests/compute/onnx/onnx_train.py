@@ -6,6 +6,8 @@
   resnet18  torchvision's ResNet-18 exported with PRESERVE (BatchNorm kept) by Debian's PyTorch,
             50 steps on synthetic data: every loss finite, the last 10 steps' mean below the first
             10 steps'. Skips (77) without PyTorch.
+  refusals  tnt-train on 2 ranks refuses an LSTM, a ConvTranspose, two outputs, a truncated file and
+            a file that is not ONNX before any rank trains: exit status 2, the cause named.
 """
 import argparse
 import math
@@ -63,9 +65,31 @@ def resnet18(launch, train, workdir):
         sys.exit("onnx_train: the loss did not decrease")
 
 
+def refusals(launch, train, conf, workdir):
+    data = os.path.join(HERE, "data")
+    with open(os.path.join(data, "lenet5_pytorch_opset13.onnx"), "rb") as f:
+        good = f.read()
+    truncated = os.path.join(workdir, "truncated.onnx")
+    with open(truncated, "wb") as f:
+        f.write(good[: len(good) // 3])
+    cases = [(os.path.join(data, "refuse_lstm.onnx"), "(the graph has Expand, LSTM, Squeeze, Transpose)"),
+             (os.path.join(data, "refuse_conv_transpose.onnx"), "(ConvTranspose, opset 13"),
+             (os.path.join(data, "refuse_two_outputs.onnx"), "the graph has 2 outputs"),
+             (truncated, "not an ONNX model"),
+             (os.path.join(conf, "lenet5_fashion_mnist.toml"), "not an ONNX model")]
+    for path, cause in cases:
+        proc = subprocess.run([launch, "-n", "2", "--", train, os.path.join(conf, "lenet5_fashion_mnist.toml"),
+                               "--model-onnx", path], cwd=workdir, capture_output=True, text=True, timeout=120)
+        out = proc.stdout + proc.stderr
+        if proc.returncode != 2 or cause not in out or "Epoch 1" in out:
+            print(out)
+            sys.exit(f"onnx_train: {path}: expected exit status 2 before training, naming '{cause}'")
+        print(f"refused {os.path.basename(path)}: {cause}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("case", choices=["lenet5", "resnet18"])
+    parser.add_argument("case", choices=["lenet5", "resnet18", "refusals"])
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)
     parser.add_argument("--conf", required=True)
@@ -73,6 +97,8 @@ def main():
     with tempfile.TemporaryDirectory() as workdir:
         if args.case == "lenet5":
             lenet5(args.launch, args.train, args.conf, workdir)
+        elif args.case == "refusals":
+            refusals(args.launch, args.train, args.conf, workdir)
         else:
             resnet18(args.launch, args.train, workdir)
 
