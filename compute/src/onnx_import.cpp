@@ -503,13 +503,14 @@ class Importer {
     }
     if (op == "Reshape") {
       if (n.input_size() != 2 || !is_batch_flatten(n)) {
-        fail(n, n.input(0), "a Reshape other than to (batch, -1); tnt reshapes only to flatten");
+        fail(n, n.input_size() ? n.input(0) : "", "a Reshape other than to (batch, -1); tnt reshapes only to flatten");
       }
       reversed.push_back({layers::flatten(), {}, {}, {}});
       return data_input(n);
     }
     if (op == "Softmax" || op == "LogSoftmax") {
-      fail(n, n.input(0), op + " is imported only as the graph's last node (the loss applies it)");
+      fail(n, n.input_size() ? n.input(0) : "",
+           op + " is imported only as the graph's last node (the loss applies it)");
     }
     unsupported(n, n.input_size() ? n.input(0) : "");
   }
