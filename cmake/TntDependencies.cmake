@@ -18,6 +18,9 @@ endif()
 if(TNT_BUILD_TRAINER)
   find_package(dnnl CONFIG REQUIRED)
   find_package(tomlplusplus CONFIG REQUIRED)
+  # ONNX import and export (compute/): Debian's ONNX package needs protobuf's targets found first.
+  find_package(Protobuf REQUIRED)
+  find_package(ONNX CONFIG REQUIRED)
 endif()
 
 # libnuma ships only the library and header, no CMake or pkg-config file.

@@ -147,6 +147,13 @@ def checkpoint():
     write("checkpoint", "callback_states", b"\x00" + header + payload)
 
 
+def onnx_import():
+    """The small ONNX test cases (tests/compute/onnx/make_onnx_cases.py made them)."""
+    for f in sorted((ROOT / "tests" / "compute" / "onnx" / "data").glob("*.onnx")):
+        if f.stat().st_size <= 64 * 1024:
+            write("onnx_import", f.stem, f.read_bytes())
+
+
 def datasets():
     images = bytes([0, 0, 8, 3]) + struct.pack(">III", 2, 3, 3) + bytes(range(18))
     labels = bytes([0, 0, 8, 1]) + struct.pack(">I", 2) + bytes([1, 9])
@@ -317,6 +324,7 @@ if __name__ == "__main__":
     control_frame()
     text_seeds()
     checkpoint()
+    onnx_import()
     datasets()
     user_data()
     ib_protocol()

@@ -29,6 +29,8 @@ packages=(
   python3-dev python3-numpy pybind11-dev  # the Python package (python/) and its tests
   python3-matplotlib  # examples/python: the loss-curve callback's PNG
   libfftw3-dev pkg-config  # examples/fft2d: the distributed 2-D FFT and its test
+  libonnx-dev libprotobuf-dev protobuf-compiler  # ONNX import and export (compute/src/onnx_*.cpp)
+  python3-onnx python3-opencv  # ONNX tests: onnx.checker, and OpenCV's dnn reading tnt's exports
 )
 # Benchmark comparisons only (PyTorch CPU with OpenBLAS); skipped with TNT_MINIMAL_DEPS=1.
 if [[ "${TNT_MINIMAL_DEPS:-0}" != 1 ]]; then

@@ -545,7 +545,12 @@ class Pool2D final : public Layer {
       stride_ = {1, 1};
       padding_ = {0, 0};
     } else {
-      opt.check_known({"kernel", "stride", "padding"});
+      opt.check_known({"kernel", "stride", "padding", "include_padding"});
+      // ONNX's AveragePool with count_include_pad, and PyTorch's AvgPool2d (exported as Pad then
+      // AveragePool), divide by the whole window, padding included.
+      if (opt.boolean("include_padding", false)) {
+        alg_ = algorithm::pooling_avg_include_padding;
+      }
       kernel_ = opt.pair("kernel", {2, 2});
       stride_ = opt.pair("stride", {0, 0});
       padding_ = opt.pair("padding", {0, 0});

@@ -1,4 +1,5 @@
-// tnt-ckpt: print a checkpoint's contents (info) or compare two (diff).
+// tnt-ckpt: print a checkpoint's contents (info) or compare two (diff); export a checkpoint's
+// model to ONNX (export-onnx) and show what an ONNX file imports as (onnx-info).
 // Exit status: 0 same / ok, 1 the checkpoints differ, 2 bad input.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <iostream>
 
 #include "tnt/compute/checkpoint.h"
+#include "tnt/compute/onnx.h"
 
 namespace {
 
@@ -185,10 +187,21 @@ int run_diff(const std::string& pa, const std::string& pb, double rtol, double a
   return 1;
 }
 
+void print_onnx_info(const std::string& path, bool toml) {
+  const OnnxImport imported = import_onnx(path);
+  Model model(imported.spec);
+  load_onnx_weights(imported, model);
+  std::fputs(model.summary().c_str(), stdout);
+  std::printf("parameters   %lld in %zu tensors\n", static_cast<long long>(model.total_parameter_size()),
+              model.parameter_count());
+  for (const auto& note : imported.notes) std::printf("note         %s\n", note.c_str());
+  if (toml) std::fputs(to_toml(imported.spec).c_str(), stdout);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tnt-ckpt: inspect and compare tnt checkpoints"};
+  CLI::App app{"tnt-ckpt: inspect and compare tnt checkpoints, export them to ONNX"};
   app.require_subcommand(1);
   std::string file, other;
   bool toml = false;
@@ -202,6 +215,19 @@ int main(int argc, char** argv) {
   diff->add_option("--rtol", rtol, "relative tolerance per element (default 0: bitwise)")
       ->check(CLI::NonNegativeNumber);
   diff->add_option("--atol", atol, "absolute tolerance per element (default 0)")->check(CLI::NonNegativeNumber);
+  std::string output_kind = "none";
+  auto* export_onnx_command =
+      app.add_subcommand("export-onnx", "write a checkpoint's model and weights as an ONNX inference graph");
+  export_onnx_command->add_option("checkpoint", file, "checkpoint file")->required();
+  export_onnx_command->add_option("out", other, "ONNX file to write")->required();
+  export_onnx_command
+      ->add_option("--output", output_kind,
+                   "what the graph applies to the logits: none, softmax or sigmoid (a checkpoint does not record "
+                   "its loss)")
+      ->check(CLI::IsMember({"none", "softmax", "sigmoid"}));
+  auto* onnx_info = app.add_subcommand("onnx-info", "print the network an ONNX file imports as, and its parameters");
+  onnx_info->add_option("file", file, "ONNX file")->required();
+  onnx_info->add_flag("--toml", toml, "also print it as a tnt model file");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -210,6 +236,16 @@ int main(int argc, char** argv) {
   try {
     if (info->parsed()) {
       print_info(file, toml);
+      return 0;
+    }
+    if (onnx_info->parsed()) {
+      print_onnx_info(file, toml);
+      return 0;
+    }
+    if (export_onnx_command->parsed()) {
+      const Model model = model_from_checkpoint(load_checkpoint(file));
+      export_onnx(model, other, parse_onnx_output(output_kind));
+      std::printf("wrote %s\n", other.c_str());
       return 0;
     }
     return run_diff(file, other, rtol, atol);

@@ -11,6 +11,7 @@
 #include "test_util.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
+#include "tnt/compute/onnx.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
@@ -255,6 +256,11 @@ std::vector<Case> cases() {
       {"max_pool2d_overlap_pad", {max_pool2d(3, 2, 1)}, {2, 2, 7, 7}},
       {"avg_pool2d", {avg_pool2d(2)}, {2, 3, 6, 6}},
       {"avg_pool2d_pad", {avg_pool2d(3, 2, 1)}, {1, 2, 7, 7}},
+      {"avg_pool2d_include_padding",
+       {LayerSpec{"avg_pool2d",
+                  {{"kernel", int64_t{3}}, {"stride", int64_t{2}}, {"padding", int64_t{1}}, {"include_padding", true}},
+                  {}}},
+       {1, 2, 7, 7}},
       {"global_avg_pool2d", {global_avg_pool2d()}, {2, 3, 4, 5}},
       {"relu", {activation("relu")}, {4, 9}},
       {"leaky_relu", {activation("leaky_relu", 0.2)}, {4, 9}},
@@ -321,6 +327,13 @@ std::vector<Case> cases() {
                  smoothed({conv2d(conv(16, 3, 1, 1)), batch_norm(), activation("relu"), zoo::resnet20().layers[6],
                            zoo::resnet20().layers[9]}),
                  {2, 3, 12, 12}});
+  // A network imported from PyTorch's ONNX export (BatchNorm kept, residual blocks with identity and
+  // projection shortcuts, grouped and dilated convolutions), at its reduced input of 3x8x8.
+  out.push_back(
+      {"onnx_tiny_resnet_smoothed",
+       smoothed(import_onnx(std::string(TNT_SOURCE_DIR) + "/tests/compute/onnx/data/tiny_resnet_preserve_opset17.onnx")
+                    .spec.layers),
+       {2, 3, 8, 8}});
   return out;
 }
 

@@ -21,6 +21,7 @@
 
 #include "run_config.h"
 #include "tnt/collectives/communicator.h"
+#include "tnt/compute/onnx.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
 #include "tnt/core/exit.h"
@@ -374,6 +375,12 @@ void run_pairs(const CommandLine& command, tnt::trainer::Session& session) {
   tnt::trainer::Trainer trainer(session, spec);
   warn_unused_file_settings(config, session);
   trainer.initialize(config.seed);
+  if (!config.model_onnx.empty()) {
+    const auto imported = tnt::compute::import_onnx(config.model_onnx);
+    tnt::compute::load_onnx_weights(imported, trainer.model());
+    spdlog::info("model from {}: its initializers are the initial weights", config.model_onnx);
+    for (const auto& note : imported.notes) spdlog::info("ONNX import: {}", note);
+  }
   trainer.compile(tnt::trainer::compile_options(config));
   spdlog::info("tnt-train: {} ({} parameters) on {} rank(s), {} thread(s) each, {}; {}", spec.name,
                trainer.model().total_parameter_size(), session.size(), session.threads(), config.precision,

@@ -13,6 +13,7 @@
 
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/model.h"
+#include "tnt/compute/onnx.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
@@ -150,6 +151,9 @@ const std::vector<RunKey>& run_keys() {
       {"model", "name", +[](RunConfig& c) -> auto& { return c.model; }, "--model",
        "Zoo model (lenet5, mlp, resnet20, resnet50, transformer, transformer_tiny) or a model TOML file"},
       {"model", "file", +[](RunConfig& c) -> auto& { return c.model; }, nullptr, nullptr, {}, true},
+      {"model", "onnx", +[](RunConfig& c) -> auto& { return c.model_onnx; }, "--model-onnx",
+       "Train the network of this ONNX file (from PyTorch, Keras through tf2onnx), its weights the starting point "
+       "(compute/README.md, \"Models from PyTorch and Keras\")", {}, true},
       {"model", "load_weights", +[](RunConfig& c) -> auto& { return c.load_weights; }, "--load-weights",
        "Start from the weights of this file (written by --save-weights, or any checkpoint with weights)", {}, true},
       {"model", "classes", +[](RunConfig& c) -> auto& { return c.classes; }, "--classes",
@@ -501,8 +505,9 @@ std::string canonical_text(const RunConfig& c) {
   // Only what changes the arithmetic or the order of collectives: paths and output options may
   // differ between ranks.
   std::ostringstream s;
-  s << "model=" << c.model << ";classes=" << c.classes << ";dataset=" << c.dataset << ";train_size=" << c.train_size
-    << ";test_size=" << c.test_size << ";image_fit=" << c.image_fit << ";loss=" << c.loss << ";metrics=";
+  s << "model=" << c.model << ";onnx=" << c.model_onnx << ";classes=" << c.classes << ";dataset=" << c.dataset
+    << ";train_size=" << c.train_size << ";test_size=" << c.test_size << ";image_fit=" << c.image_fit
+    << ";loss=" << c.loss << ";metrics=";
   for (const auto& m : c.metrics) s << m << ',';
   s << ";shape=";
   for (auto d : c.shape) s << d << ',';
@@ -530,7 +535,9 @@ compute::ModelSpec resolve_model(const RunConfig& c, int data_classes, const dat
   const compute::Shape input{static_cast<int64_t>(data_shape.channels), static_cast<int64_t>(data_shape.height),
                              static_cast<int64_t>(data_shape.width)};
   compute::ModelSpec spec;
-  if (std::find(names.begin(), names.end(), c.model) != names.end()) {
+  if (!c.model_onnx.empty()) {
+    spec = compute::import_onnx(c.model_onnx).spec;
+  } else if (std::find(names.begin(), names.end(), c.model) != names.end()) {
     if (c.model == "lenet5") {
       spec = compute::zoo::lenet5(input, classes);
     } else if (c.model == "mlp") {
@@ -550,8 +557,9 @@ compute::ModelSpec resolve_model(const RunConfig& c, int data_classes, const dat
     throw ConfigError(fmt::format("model '{}' is neither a zoo model ({}) nor an existing model file", c.model, list));
   }
   if (spec.input != input) {
-    throw ConfigError(fmt::format("model '{}' takes input {} but the data set '{}' gives {}{}", c.model,
-                                  compute::to_string(spec.input), c.dataset, compute::to_string(input),
+    throw ConfigError(fmt::format("model '{}' takes input {} but the data set '{}' gives {}{}",
+                                  c.model_onnx.empty() ? c.model : c.model_onnx, compute::to_string(spec.input),
+                                  c.dataset, compute::to_string(input),
                                   compute::channels_last_hint(input, spec.input)));
   }
   return spec;

@@ -117,6 +117,8 @@ class Model {
   // says what training it takes at least, with `optimizer_slots` floats of optimizer state per
   // parameter (optimizer_slot_kinds). Throws what the constructor throws for a spec it refuses.
   static TrainingMemory estimate_training_memory(const ModelSpec& spec, int64_t micro_batch, size_t optimizer_slots);
+  // An ONNX file's network with its initializers as weights (tnt/compute/onnx.h).
+  static Model from_onnx(const std::string& path);
   ~Model();
   Model(Model&&) noexcept;
   Model& operator=(Model&&) noexcept;
