@@ -221,6 +221,12 @@ class Communicator::Impl final {
     transport_ = transport::make_transport(*loop_, env_);
     rendezvous_ =
         std::make_unique<transport::Rendezvous>(*control_loop_, env_, transport::RendezvousOptions{configuration});
+    // The stall watch follows the world's collectives (Note [Stall watch]); its source is set
+    // before join() starts the heartbeats that read it, and the world's group comes after.
+    rendezvous_->set_progress_source([this] {
+      const detail::CallLog* calls = world_calls_.load();
+      return calls ? calls->progress() : transport::CollectiveProgress{};
+    });
     book_ = rendezvous_->join([this](const std::string& local_ip) { return transport_->listen(local_ip); });
     transport_->set_error_handler([this](int peer, const std::string& message) {
       if (finishing_ && active_ops_ == 0) return;  // neighbours close their channels as the job ends
@@ -246,12 +252,10 @@ class Communicator::Impl final {
       for (detail::Group* group : groups_) group->on_channel(peer);
     });
     world_group_ = std::make_shared<detail::Group>(*this, everyone, 0);
-    // The stall watch follows the world's collectives (Note [Stall watch]).
-    detail::CallLog& calls = world_group_->calls();
-    rendezvous_->set_progress_source([&calls] { return calls.progress(); });
-    calls.on_change([this] {
+    world_group_->calls().on_change([this] {
       if (rendezvous_) rendezvous_->progress_changed();
     });
+    world_calls_ = &world_group_->calls();
     transport_->connect(book_, world_group_->ring_peers_in_world());
     // Note [Host board]: only where it holds every rank (Note [Choosing an algorithm]).
     if (auto* board = transport_->host_board(); board && static_cast<int>(board->members().size()) == env_.size) {
@@ -283,6 +287,7 @@ class Communicator::Impl final {
   Settings settings_;
   std::optional<transport::PollWindow> board_window_;
   std::shared_ptr<detail::Group> world_group_;
+  std::atomic<const detail::CallLog*> world_calls_{nullptr};  // the stall watch's source, once the group exists
 
   std::atomic<int> active_ops_{0};  // of every group
   std::atomic<bool> finishing_{false};
