@@ -30,9 +30,6 @@ class ExchangeOperation : public Operation {
   // operation is complete. A round without transfers is skipped.
   virtual bool next_round(int round, std::vector<Transfer>& transfers) = 0;
   virtual const char* name() const = 0;
-  std::vector<Transfer> send_to(int peer, const void* data, std::size_t bytes) const {
-    return {Transfer{true, peer, static_cast<std::byte*>(const_cast<void*>(data)), bytes}};
-  }
 
  private:
   void advance();

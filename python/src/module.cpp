@@ -57,7 +57,7 @@ trainer::Session& session(int threads) {
   if (g_left) throw Error("this process has left its tnt job (at interpreter exit): tnt cannot be used any more");
   if (!g_session) {
     trainer::SessionOptions options;
-    options.threads = threads > 0 ? threads : 1;
+    options.threads = threads;  // 0: the cores this rank has (Note [Threads follow the cores])
     // Joining waits for the other ranks: they may still be importing.
     py::gil_scoped_release release;
     g_session = std::make_unique<trainer::Session>(std::move(options));

@@ -67,13 +67,17 @@ void without_nagle(tcp::socket& socket) {
   socket.set_option(tcp::no_delay(true), ignored);
 }
 
+// Connects `socket` to `peer`'s data listener and proves this rank's identity, asking for `kind`.
+asio::awaitable<void> dial(tcp::socket& socket, SideChannelSetup& setup, int peer, ChannelKind kind) {
+  co_await socket.async_connect(parse_data_address(setup.book[peer].data_address), asio::use_awaitable);
+  without_nagle(socket);
+  co_await authenticate_as_client(socket, setup.auth, kind, setup.env.rank, peer);
+}
+
 asio::awaitable<void> connect_to(SideChannelSetup& setup, int peer) {
-  const tcp::endpoint endpoint = parse_data_address(setup.book[peer].data_address);
   tcp::socket socket(co_await asio::this_coro::executor);
   SocketDeadline deadline(socket, setup.env.connect_timeout);
-  co_await socket.async_connect(endpoint, asio::use_awaitable);
-  without_nagle(socket);
-  co_await authenticate_as_client(socket, setup.auth, ChannelKind::data, setup.env.rank, peer);
+  co_await dial(socket, setup, peer, ChannelKind::data);
   co_await setup.establish(peer, socket);
 }
 
@@ -210,12 +214,9 @@ asio::awaitable<void> connect_side_channels(tcp::acceptor& acceptor, SideChannel
 }
 
 asio::awaitable<bool> open_side_channel(SideChannelSetup& setup, int peer) {
-  const tcp::endpoint endpoint = parse_data_address(setup.book[peer].data_address);
   tcp::socket socket(co_await asio::this_coro::executor);
   SocketDeadline deadline(socket, setup.env.connect_timeout);
-  co_await socket.async_connect(endpoint, asio::use_awaitable);
-  without_nagle(socket);
-  co_await authenticate_as_client(socket, setup.auth, ChannelKind::data_on_demand, setup.env.rank, peer);
+  co_await dial(socket, setup, peer, ChannelKind::data_on_demand);
   std::uint8_t take = 0;
   co_await asio::async_read(socket, asio::buffer(&take, 1), asio::use_awaitable);
   if (take > 1)
