@@ -298,7 +298,9 @@ int reduce(const char* function, const void* sendbuf, void* recvbuf, int count, 
   return call(function, comm, [&] {
     auto& c = communicator(comm);
     const auto& info = datatype(type);
-    const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
+    const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
+    const tnt::DataType reduce_type = reduced.first;
+    const tnt::ReduceOp reduce_op = reduced.second;
     const std::size_t bytes = count_bytes(count, info);
     check_root(root, c.size());
     check_request(function, request);
@@ -323,7 +325,9 @@ int scan(const char* function, bool exclusive, const void* sendbuf, void* recvbu
   return call(function, comm, [&] {
     auto& c = communicator(comm);
     const auto& info = datatype(type);
-    const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
+    const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
+    const tnt::DataType reduce_type = reduced.first;
+    const tnt::ReduceOp reduce_op = reduced.second;
     const std::size_t bytes = count_bytes(count, info);
     check_request(function, request);
     if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
@@ -350,7 +354,9 @@ int scan(const char* function, bool exclusive, const void* sendbuf, void* recvbu
 void reduce_scatter(Communicator& c, const void* sendbuf, void* recvbuf, const std::vector<std::size_t>& counts,
                     MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
   const auto& info = datatype(type);
-  const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
+  const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
+  const tnt::DataType reduce_type = reduced.first;
+  const tnt::ReduceOp reduce_op = reduced.second;
   std::size_t total = 0;
   for (const std::size_t n : counts) total += n;
   const std::size_t mine = counts[static_cast<std::size_t>(c.rank())];

@@ -288,7 +288,9 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
   return call("MPI_Allreduce", comm, [&] {
     auto& c = communicator(comm);
     const auto& info = datatype(type);
-    const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
+    const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
+    const tnt::DataType reduce_type = reduced.first;
+    const tnt::ReduceOp reduce_op = reduced.second;
     const std::size_t bytes = count_bytes(count, info);
     if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
     check_buffer(recvbuf, bytes, "recvbuf");
@@ -302,7 +304,9 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
   return call("MPI_Iallreduce", comm, [&] {
     auto& c = communicator(comm);
     const auto& info = datatype(type);
-    const auto [reduce_type, reduce_op] = reduction(info, op_info(op));
+    const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
+    const tnt::DataType reduce_type = reduced.first;
+    const tnt::ReduceOp reduce_op = reduced.second;
     const std::size_t bytes = count_bytes(count, info);
     if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
     check_buffer(recvbuf, bytes, "recvbuf");
