@@ -154,6 +154,7 @@ static void test_requests(tnt_comm* comm) {
   free(seen);
   free(sends);
   free(receives);
+  free(box);
 }
 
 static void test_reductions(tnt_comm* comm, int nonblocking) {

@@ -14,12 +14,17 @@
 
 #ifdef __cplusplus
 extern "C" {
+/* In C any int may be passed for an enum, and the API refuses the unknown ones with
+ * TNT_ERR_USAGE; in C++ an enum without a fixed type cannot even hold them. */
+#define TNT_ENUM_TYPE : int
+#else
+#define TNT_ENUM_TYPE
 #endif
 
 typedef struct tnt_comm tnt_comm;       /* a communicator: the world, or a dup or split of one */
 typedef struct tnt_request tnt_request; /* an operation in flight; free with tnt_request_free */
 
-typedef enum tnt_status {
+typedef enum tnt_status TNT_ENUM_TYPE {
   TNT_SUCCESS = 0,
   TNT_ERR_USAGE = 1,     /* a bad argument or setting: a NULL handle, wrong peer, tag, root, type */
   TNT_ERR_JOB = 2,       /* the job failed: a peer lost or stopped, mismatched calls, an abort */
@@ -32,7 +37,7 @@ typedef enum tnt_status {
 
 /* Element types of the reductions, as tnt::DataType. The pairs are C's struct { T value; int
  * index; } (MPI_FLOAT_INT, MPI_DOUBLE_INT, MPI_2INT, MPI_LONG_INT), for MINLOC and MAXLOC only. */
-typedef enum tnt_datatype {
+typedef enum tnt_datatype TNT_ENUM_TYPE {
   TNT_FLOAT32 = 0,
   TNT_FLOAT64,
   TNT_INT32,
@@ -52,7 +57,7 @@ typedef enum tnt_datatype {
 } tnt_datatype;
 
 /* As tnt::ReduceOp. AVG of integers divides the sum by the size, rounding toward zero. */
-typedef enum tnt_op {
+typedef enum tnt_op TNT_ENUM_TYPE {
   TNT_SUM = 0,
   TNT_AVG,
   TNT_MIN,
