@@ -130,17 +130,20 @@ void BackpropActor::micro_step(Rows rows, Gradients gradients, std::span<double>
   if (gradients != Gradients::announce && kept_.size() != layout.memory.size()) kept_.assign(layout.memory.size(), 0);
   const compute::Model::GradientReadyFn on_gradient = [this, gradients, &layout](std::size_t i) {
     float* g = layout.memory.data() + layout.offset_of[i];
-    float* kept = kept_.data() + layout.offset_of[i];
     const std::size_t count = layout.size_of[i];
-    switch (gradients) {
-      case Gradients::keep: std::copy(g, g + count, kept); return;
-      case Gradients::add_to_kept:
-        for (std::size_t j = 0; j < count; ++j) kept[j] += g[j];
-        return;
-      case Gradients::add_kept_and_announce:
-        for (std::size_t j = 0; j < count; ++j) g[j] += kept[j];
-        break;
-      case Gradients::announce: break;
+    if (gradients != Gradients::announce) {
+      // kept_ is empty without accumulation: no pointer into it is made then.
+      float* kept = kept_.data() + layout.offset_of[i];
+      switch (gradients) {
+        case Gradients::keep: std::copy(g, g + count, kept); return;
+        case Gradients::add_to_kept:
+          for (std::size_t j = 0; j < count; ++j) kept[j] += g[j];
+          return;
+        case Gradients::add_kept_and_announce:
+          for (std::size_t j = 0; j < count; ++j) g[j] += kept[j];
+          break;
+        case Gradients::announce: break;
+      }
     }
     refs_->bucketer.send(GradReady{i, now_us()});
   };
