@@ -298,9 +298,7 @@ int reduce(const char* function, const void* sendbuf, void* recvbuf, int count, 
   return call(function, comm, [&] {
     auto& c = communicator(comm);
     const auto& info = datatype(type);
-    const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
-    const tnt::DataType reduce_type = reduced.first;
-    const tnt::ReduceOp reduce_op = reduced.second;
+    const Reduction reduce = reduction(info, op_info(op));
     const std::size_t bytes = count_bytes(count, info);
     check_root(root, c.size());
     check_request(function, request);
@@ -315,8 +313,8 @@ int reduce(const char* function, const void* sendbuf, void* recvbuf, int count, 
     const auto n = static_cast<std::size_t>(count);
     issue(
         request, comm, std::make_unique<PendingRequest>(),
-        [&] { c.reduce(send, recvbuf, n, reduce_type, reduce_op, root); },
-        [&] { return c.reduce_async(send, recvbuf, n, reduce_type, reduce_op, root); });
+        [&] { c.reduce(send, recvbuf, n, reduce.type, reduce.op, root); },
+        [&] { return c.reduce_async(send, recvbuf, n, reduce.type, reduce.op, root); });
   });
 }
 
@@ -325,9 +323,7 @@ int scan(const char* function, bool exclusive, const void* sendbuf, void* recvbu
   return call(function, comm, [&] {
     auto& c = communicator(comm);
     const auto& info = datatype(type);
-    const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
-    const tnt::DataType reduce_type = reduced.first;
-    const tnt::ReduceOp reduce_op = reduced.second;
+    const Reduction reduce = reduction(info, op_info(op));
     const std::size_t bytes = count_bytes(count, info);
     check_request(function, request);
     if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
@@ -338,14 +334,14 @@ int scan(const char* function, bool exclusive, const void* sendbuf, void* recvbu
         request, comm, std::make_unique<PendingRequest>(),
         [&] {
           if (exclusive) {
-            c.exscan(send, recvbuf, n, reduce_type, reduce_op);
+            c.exscan(send, recvbuf, n, reduce.type, reduce.op);
           } else {
-            c.scan(send, recvbuf, n, reduce_type, reduce_op);
+            c.scan(send, recvbuf, n, reduce.type, reduce.op);
           }
         },
         [&] {
-          return exclusive ? c.exscan_async(send, recvbuf, n, reduce_type, reduce_op)
-                           : c.scan_async(send, recvbuf, n, reduce_type, reduce_op);
+          return exclusive ? c.exscan_async(send, recvbuf, n, reduce.type, reduce.op)
+                           : c.scan_async(send, recvbuf, n, reduce.type, reduce.op);
         });
   });
 }
@@ -354,9 +350,7 @@ int scan(const char* function, bool exclusive, const void* sendbuf, void* recvbu
 void reduce_scatter(Communicator& c, const void* sendbuf, void* recvbuf, const std::vector<std::size_t>& counts,
                     MPI_Datatype type, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
   const auto& info = datatype(type);
-  const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
-  const tnt::DataType reduce_type = reduced.first;
-  const tnt::ReduceOp reduce_op = reduced.second;
+  const Reduction reduce = reduction(info, op_info(op));
   std::size_t total = 0;
   for (const std::size_t n : counts) total += n;
   const std::size_t mine = counts[static_cast<std::size_t>(c.rank())];
@@ -370,8 +364,8 @@ void reduce_scatter(Communicator& c, const void* sendbuf, void* recvbuf, const s
     check_buffer(sendbuf, total * info.size, "sendbuf");
   }
   issue(
-      request, comm, std::move(pending), [&] { c.reduce_scatter(send, recvbuf, counts, reduce_type, reduce_op); },
-      [&] { return c.reduce_scatter_async(send, recvbuf, counts, reduce_type, reduce_op); });
+      request, comm, std::move(pending), [&] { c.reduce_scatter(send, recvbuf, counts, reduce.type, reduce.op); },
+      [&] { return c.reduce_scatter_async(send, recvbuf, counts, reduce.type, reduce.op); });
 }
 
 std::vector<std::size_t> element_counts(const int recvcounts[], int size) {

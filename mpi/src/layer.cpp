@@ -250,7 +250,7 @@ const OpInfo& op_info(MPI_Op op, const char* argument) {
                               argument, op, op)};
 }
 
-std::pair<DataType, ReduceOp> reduction(const TypeInfo& type, const OpInfo& op) {
+Reduction reduction(const TypeInfo& type, const OpInfo& op) {
   if (!op.reduce_as) {
     throw CallError{MPI_ERR_OP, fmt::format("argument op: {} is not provided yet (tnt's Communicator has no such "
                                             "reduction yet)",

@@ -103,7 +103,12 @@ Communicator& communicator(MPI_Comm comm, const char* argument = "comm");
 const TypeInfo& datatype(MPI_Datatype type, const char* argument = "datatype");
 const OpInfo& op_info(MPI_Op op, const char* argument = "op");
 // The Communicator's (type, op) for a reduction, or a CallError saying which is not supported.
-std::pair<DataType, ReduceOp> reduction(const TypeInfo& type, const OpInfo& op);
+// What the Communicator reduces an MPI type and op as.
+struct Reduction {
+  DataType type;
+  ReduceOp op;
+};
+Reduction reduction(const TypeInfo& type, const OpInfo& op);
 
 // Checks on arguments, each throwing a CallError that names the argument.
 std::size_t count_bytes(int count, const TypeInfo& type, const char* argument = "count");

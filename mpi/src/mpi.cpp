@@ -288,14 +288,12 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype ty
   return call("MPI_Allreduce", comm, [&] {
     auto& c = communicator(comm);
     const auto& info = datatype(type);
-    const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
-    const tnt::DataType reduce_type = reduced.first;
-    const tnt::ReduceOp reduce_op = reduced.second;
+    const Reduction reduce = reduction(info, op_info(op));
     const std::size_t bytes = count_bytes(count, info);
     if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
     check_buffer(recvbuf, bytes, "recvbuf");
     copy_input(sendbuf, recvbuf, bytes);
-    c.allreduce(recvbuf, static_cast<std::size_t>(count), reduce_type, reduce_op);
+    c.allreduce(recvbuf, static_cast<std::size_t>(count), reduce.type, reduce.op);
   });
 }
 
@@ -304,9 +302,7 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
   return call("MPI_Iallreduce", comm, [&] {
     auto& c = communicator(comm);
     const auto& info = datatype(type);
-    const auto reduced = reduction(info, op_info(op));  // no structured binding: clang 14 cannot capture one
-    const tnt::DataType reduce_type = reduced.first;
-    const tnt::ReduceOp reduce_op = reduced.second;
+    const Reduction reduce = reduction(info, op_info(op));
     const std::size_t bytes = count_bytes(count, info);
     if (sendbuf != MPI_IN_PLACE) check_buffer(sendbuf, bytes, "sendbuf");
     check_buffer(recvbuf, bytes, "recvbuf");
@@ -314,7 +310,7 @@ int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype t
     copy_input(sendbuf, recvbuf, bytes);
     auto pending = std::make_unique<PendingRequest>();
     pending->comm = comm;
-    pending->request = c.allreduce_async(recvbuf, static_cast<std::size_t>(count), reduce_type, reduce_op);
+    pending->request = c.allreduce_async(recvbuf, static_cast<std::size_t>(count), reduce.type, reduce.op);
     *request = add_request(std::move(pending));
   });
 }
