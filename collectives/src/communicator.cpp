@@ -551,7 +551,7 @@ Request Group::issue(Waiter waiter, CompletionCallback done, const CallSignature
 template <class Start>
 Request Group::issue_p2p(Waiter waiter, Start start) {
   auto state = new_state(waiter, {}, "a point-to-point operation");
-  asio::post(world_.loop().strand(), [this, state, start] {
+  auto run = [this, state, start] {
     if (!world_.failure().empty()) {
       state->complete(world_.failure());
       return;
@@ -562,6 +562,14 @@ Request Group::issue_p2p(Waiter waiter, Start start) {
       world_.fail_job(error.what());
       state->complete(world_.failure());
     }
+  };
+  // Note [Running here] in event_loop.cpp. Only when none of this communicator's earlier starts
+  // is still queued, so that a thread's messages leave in the order it issued them.
+  if (p2p_queued_.load() == 0 && world_.loop().run_here(run)) return Request(state);
+  p2p_queued_.fetch_add(1);
+  asio::post(world_.loop().strand(), [this, run] {
+    p2p_queued_.fetch_sub(1);
+    run();
   });
   return Request(state);
 }

@@ -113,6 +113,7 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   CallLog calls_;
   std::atomic<int> active_{0};
   std::atomic<std::uint64_t> arrivals_{0};  // point-to-point messages announced so far (for probe)
+  std::atomic<int> p2p_queued_{0};          // point-to-point starts posted to the strand, not yet run
   std::atomic<int> channels_waiting_{0};    // open_rings(): channels not open yet
 
   // Touched only on the event loop's strand.
