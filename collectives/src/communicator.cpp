@@ -449,6 +449,7 @@ transport::Pair& Group::left() { return pair(left_); }
 transport::Pair& Group::right() { return pair(right_); }
 transport::Pair& Group::pair(int peer) { return world_.transport()->pair(members_[static_cast<std::size_t>(peer)]); }
 std::size_t Group::segment_bytes() const { return world_.settings().segment_bytes; }
+bool Group::sends_eagerly(std::size_t bytes) const { return bytes <= world_.settings().p2p.eager_bytes; }
 int Group::pipeline_depth() const { return world_.settings().pipeline_depth; }
 
 std::vector<std::byte> Group::acquire(std::size_t bytes) {
@@ -549,7 +550,7 @@ Request Group::issue(Waiter waiter, CompletionCallback done, const CallSignature
 }
 
 template <class Start>
-Request Group::issue_p2p(Waiter waiter, Start start) {
+Request Group::issue_p2p(Waiter waiter, Start start, bool start_here) {
   auto state = new_state(waiter, {}, "a point-to-point operation");
   auto run = [this, state, start] {
     if (!world_.failure().empty()) {
@@ -563,9 +564,9 @@ Request Group::issue_p2p(Waiter waiter, Start start) {
       state->complete(world_.failure());
     }
   };
-  // Note [Running here] in event_loop.cpp. Only when none of this communicator's earlier starts
+  // Note [Running here] in event_loop.cpp; only when none of this communicator's earlier starts
   // is still queued, so that a thread's messages leave in the order it issued them.
-  if (p2p_queued_.load() == 0 && world_.loop().run_here(run)) return Request(state);
+  if (start_here && p2p_queued_.load() == 0 && world_.loop().run_here(run)) return Request(state);
   p2p_queued_.fetch_add(1);
   asio::post(world_.loop().strand(), [this, run] {
     p2p_queued_.fetch_sub(1);
@@ -1132,11 +1133,17 @@ void Communicator::send(const void* data, std::size_t bytes, int peer, int tag, 
   check_peer("send", peer, size(), false);
   check_tag("send", tag, false);
   check_data(data, bytes, "send");
+  // Only a blocking send that goes eagerly starts on this thread: it completes there. Started
+  // here, a rendezvous (single copy) made 64 KiB ping-pongs slower, 10.0 -> 12.3 us, and
+  // receives gained nothing (2026-11-27, tnt-bench-p2p latency, chrt, 3 alternating rounds).
+  const bool start_here = mode == SendMode::standard && group_->sends_eagerly(bytes);
   group_
-      ->issue_p2p(detail::Group::Waiter::caller,
-                  [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
-                    p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
-                  })
+      ->issue_p2p(
+          detail::Group::Waiter::caller,
+          [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+            p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
+          },
+          start_here)
       .wait();
 }
 

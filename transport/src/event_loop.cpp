@@ -182,14 +182,16 @@ EventLoop::Handback::~Handback() {
 }
 
 // Note [Running here]: a point-to-point call used to post its start to the strand and then run
-// the loop to execute it, so an 8-byte blocking send or receive paid the post, the scheduler's
-// mutex and an epoll call before anything moved. Where the caller may run the loop anyway
-// (on_demand, nobody running it), it runs the start itself, at once: strand-confined state is
-// then touched by the loop's one runner, as by any handler. Where another thread runs the loop
-// (the progress thread for asynchronous work, another caller), the start is posted as before.
-// Measured 2026-11-27, 2 ranks on shared memory, tnt-bench-p2p latency under chrt -f 10 (the
-// machine was loaded by builds), 3 alternating rounds, medians: 8 bytes 1.50 -> 0.99 us, 4 KiB 1.68 ->
-// 1.38 us (OpenMPI's vader in the same minutes: 0.10 and 1.78-2.02 us).
+// the loop to execute it, so an 8-byte blocking send paid the post, the scheduler's mutex and an
+// epoll call before anything moved. Where the caller may run the loop anyway (on_demand, nobody
+// running it), it runs the start itself, at once: strand-confined state is then touched by the
+// loop's one runner, as by any handler. Where another thread runs the loop (the progress thread
+// for asynchronous work, another caller), the start is posted as before. The collectives use it
+// for blocking sends that go eagerly (Communicator::send says why only those). Measured
+// 2026-11-27, 2 ranks on shared memory, tnt-bench-p2p latency under chrt -f 10 (the machine was
+// loaded by builds), 3 alternating rounds, medians: 8 bytes 1.84 -> 1.45 us, 4 KiB 3.08 -> 2.54,
+// 16 KiB 5.80 -> 5.35, 64 KiB 9.92 -> 10.10 (not started here); OpenMPI's vader 0.35 us at 8 bytes
+// and 2.43 at 4 KiB in the same half hour.
 thread_local const EventLoop* EventLoop::running_here_ = nullptr;
 
 bool EventLoop::take_for_running_here() {
