@@ -2,10 +2,14 @@
 //   tnt-test-worker check        every collective, dtype, op and count against a serial reference
 //   tnt-test-worker loop         allreduces until killed; prints "running rank=R pid=P board=yes/no" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
-//   tnt-test-worker more         alltoall(v), allgatherv, gather(v), scatter(v), reduce, scan, exscan,
-//   reduce_scatter(v) tnt-test-worker split        split and dup: every collective and point-to-point on each, beside
-//   the world's tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals (--large 1: 64 MiB
-//   too) tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
+//   tnt-test-worker more         alltoall(v), allgatherv, gather(v), scatter(v), reduce, scan,
+//                                exscan, reduce_scatter with counts, every type and operation
+//   tnt-test-worker split        split and dup: every collective and point-to-point on each,
+//                                beside the world's
+//   tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals
+//                                (--large 1: 64 MiB too)
+//   tnt-test-worker print-job    where this rank thinks it is (JobEnvironment::describe); joins
+//                                nothing
 // --config TEXT sets the run configuration (ranks must agree).
 #include <unistd.h>
 
