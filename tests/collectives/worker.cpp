@@ -1308,6 +1308,35 @@ int run_split(tnt::Communicator& world) {
   on_library.wait();
   ++checks;
   if (a != n * (n - 1) / 2 || b != 10LL * n * (n - 1) / 2) report("interleaved world and dup allreduces");
+
+  // Note [Retired engines]: rank 0 sends rank 1 12 eager messages on a dup and destroys it before
+  // they are received; rank 1 receives them after that and gives the credit they cost back (64
+  // KiB at a time) to a rank whose dup is gone, while the world's allreduces run there.
+  if (n > 1) {
+    constexpr int kMessages = 12;
+    std::optional<tnt::Communicator> short_lived = world.dup();
+    const auto chunk = pattern(0, 40, 16 * 1024);
+    if (me == 0) {
+      for (int i = 0; i < kMessages; ++i) short_lived->send(chunk.data(), chunk.size(), 1, 40);
+    }
+    world.barrier();
+    if (me != 1) short_lived.reset();
+    world.barrier();
+    if (me == 1) {
+      std::vector<std::byte> in(chunk.size());
+      for (int i = 0; i < kMessages; ++i) {
+        short_lived->recv(in.data(), in.size(), 0, 40);
+        ++checks;
+        if (in != chunk) report("message " + std::to_string(i) + " on a dup its sender destroyed");
+      }
+      short_lived.reset();
+    }
+    std::vector<std::int64_t> values(1000, me);
+    for (int round = 0; round < 3; ++round) {
+      world.allreduce(values.data(), values.size(), DataType::int64, ReduceOp::sum);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   std::printf("rank %d: split, %lld checks, %d failures\n", me, checks, failures);
   return failures == 0 ? 0 : 1;
 }
