@@ -13,8 +13,8 @@ if [[ $(id -u) != 0 ]]; then
   echo "skipped: needs root to create network namespaces and run sshd"
   exit 77
 fi
-if ! command -v sshd > /dev/null && [[ ! -x /usr/sbin/sshd ]]; then
-  echo "skipped: no sshd here (Debian: openssh-server)"
+if [[ ! -x /usr/sbin/sshd ]] || ! command -v ssh > /dev/null || ! command -v ssh-keygen > /dev/null; then
+  echo "skipped: needs /usr/sbin/sshd, ssh and ssh-keygen (Debian: openssh-server, openssh-client)"
   exit 77
 fi
 tag=$(($$ % 100000))
