@@ -1309,9 +1309,10 @@ int run_split(tnt::Communicator& world) {
   ++checks;
   if (a != n * (n - 1) / 2 || b != 10LL * n * (n - 1) / 2) report("interleaved world and dup allreduces");
 
-  // Note [Retired engines]: rank 0 sends rank 1 12 eager messages on a dup and destroys it before
-  // they are received; rank 1 receives them after that and gives the credit they cost back (64
-  // KiB at a time) to a rank whose dup is gone, while the world's allreduces run there.
+  // Note [Retired engines]: rank 0 sends rank 1 12 eager messages on a dup (its sends complete at
+  // once, the data still being written) and destroys the dup at once; rank 1 receives them after
+  // that, bitwise, and gives the credit they cost back (64 KiB at a time) to a rank whose dup is
+  // gone, while the world's allreduces run there.
   if (n > 1) {
     constexpr int kMessages = 12;
     std::optional<tnt::Communicator> short_lived = world.dup();
@@ -1319,8 +1320,10 @@ int run_split(tnt::Communicator& world) {
     if (me == 0) {
       for (int i = 0; i < kMessages; ++i) short_lived->send(chunk.data(), chunk.size(), 1, 40);
     }
-    world.barrier();
     if (me != 1) short_lived.reset();
+    // Rank 1 reads nothing meanwhile: what the socket or ring cannot take waits in rank 0's
+    // channel, to be written after the dup is gone.
+    if (me == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     world.barrier();
     if (me == 1) {
       std::vector<std::byte> in(chunk.size());
