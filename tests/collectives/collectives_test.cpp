@@ -159,8 +159,8 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint,
 class MoreCollectives : public testing::TestWithParam<P2pCase> {};
 
 // Note [Exchanges]: every new collective against a serial reference, every root, uneven counts
-// with zeros, sizes 0, 1, 7, 1000 and 2^20 + 3 (of the reductions, for float64, int64 and
-// float64-int32 pairs), every operation of every type (the reductions are the fold in rank
+// with zeros, sizes 0, 1, 7, 1000 and 2^20 + 3 (of the reductions, for float64, float64-int32
+// pairs and int64's prod, logical_or and bit_xor), every operation of every type (the reductions are the fold in rank
 // order) and the refusal of every pair that cannot be reduced; the nonblocking forms all in
 // flight at once; in-place scan, reduce and gather.
 TEST_P(MoreCollectives, MatchSerialReference) {
@@ -172,7 +172,7 @@ TEST_P(MoreCollectives, MatchSerialReference) {
   for (const auto& outcome : job.wait(180s)) {
     EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
     EXPECT_NE(outcome.output.find(", 0 failures"), std::string::npos) << outcome.output;
-    EXPECT_GE(checks_reported(outcome.output), 30000000) << outcome.output;
+    EXPECT_GE(checks_reported(outcome.output), 15000000) << outcome.output;
   }
 }
 
