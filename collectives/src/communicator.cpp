@@ -343,8 +343,8 @@ Group::Group(Communicator::Impl& world, std::vector<int> members, std::uint32_t 
 // cancel them, so a destroyed group's engines are failed (they then ignore every completion and
 // touch no group) and kept by the world until its channels close, with their envelope inboxes
 // (16 bytes plus TNT_P2P_EAGER_KB each: one per open channel, up to 64 spares) per communicator
-// freed. Destroying them
-// at once crashed the next completion: MPI_Comm_free across two hosts, mpi_layer.netns_hosts_2x2.
+// freed. Destroying them at once crashed the next completion: MPI_Comm_free across two hosts,
+// mpi_layer.netns_hosts_2x2.
 Group::~Group() {
   world_.loop().wait_until([this] { return active_ == 0; });
   world_.loop().call([this] {
