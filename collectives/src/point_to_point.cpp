@@ -583,17 +583,20 @@ void PointToPoint::fail_all(const std::string& reason) {
   if (!failure_.empty()) return;
   failure_ = reason;
   receive_watch_.cancel();
-  auto sends = std::move(sends_);
-  auto transfers = std::move(transfers_);
-  auto posted = std::move(posted_);
-  sends_.clear();
-  transfers_.clear();
+  // The sends and matched receives themselves stay until the engine goes: a channel may still
+  // read an eager message's wire buffer or write a clear-to-send into its send (Note [Retired
+  // engines] in communicator.cpp). Freed here, a TCP write sent freed memory to the peer, which
+  // failed on "a point-to-point envelope of unknown kind" (Split over TCP, once sends completed
+  // on the calling thread, Note [Running here]).
+  std::vector<std::shared_ptr<OperationState>> failing;
+  for (auto& [id, send] : sends_)
+    if (send->state) failing.push_back(std::move(send->state));
+  for (auto& [id, receive] : transfers_)
+    if (receive->state) failing.push_back(std::move(receive->state));
+  for (auto& receive : posted_) failing.push_back(std::move(receive->state));
   posted_.clear();
   unexpected_.clear();
-  for (auto& [id, send] : sends)
-    if (send->state) send->state->complete(reason);
-  for (auto& [id, receive] : transfers) receive->state->complete(reason);
-  for (auto& receive : posted) receive->state->complete(reason);
+  for (auto& state : failing) state->complete(reason);
   // Each waiting send completes with the failure when it runs.
   auto waiting = std::move(waiting_for_channel_);
   waiting_for_channel_.clear();
