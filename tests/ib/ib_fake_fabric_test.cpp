@@ -136,6 +136,44 @@ void run_rank(int rank, int port, const FabricCase& setting, std::string& error,
           throw Error("point-to-point message of " + std::to_string(bytes) + " bytes wrong at " + std::to_string(i));
       }
     }
+    // The exchanges (Note [Exchanges]) over the same back end, below and above its eager limit.
+    for (std::size_t block : {std::size_t{3}, std::size_t{40000}}) {
+      std::vector<std::int32_t> mine(2 * block), got(2 * block), expected(2 * block);
+      for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<std::int32_t>(rank * 1000003 + i);
+      comm.alltoall(mine.data(), got.data(), block * sizeof(std::int32_t));
+      for (int from = 0; from < 2; ++from)
+        for (std::size_t j = 0; j < block; ++j)
+          expected[from * block + j] = static_cast<std::int32_t>(from * 1000003 + rank * block + j);
+      if (got != expected) throw Error("alltoall of " + std::to_string(block) + " ints per rank wrong");
+      std::vector<std::int32_t> sum(block), prefix(block);
+      comm.reduce(mine.data(), sum.data(), block, DataType::int32, ReduceOp::sum, 1);
+      comm.scan(mine.data(), prefix.data(), block, DataType::int32, ReduceOp::sum);
+      for (std::size_t j = 0; j < block; ++j, ++checks) {
+        const auto first = static_cast<std::int32_t>(j);
+        const auto both = static_cast<std::int32_t>(2 * j + 1000003);
+        if (rank == 1 && sum[j] != both) throw Error("reduce wrong at " + std::to_string(j));
+        if (prefix[j] != (rank == 0 ? first : both)) throw Error("scan wrong at " + std::to_string(j));
+      }
+      for (int root : {0, 1}) {  // each rank checks once, so both count alike
+        comm.gather(mine.data(), got.data(), block * sizeof(std::int32_t), root);
+        if (rank != root) continue;
+        for (int from = 0; from < 2; ++from)
+          for (std::size_t j = 0; j < block; ++j, ++checks)
+            if (got[from * block + j] != static_cast<std::int32_t>(from * 1000003 + j))
+              throw Error("gather to " + std::to_string(root) + " wrong at " + std::to_string(j));
+      }
+    }
+    // A dup carries the same tags as the world, both in flight at once, without a mix-up.
+    Communicator library = comm.dup();
+    std::vector<std::uint8_t> world_in(5000), library_in(5000), world_out(5000, 0x11), library_out(5000, 0x22);
+    Request world_receive = comm.irecv(world_in.data(), world_in.size(), other, 9);
+    Request library_receive = library.irecv(library_in.data(), library_in.size(), other, 9);
+    library.send(library_out.data(), library_out.size(), other, 9);
+    comm.send(world_out.data(), world_out.size(), other, 9);
+    world_receive.wait();
+    library_receive.wait();
+    if (world_in != world_out || library_in != library_out) throw Error("a dup's message reached the world");
+    checks += 2;
   } catch (const std::exception& e) {
     error = e.what();
   }
