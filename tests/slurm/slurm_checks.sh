@@ -3,7 +3,7 @@
 #
 #   slurm_checks.sh CHECK BUILD_DIR SOURCE_DIR
 #
-# CHECK is one of srun_collectives, srun_sigkill, salloc_launch, srun_train, srun_scancel, srun_conflict (the must-hold points
+# CHECK is one of srun_collectives, srun_sigkill, salloc_launch, srun_train, srun_scancel, srun_conflict, srun_mpi (the must-hold points
 # of docs/design.md, "Ranks and the environment"). Each bounds every wait and ends every process it
 # started; it prints what it measured and "PASS", or "FAILED: why" and exits 1.
 set -uo pipefail
@@ -48,6 +48,20 @@ srun_collectives() {
   timeout 240 srun -n 3 --label "$worker" check >check.out 2>&1 || fail "srun -n 3 tnt-test-worker check failed"
   (($(grep -cE '^[0-2]: rank [0-2]: [0-9]+ checks, 0 failures' check.out) == 3)) || fail "not every rank passed"
   grep -E 'checks, 0 failures' check.out
+}
+
+# Programs built against tnt's mpi.h (tests/mpi) run under srun as under tnt-launch: each checks
+# its MPI family against a serial reference and ends the step non-zero through MPI_Abort if not
+# (start_end is left out: it checks the size against tnt-launch's TNT_SIZE).
+srun_mpi() {
+  local program n
+  for program in communicators collectives data_movement point_to_point; do
+    for n in 2 4; do
+      timeout 120 srun -n "$n" --label "$build/tests/mpi/tnt-mpi-test-$program" >"mpi.$program.$n.out" 2>&1 ||
+        fail "srun -n $n tnt-mpi-test-$program (exit $?)"
+    done
+  done
+  echo "4 MPI-layer programs, each on 2 and 4 tasks of srun: every step exited 0"
 }
 
 srun_sigkill() {
@@ -168,7 +182,7 @@ srun_conflict() {
 }
 
 case $check in
-  srun_collectives | srun_sigkill | salloc_launch | srun_train | srun_scancel | srun_conflict) "$check" ;;
+  srun_collectives | srun_sigkill | salloc_launch | srun_train | srun_scancel | srun_conflict | srun_mpi) "$check" ;;
   *) echo "slurm_checks.sh: unknown check '$check'" >&2; exit 2 ;;
 esac
 echo PASS
