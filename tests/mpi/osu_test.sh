@@ -6,7 +6,8 @@
 # is skipped (exit 77) and says why. A program must build exactly when every MPI function it calls
 # (the table below: the undefined MPI symbols of its objects and its folder's util file) is
 # declared in tnt's mpi.h, so the test follows the layer as it grows; each one built must complete
-# on 2 and 4 ranks (osu_latency, osu_bw and osu_bibw, which need exactly 2, on 2).
+# on 2 and 4 ranks (osu_latency, osu_bw and osu_bibw, which need exactly 2, on 2), and on 2
+# network-namespace hosts of one rank each.
 set -uo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
 tarball=${TNT_OSU_TARBALL:-}
@@ -71,5 +72,24 @@ for program in osu_latency osu_bw osu_bibw osu_multi_lat osu_allreduce osu_bcast
   fi
   printf '%-20s %-10s %-8s %-8s %s\n' "$program" "$built" "${results[0]:--}" "${results[1]:--}" "${missing[*]:-}"
 done
+
+# Every program that built, again with one rank on each of 2 network-namespace hosts (TCP between
+# them; tests/launcher/netns_run.sh, which skips where namespaces cannot be made).
+jobs=()
+while read -r program; do
+  args=(-i 10 -x 2)
+  case $program in osu_latency | osu_bw | osu_bibw | osu_multi_lat) ;; *) args+=(-m 1:4096) ;; esac
+  jobs+=("$work/bin/$program" "${args[@]}" ---)
+done < "$work/built"
+"$src/tests/launcher/netns_run.sh" "$build/bin/tnt-launch" 1,1 "${jobs[@]}" > "$work/log/netns.run" 2>&1
+case $? in
+  0) echo "$(wc -l < "$work/built") programs on 2 namespace hosts x 1 rank: ok" ;;
+  77) echo "on namespace hosts: $(tail -n 1 "$work/log/netns.run")" ;;
+  *)
+    echo "FAILED: across 2 namespace hosts:"
+    tail -n 20 "$work/log/netns.run"
+    failures=$((failures + 1))
+    ;;
+esac
 ((failures == 0)) || { echo "$failures failures"; exit 1; }
 echo PASS
