@@ -2,12 +2,23 @@
 # A rank SIGKILLed in the middle of an MPI program: every other rank must end within 5 s with
 # tnt's error naming the lost rank (MPI_ERRORS_ARE_FATAL), and no process may be left.
 #   kill_test.sh ENDLESS_PROGRAM
-# The ranks are started by hand with tnt's variables (as tnt-launch would, but without a
-# launcher that stops the job itself when a rank dies), so that what ends them is tnt's own
-# failure detection.
+#   kill_test.sh --after SECONDS PROGRAM [ARG...]
+# ENDLESS_PROGRAM (tests/mpi/endless.c) kills its rank 2 itself at a known place; with --after,
+# the script SIGKILLs rank 2 of PROGRAM (an OSU benchmark with many iterations, say) SECONDS
+# after the start. The ranks are started by hand with tnt's variables (as tnt-launch would, but
+# without a launcher that stops the job itself when a rank dies), so that what ends them is tnt's
+# own failure detection.
 set -uo pipefail
-program=$1 size=3 victim=2
+size=3 victim=2 after=
+if [[ $1 == --after ]]; then
+  after=$2
+  shift 2
+fi
+program=$1
+shift
 work=$(mktemp -d "${TMPDIR:-/tmp}/tnt-mpi-kill.XXXXXX")
+arguments=("$@")
+[[ -n $after ]] || arguments=("$victim" "$work/killed_at")
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null; done
@@ -18,12 +29,17 @@ port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 for ((r = 0; r < size; r++)); do
   TNT_RANK=$r TNT_SIZE=$size TNT_LOCAL_RANK=$r TNT_LOCAL_SIZE=$size TNT_MASTER_ADDR=127.0.0.1 TNT_MASTER_PORT=$port \
-    TNT_JOB_TOKEN=$token "$program" "$victim" "$work/killed_at" > "$work/rank$r.log" 2>&1 &
+    TNT_JOB_TOKEN=$token "$program" "${arguments[@]}" > "$work/rank$r.log" 2>&1 &
   pids+=($!)
 done
 # Each survivor's end, polled every 50 ms, at most 60 s.
 declare -A ended=()
+kill_tick=-1
+[[ -n $after ]] && kill_tick=$(python3 -c "print(int($after / 0.05))")
 for ((tick = 0; tick < 1200; tick++)); do
+  if ((tick == kill_tick)); then
+    kill -9 "${pids[$victim]}" && date +%s.%N > "$work/killed_at"
+  fi
   for ((r = 0; r < size; r++)); do
     [[ -n "${ended[$r]:-}" ]] && continue
     kill -0 "${pids[$r]}" 2> /dev/null || ended[$r]=$(date +%s.%N)

@@ -7,7 +7,7 @@
 # (the table below: the undefined MPI symbols of its objects and its folder's util file) is
 # declared in tnt's mpi.h, so the test follows the layer as it grows; each one built must complete
 # on 2 and 4 ranks (osu_latency, osu_bw and osu_bibw, which need exactly 2, on 2), and on 2
-# network-namespace hosts of one rank each.
+# network-namespace hosts of one rank each; a rank SIGKILLed in osu_allreduce must end the job.
 set -uo pipefail
 build=$(cd "$1" && pwd) src=$(cd "$2" && pwd)
 tarball=${TNT_OSU_TARBALL:-}
@@ -91,5 +91,17 @@ case $? in
     failures=$((failures + 1))
     ;;
 esac
+# A rank SIGKILLed in the middle of an OSU run (tests/mpi/kill_test.sh): the others end within 5 s
+# with tnt's error naming it, and nothing is left.
+if grep -qx osu_allreduce "$work/built"; then
+  if "$src/tests/mpi/kill_test.sh" --after 2 "$work/bin/osu_allreduce" -m 1:4096 -i 100000000 -x 10 \
+    > "$work/log/kill.run" 2>&1; then
+    echo "osu_allreduce, rank 2 of 3 SIGKILLed after 2 s: $(grep -c 'ended with status' "$work/log/kill.run") ranks ended, named it"
+  else
+    echo "FAILED: a rank SIGKILLed in osu_allreduce:"
+    tail -n 20 "$work/log/kill.run"
+    failures=$((failures + 1))
+  fi
+fi
 ((failures == 0)) || { echo "$failures failures"; exit 1; }
 echo PASS
