@@ -55,7 +55,9 @@ using ReadyFn = std::function<void(size_t)>;
 // them by the measured time and compares with a measured FMA peak and copy
 // bandwidth; real kernels move more than the minimum (BatchNorm reads its
 // input twice), so a memory-bound kind below 100 % of the copy bandwidth is
-// not necessarily improvable.
+// not necessarily improvable. Reorders book themselves (detail::Reorder::run),
+// wherever they run: `convert` where they change the element type, `reorder`
+// where only the layout; a layer's own time excludes them.
 struct LayerCost {
   double flops = 0.0;
   double bytes = 0.0;
@@ -73,22 +75,26 @@ class Profiler {
   using Clock = std::chrono::steady_clock;
   // The profiler for this thread, or nullptr when none is active.
   static Profiler* active();
-  // Makes `profiler` (may be nullptr) the active one for this scope.
+  // Makes `profiler` (may be nullptr) the active one for this scope, for a
+  // forward or a backward pass (what books itself, as detail::Reorder does,
+  // takes the pass from here).
   class Activate {
    public:
-    explicit Activate(Profiler* profiler);
+    Activate(Profiler* profiler, bool backward);
     ~Activate();
     Activate(const Activate&) = delete;
     Activate& operator=(const Activate&) = delete;
 
    private:
     Profiler* previous_;
+    bool previous_backward_;
   };
 
   void begin();
   void end(const std::string& kind, bool backward, const LayerCost& cost);
   std::vector<LayerKindProfile> result() const;
   void clear() { kinds_.clear(); }
+  bool in_backward() const { return backward_; }
 
  private:
   struct Frame {
@@ -97,6 +103,7 @@ class Profiler {
   };
   std::vector<Frame> stack_;
   std::map<std::string, LayerKindProfile> kinds_;
+  bool backward_ = false;
 };
 
 class Layer {

@@ -373,13 +373,7 @@ const Tensor& Chain::forward(const Tensor& x, const ForwardContext& context) {
     const int64_t in = element_count(t->shape());
     if (conversion.forward.needed()) {
       conversion.x.resize(t->shape());
-      if (profiler) {
-        profiler->begin();
-      }
-      conversion.forward.run(t->data(), conversion.x.data());
-      if (profiler) {
-        profiler->end("reorder", false, {0.0, 2.0 * sizeof(float) * static_cast<double>(in)});
-      }
+      conversion.forward.run(t->data(), conversion.x.data());  // books itself (Note [Roofline])
       conversion.dx_floats = t->size();
       t = &conversion.x;
     }
@@ -418,13 +412,7 @@ const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& rea
     auto& conversion = to_plain_[i];
     if (g != nullptr && conversion.backward.needed()) {
       conversion.dx.resize_storage(g->shape(), conversion.dx_floats);
-      if (profiler) {
-        profiler->begin();
-      }
       conversion.backward.run(g->data(), conversion.dx.data());
-      if (profiler) {
-        profiler->end("reorder", true, {0.0, 2.0 * sizeof(float) * static_cast<double>(in)});
-      }
       g = &conversion.dx;
     }
     // Note [Spare buffers]: the gradient this layer consumed is dead unless it

@@ -222,8 +222,22 @@ void Reorder::prepare(const dnnl::memory::desc& from, const dnnl::memory::desc& 
   }
 }
 
+// Every reorder books itself (Note [Roofline] in layer.h), so the conversions
+// between precisions (Note [Mixed precision]) show as a kind of their own, apart from
+// the layers that ask for them: `convert` where the element types differ,
+// `reorder` where only the layout does. Their traffic is what they read and
+// write, at the element sizes they have.
 void Reorder::run(const void* from, void* to) const {
+  Profiler* profiler = Profiler::active();
+  if (profiler != nullptr) {
+    profiler->begin();
+  }
   primitive_.execute(cpu_stream(), {{DNNL_ARG_FROM, wrap(from_, from)}, {DNNL_ARG_TO, wrap(to_, to)}});
+  if (profiler != nullptr) {
+    const bool converts = from_.data_type() != to_.data_type();
+    profiler->end(converts ? "convert" : "reorder", profiler->in_backward(),
+                  {0.0, static_cast<double>(from_.get_size() + to_.get_size())});
+  }
 }
 
 void BiasGradient::prepare(const dnnl::memory::desc& output_gradient) {
@@ -336,9 +350,20 @@ thread_local Profiler* active_profiler = nullptr;
 
 Profiler* Profiler::active() { return active_profiler; }
 
-Profiler::Activate::Activate(Profiler* profiler) : previous_(active_profiler) { active_profiler = profiler; }
+Profiler::Activate::Activate(Profiler* profiler, bool backward)
+    : previous_(active_profiler), previous_backward_(profiler != nullptr && profiler->backward_) {
+  active_profiler = profiler;
+  if (profiler != nullptr) {
+    profiler->backward_ = backward;
+  }
+}
 
-Profiler::Activate::~Activate() { active_profiler = previous_; }
+Profiler::Activate::~Activate() {
+  if (active_profiler != nullptr) {
+    active_profiler->backward_ = previous_backward_;
+  }
+  active_profiler = previous_;
+}
 
 void Profiler::begin() { stack_.push_back({Clock::now(), 0.0}); }
 

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "dnnl_util.h"  // compute/src: detail::BiasGradient
@@ -137,6 +139,41 @@ TEST(Precision, Bf16TrainingUpdatesFp32MasterWeights) {
     }
   }
   EXPECT_GT(below_bf16_step, 10) << "the test needs updates that bf16 weights would lose";
+}
+
+// Note [Roofline]: the conversions between fp32 and bf16 are booked as a kind
+// of their own (`convert`), in the pass that runs them, apart from the layers
+// that ask for them; layout-only reorders stay `reorder`.
+TEST(Precision, ProfileBooksConversionsAsAKindOfTheirOwn) {
+  if (const std::string why = bf16_unsupported_reason(); !why.empty()) {
+    GTEST_SKIP() << "bf16: " << why;
+  }
+  auto kinds_of = [](Precision precision) {
+    // 16 filters: the convolution works channel-blocked, so its plain input is reordered.
+    Model model(ModelSpec{"convert", {16, 8, 8}, {layers::conv2d({.filters = 16, .kernel = {3, 3}})}});
+    model.initialize(1);
+    model.set_precision(precision);
+    model.set_profiling(true);
+    const Tensor x = random_tensor({2, 16, 8, 8}, 1);
+    const Tensor& y = model.forward(x, Mode::training);
+    model.backward(random_tensor(y.shape(), 2));
+    std::map<std::string, LayerKindProfile> kinds;
+    for (const LayerKindProfile& k : model.profile()) {
+      kinds[k.kind] = k;
+    }
+    return kinds;
+  };
+  auto bf16 = kinds_of(Precision::bf16);
+  ASSERT_TRUE(bf16.count("convert")) << "no convert row in a bf16 profile";
+  const LayerKindProfile& convert = bf16["convert"];
+  EXPECT_GT(convert.forward_seconds, 0.0);   // the input and the weights to bf16
+  EXPECT_GT(convert.backward_seconds, 0.0);  // the output gradient to bf16
+  // At least the input: 2 x 16 x 8 x 8 values read as fp32 and written as bf16.
+  EXPECT_GE(convert.bytes, 2 * 16 * 8 * 8 * (4.0 + 2.0));
+  EXPECT_EQ(convert.flops, 0.0);
+  auto fp32 = kinds_of(Precision::fp32);
+  EXPECT_FALSE(fp32.count("convert")) << "an fp32 run converts nothing";
+  EXPECT_TRUE(fp32.count("reorder")) << "the plain input is reordered to the blocked layout";
 }
 
 }  // namespace
