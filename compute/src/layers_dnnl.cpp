@@ -235,26 +235,24 @@ class Conv2D final : public Layer {
 
   const Tensor& forward(const Tensor& x, const ForwardContext&) override {
     x_shape_ = x.shape();
-    src_data_ = x.data();
-    if (to_src_.needed()) {
-      const int64_t floats = storage_floats(src_);
-      x_src_.resize_storage({floats}, floats);
-      to_src_.run(x.data(), x_src_.data());
-      src_data_ = x_src_.data();
-    }
+    x_data_ = x.data();
+    const float* src = take_src();
     y_.resize_storage({batch_, filters_, out_hw_[0], out_hw_[1]}, storage_floats(dst_));
     const float* w = weight_->value.data();
     if (to_fwd_wei_.needed()) {
       to_fwd_wei_.run(w, fwd_wei_buf_.data());
       w = fwd_wei_buf_.data();
     }
-    Args args{{DNNL_ARG_SRC, wrap(src_, src_data_)},
+    Args args{{DNNL_ARG_SRC, wrap(src_, src)},
               {DNNL_ARG_WEIGHTS, wrap(prims_.fwd_wei, w)},
               {DNNL_ARG_DST, wrap(dst_, y_.data())}};
     if (bias_) {
       args.emplace(DNNL_ARG_BIAS, wrap(bias_md_, bias_->value.data()));
     }
     execute(prims_.fwd, prims_.fwd_pd.scratchpad_desc(), args);
+    if (converts_src()) {
+      x_src_.release_storage();  // made again in backward (Note [No kept copies])
+    }
     return y_;
   }
 
@@ -272,7 +270,7 @@ class Conv2D final : public Layer {
       diff_wei_buf_.resize_storage({floats}, floats);
       dw = diff_wei_buf_.data();
     }
-    Args args{{DNNL_ARG_SRC, wrap(src_, src_data_)},
+    Args args{{DNNL_ARG_SRC, wrap(src_, converts_src() ? take_src() : src_data_)},
               {DNNL_ARG_DIFF_DST, wrap(prims_.diff_dst, dy)},
               {DNNL_ARG_DIFF_WEIGHTS, wrap(prims_.diff_wei, dw)}};
     if (separate_bias_gradient()) {
@@ -281,6 +279,9 @@ class Conv2D final : public Layer {
       args.emplace(DNNL_ARG_DIFF_BIAS, wrap(bias_md_, bias_->grad));
     }
     execute(prims_.bwd_weights, prims_.bwd_weights_pd.scratchpad_desc(), args);
+    if (converts_src()) {
+      x_src_.release_storage();
+    }
     if (from_diff_wei_.needed()) {
       from_diff_wei_.run(dw, weight_->grad);
       diff_wei_buf_.release_storage();
@@ -339,6 +340,31 @@ class Conv2D final : public Layer {
   };
 
   bool separate_bias_gradient() const { return bias_ != nullptr && precision_ == Precision::bf16; }
+
+  // Note [No kept copies]: a bf16 run's convolution reads its input rounded
+  // to bf16, in forward and again in backward-weights. Keeping that copy from
+  // one to the other held a second, half-size copy of every convolution's
+  // input beside the fp32 activations until backward: ResNet-50 (batch 16)
+  // then peaked above its fp32 run. The copy is now a spare buffer for the
+  // length of one pass, rounded again from the input (which stays alive and
+  // unchanged until backward), so all of them share one buffer in forward and
+  // the gradients' buffers in backward; that costs a second conversion pass
+  // over each input (compute/README.md, "Mixed precision", has the figures).
+  // A layout-only reorder (fp32 into blocks) is still kept: it costs the
+  // same memory in either precision.
+  bool converts_src() const { return src_.data_type() != in_md_.data_type(); }
+
+  // The forward input in src_: x itself, or x_src_ made from it now.
+  const float* take_src() {
+    src_data_ = x_data_;
+    if (to_src_.needed()) {
+      const int64_t floats = storage_floats(src_);
+      x_src_.resize_storage({floats}, floats);
+      to_src_.run(x_data_, x_src_.data());
+      src_data_ = x_src_.data();
+    }
+    return src_data_;
+  }
 
   // The primitives take their scratch memory from the caller (scratchpad_mode::user), here from
   // the spare buffers (Note [Spare buffers]) for the length of one call. In oneDNN's own mode
@@ -520,6 +546,7 @@ class Conv2D final : public Layer {
   detail::BiasGradient bias_gradient_;  // bf16 only (detail::BiasGradient says why)
   FloatStorage fwd_wei_buf_;            // aligned for the Winograd kernels
   Tensor bwd_wei_buf_, diff_wei_buf_;   // backward only
+  const float* x_data_ = nullptr;       // the forward input, alive until backward
   const float* src_data_ = nullptr;     // the forward input in src_: x itself or x_src_
   Shape x_shape_;
   // src_'s and diff_dst's elements, bf16 ones two to a float.
