@@ -164,6 +164,11 @@ class Layer {
   // backward needs only their input say no, so a residual block may sum into
   // their output in place (Note [Spare buffers]).
   virtual bool backward_reads_output() const { return true; }
+  // Note [bf16 between layers] (layers_basic.cpp): called once after setup by
+  // the Chain when every reader of this layer's output takes bf16, so a bf16
+  // run may write it (and take its gradient) in bf16. Layers that cannot
+  // ignore it.
+  virtual void allow_bf16_output() {}
 
  protected:
   Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in, int64_t fan_out);
@@ -210,6 +215,7 @@ class Chain {
   bool output_is_free() const;
 
  private:
+  void allow_bf16_between_layers();
   struct ToPlain {  // before a layer that wants plain input
     detail::Reorder forward, backward;
     Tensor x, dx;

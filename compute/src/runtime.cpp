@@ -47,6 +47,7 @@ void Tensor::resize(const Shape& shape) {
     }
   }
   shape_ = shape;
+  type_ = ElementType::f32;
   values_.resize(static_cast<size_t>(element_count(shape_)));
 }
 
@@ -93,11 +94,15 @@ bool take_spare(FloatStorage& into, size_t floats) {
 
 }  // namespace
 
-void Tensor::resize_storage(const Shape& shape, int64_t floats) {
-  if (floats < element_count(shape)) {
-    throw ConfigError("Tensor: storage of " + std::to_string(floats) + " floats is too small for " + to_string(shape));
+void Tensor::resize_storage(const Shape& shape, int64_t floats, ElementType type) {
+  const int64_t elements = element_count(shape);
+  const int64_t needed = type == ElementType::bf16 ? (elements + 1) / 2 : elements;
+  if (floats < needed) {
+    throw ConfigError("Tensor: storage of " + std::to_string(floats) + " floats is too small for " + to_string(shape) +
+                      (type == ElementType::bf16 ? " in bf16" : ""));
   }
   shape_ = shape;
+  type_ = type;
   if (values_.capacity() == 0 && floats > 0) {
     take_spare(values_, static_cast<size_t>(floats));
   }
@@ -106,6 +111,7 @@ void Tensor::resize_storage(const Shape& shape, int64_t floats) {
 
 void Tensor::release_storage() {
   shape_.clear();
+  type_ = ElementType::f32;
   if (values_.capacity() > 0) {
     spare_buffers().push_back(std::move(values_));
     values_ = {};
@@ -204,6 +210,10 @@ const char* layout_name(const dnnl::memory::desc& desc) {
 int64_t storage_floats(const dnnl::memory::desc& desc) {
   // Rounded up: a bf16 tensor with an odd element count needs the last half float.
   return static_cast<int64_t>((desc.get_size() + sizeof(float) - 1) / sizeof(float));
+}
+
+ElementType element_type(const dnnl::memory::desc& desc) {
+  return desc.data_type() == dnnl::memory::data_type::bf16 ? ElementType::bf16 : ElementType::f32;
 }
 
 dnnl::memory::desc with_type(const dnnl::memory::desc& desc, dnnl::memory::data_type type) {
