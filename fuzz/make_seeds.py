@@ -39,7 +39,8 @@ def fdp_tail(*values):
 def handshake():
     job, token = b"fuzz-job", b"fuzz-token"
     for name, kind, server_rank, job_id in [("data", 2, 0, job), ("rendezvous", 1, 0, job),
-                                            ("wrong_rank", 2, 3, job), ("other_job", 2, 0, b"other")]:
+                                            ("wrong_rank", 2, 3, job), ("other_job", 2, 0, b"other"),
+                                            ("on_demand", 3, 0, job)]:
         preamble = b"TNT\x01" + struct.pack("<III", kind, 1, server_rank) + hashlib.sha256(job_id).digest() + bytes(
             range(32))
         nonce = bytes(range(100, 132))
@@ -72,6 +73,23 @@ def control_frame():
                                     'description = "allreduce(sum, float32, 4096 bytes)"), lastIssued = (sequence = 2), '
                                     'lastCompleted = (sequence = 1, description = "barrier(0 bytes)")))')]:
         write("control_frame", name, b"\x02" + frame(capnp_encode(schema, "Control", text)))
+
+
+def p2p_frames():
+    """Point-to-point frames (collectives/src/p2p_wire.h) and channel answers, as p2p_frames_fuzz.cpp
+    reads them: a selector byte, then the frame."""
+    def envelope(tag, rendezvous, size, data=b""):
+        return b"\x00" + struct.pack("<iB3xQ", tag, rendezvous, size) + data
+    write("p2p_frames", "eager", envelope(7, 0, 5, b"hello"))
+    write("p2p_frames", "eager_empty", envelope(0, 0, 0))
+    write("p2p_frames", "rendezvous", envelope(12, 1, 1 << 20))
+    write("p2p_frames", "eager_short", envelope(3, 0, 9, b"abc"))
+    write("p2p_frames", "negative_tag", envelope(-1, 1, 64))
+    write("p2p_frames", "clear_to_send", b"\x01" + struct.pack("<QQ", 4096, 65536))
+    write("p2p_frames", "clear_to_send_too_much", b"\x01" + struct.pack("<QQ", 65537, 65536))
+    write("p2p_frames", "credit", b"\x02" + struct.pack("<I", 262144) + bytes([0, 16, 16, 0, 255, 0]))
+    write("p2p_frames", "take", b"\x03\x01")
+    write("p2p_frames", "decline", b"\x03\x00")
 
 
 def text_seeds():
@@ -322,6 +340,7 @@ def sequence_data():
 if __name__ == "__main__":
     handshake()
     control_frame()
+    p2p_frames()
     text_seeds()
     checkpoint()
     onnx_import()

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # tnt's point-to-point beside OpenMPI's, alternating in one run, measured the OSU Micro-Benchmarks
-# 5.3 way: OpenMPI runs OSU's own osu_latency, osu_bw, osu_bibw and osu_multi_lat (built here
-# from the tarball with mpicc), tnt runs tnt-bench-p2p, which does exactly what they do.
+# 5.3 way: OpenMPI runs OSU's own osu_latency, osu_bw, osu_bibw and osu_multi_lat (built from the
+# tarball with mpicc by bench/mpi/build_osu.sh), tnt runs tnt-bench-p2p, which does exactly what
+# they do.
 #   bench/p2p/compare_osu.sh [--osu TARBALL] [--build DIR] [--rounds N] [--tests "latency bw ..."]
-#                            [--tcp] [--json]
+#                            [--tcp] [--realtime] [--json]
 #   --osu TARBALL  OSU 5.3's sources (omb-5.3.tar.gz; or env TNT_OSU_TARBALL). Without it the
 #                  script says so and exits 0: tnt carries no copy of them.
 #   --rounds N     alternating rounds (default 3); the table shows each size's median
 #   --tcp          tnt with TNT_SHM=0 against OpenMPI's tcp btl (--mca pml ob1 --mca btl tcp,self)
 #                  instead of shared memory against OpenMPI's defaults (vader)
+#   --realtime     both sides under `chrt -f 10` (root), so that other work on a shared machine
+#                  does not preempt the ranks: small-message latency is otherwise mostly that load
 #   --json         one JSON document on stdout
 # 2 ranks per job (multi_lat: 4), on this host. The machine's other load is not controlled:
 # quote ratios of one run.
@@ -18,7 +21,8 @@ build=$here/../../build
 osu=${TNT_OSU_TARBALL:-}
 rounds=3 json=0 tcp=0
 tests="latency bw bibw multi_lat"
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+realtime=()
 while (($#)); do
   case $1 in
     --osu) osu=$2; shift 2 ;;
@@ -26,6 +30,7 @@ while (($#)); do
     --rounds) rounds=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
     --tcp) tcp=1; shift ;;
+    --realtime) realtime=(chrt -f 10); shift ;;
     --json) json=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "compare_osu.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -47,11 +52,11 @@ done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT
-tar -xzf "$osu" -C "$work"
-src=$(find "$work" -maxdepth 3 -type d -name pt2pt -path '*mpi/pt2pt' | head -1)
-[[ -n $src ]] || { echo "compare_osu.sh: no mpi/pt2pt in '$osu': is it OSU 5.3?" >&2; exit 2; }
-for t in $tests; do
-  mpicc -O2 -I "$src" -o "$work/osu_$t" "$src/osu_$t.c" "$src/osu_pt2pt.c"
+programs=()
+for t in $tests; do programs+=("osu_$t"); done
+bash "$here/../mpi/build_osu.sh" "$osu" "$work/osu" mpicc "${programs[@]}" > /dev/null
+for p in "${programs[@]}"; do
+  [[ -x $work/osu/bin/$p ]] || { echo "compare_osu.sh: $p did not build: $(cat "$work/osu/not_built")" >&2; exit 2; }
 done
 
 mpi=(mpirun --allow-run-as-root --oversubscribe)
@@ -65,14 +70,14 @@ for round in $(seq 1 "$rounds"); do
     ranks=2
     [[ $t == multi_lat ]] && ranks=4
     ((json)) || printf 'round %d/%d: %s\n' "$round" "$rounds" "$t" >&2
-    "${tnt_env[@]}" "$bin/tnt-launch" -n "$ranks" -- "$bin/tnt-bench-p2p" "$t" > "$work/tnt.$t.$round"
-    "${mpi[@]}" -n "$ranks" "$work/osu_$t" > "$work/mpi.$t.$round"
+    "${realtime[@]}" "${tnt_env[@]}" "$bin/tnt-launch" -n "$ranks" -- "$bin/tnt-bench-p2p" "$t" > "$work/tnt.$t.$round"
+    "${realtime[@]}" "${mpi[@]}" -n "$ranks" "$work/osu/bin/osu_$t" > "$work/mpi.$t.$round"
   done
 done
 
-python3 - "$work" "$rounds" "$json" "$tcp" $tests << 'PY'
+/usr/bin/python3 - "$work" "$rounds" "$json" "$tcp" "${#realtime[@]}" $tests << 'PY'
 import json, os, statistics, sys, time
-work, rounds, want_json, tcp, tests = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1", sys.argv[5:]
+work, rounds, want_json, tcp, realtime, tests = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1", sys.argv[5] != "0", sys.argv[6:]
 
 def table(path):
     values = {}
@@ -84,7 +89,7 @@ def table(path):
 
 report = {"benchmark": "point-to-point, tnt-bench-p2p vs OSU 5.3 on OpenMPI", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
           "host": os.uname().nodename, "cores": os.cpu_count(), "path": "TNT_SHM=0 vs btl tcp" if tcp else "shared memory vs OpenMPI defaults",
-          "rounds": rounds, "tests": []}
+          "rounds": rounds, "realtime": realtime, "tests": []}
 for t in tests:
     runs = {side: [table(f"{work}/{side}.{t}.{r}") for r in range(1, rounds + 1)] for side in ("tnt", "mpi")}
     rows = []

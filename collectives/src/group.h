@@ -50,9 +50,12 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   enum class Waiter { caller, unknown };
   template <class Op, class... Args>
   Request issue(Waiter waiter, CompletionCallback done, const CallSignature& call, Args... args);
-  // A point-to-point operation: `start(engine, state)` runs on the strand.
+  // A point-to-point operation: `start(engine, state)` runs on the strand, or at once on the
+  // calling thread where `start_here` and the loop is free (Note [Running here] in event_loop.cpp).
   template <class Start>
-  Request issue_p2p(Waiter waiter, Start start);
+  Request issue_p2p(Waiter waiter, Start start, bool start_here = false);
+  // A blocking standard send of `bytes` that goes eagerly (size alone; credit decides later).
+  bool sends_eagerly(std::size_t bytes) const;
   std::optional<MessageStatus> probe_now(int peer, int tag);
   MessageStatus probe(int peer, int tag);
 
@@ -113,6 +116,7 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   CallLog calls_;
   std::atomic<int> active_{0};
   std::atomic<std::uint64_t> arrivals_{0};  // point-to-point messages announced so far (for probe)
+  std::atomic<int> p2p_queued_{0};          // point-to-point starts posted to the strand, not yet run
   std::atomic<int> channels_waiting_{0};    // open_rings(): channels not open yet
 
   // Touched only on the event loop's strand.

@@ -64,7 +64,6 @@ class PointToPoint final : public transport::CompletionSink {
   void on_channel(int peer);
 
  private:
-  struct Envelope;  // the wire header of a message (point_to_point.cpp)
   struct SendOp;
   struct ReceiveOp;
   struct Arrived;  // a message announced, not yet matched to a receive
@@ -83,7 +82,7 @@ class PointToPoint final : public transport::CompletionSink {
   std::string take_eager(ReceiveOp& receive, const Arrived& arrived, const std::byte* payload);
   std::string truncation(const ReceiveOp& receive, const Arrived& arrived) const;
   void match(std::unique_ptr<ReceiveOp> receive, Arrived arrived);
-  void on_clear_to_send(std::uint64_t send_id);
+  void on_clear_to_send(std::uint64_t send_id, std::size_t received);
   void send_data(std::uint64_t id, SendOp& send);
   std::size_t credit_quantum() const;
   void on_credit(Peer& from);

@@ -182,6 +182,13 @@ class PyTrainer {
     py::gil_scoped_release release;
     t().save_checkpoint(path);
   }
+  // output: "softmax", "sigmoid", "none", or "" for what predict gives.
+  void export_onnx(const std::string& path, const std::string& output) {
+    std::optional<compute::OnnxOutput> kind;
+    if (!output.empty()) kind = compute::parse_onnx_output(output);
+    py::gil_scoped_release release;
+    t().export_onnx(path, kind);
+  }
 
  private:
   // Call with the GIL held; returns with it held. `interrupt` receives the exception a Python
@@ -270,7 +277,8 @@ void bind_trainer(py::module_& m) {
       .def("predict", &PyTrainer::predict, py::arg("source"), py::arg("settings"), py::arg("every_rank"))
       .def("save_weights", &PyTrainer::save_weights, py::arg("path"))
       .def("load_weights", &PyTrainer::load_weights, py::arg("path"))
-      .def("save_checkpoint", &PyTrainer::save_checkpoint, py::arg("path"));
+      .def("save_checkpoint", &PyTrainer::save_checkpoint, py::arg("path"))
+      .def("export_onnx", &PyTrainer::export_onnx, py::arg("path"), py::arg("output"));
   m.def("run_keys", &run_keys, "The trainer's run keys: (section, key, type, help)");
   m.def(
       "zoo_model_toml",

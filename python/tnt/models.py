@@ -201,6 +201,11 @@ class Model:
         """A full checkpoint (weights, optimizer state), written by the master rank."""
         self._trainer.save_checkpoint(str(path))
 
+    def export_onnx(self, path, output=None):
+        """The inference graph with the current weights as ONNX, written by the master rank (every
+        rank must call it); output "softmax", "sigmoid" or "none", by default what predict gives."""
+        self._trainer.export_onnx(str(path), output or "")
+
 
 class _EpochLine(_callbacks.Callback):
     """verbose=2: one line per epoch, as Keras prints it."""

@@ -2,10 +2,14 @@
 //   tnt-test-worker check        every collective, dtype, op and count against a serial reference
 //   tnt-test-worker loop         allreduces until killed; prints "running rank=R pid=P board=yes/no" once
 //   tnt-test-worker barrier      joins, one barrier, leaves
-//   tnt-test-worker more         alltoall(v), allgatherv, gather(v), scatter(v), reduce, scan, exscan,
-//   reduce_scatter(v) tnt-test-worker split        split and dup: every collective and point-to-point on each, beside
-//   the world's tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals (--large 1: 64 MiB
-//   too) tnt-test-worker print-job    prints where this rank thinks it is (JobEnvironment::describe), joins nothing
+//   tnt-test-worker more         alltoall(v), allgatherv, gather(v), scatter(v), reduce, scan,
+//                                exscan, reduce_scatter with counts, every type and operation
+//   tnt-test-worker split        split and dup: every collective and point-to-point on each,
+//                                beside the world's
+//   tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals
+//                                (--large 1: 64 MiB too)
+//   tnt-test-worker print-job    where this rank thinks it is (JobEnvironment::describe); joins
+//                                nothing
 // --config TEXT sets the run configuration (ranks must agree).
 #include <unistd.h>
 
@@ -58,9 +62,11 @@ double to_double(T value) {
 
 int failures = 0;
 long long checks = 0;
+// Which communicator the checks run on ("split color 1: "), when it is not the world.
+std::string report_context;
 
 void report(const std::string& what) {
-  if (++failures <= 10) std::fprintf(stderr, "MISMATCH %s\n", what.c_str());
+  if (++failures <= 10) std::fprintf(stderr, "MISMATCH %s%s\n", report_context.c_str(), what.c_str());
 }
 
 template <class T>
@@ -770,13 +776,39 @@ int run_p2p(tnt::Communicator& comm, bool large) {
 // reduce (every root), scan, exscan and reduce-scatter with uneven counts, for every operation
 // on T, against the fold in rank order computed here.
 template <class T>
-void check_folds(tnt::Communicator& comm, const std::vector<std::size_t>& counts) {
+void check_folds(tnt::Communicator& comm, const std::vector<std::size_t>& counts,
+                 const std::vector<ReduceOp>& only = {}) {
   const DataType type = tnt::data_type_of<T>();
   const int me = comm.rank();
   const int n = comm.size();
   for (int o = 0; o < tnt::kReduceOps; ++o) {
     const auto op = static_cast<ReduceOp>(o);
-    if (!tnt::supports(type, op)) continue;
+    if (!only.empty() && std::find(only.begin(), only.end(), op) == only.end()) continue;
+    if (!tnt::supports(type, op)) {
+      // Every rank refuses the pair before anything is sent, naming the call and both.
+      T one[3]{};
+      const std::vector<std::size_t> thirds(static_cast<std::size_t>(n), 1);
+      std::vector<T> whole(static_cast<std::size_t>(n));
+      const std::string pair = std::string(tnt::name_of(op)) + " does not apply to " + std::string(tnt::name_of(type));
+      const std::vector<std::pair<std::string, std::function<void()>>> calls = {
+          {"reduce", [&] { comm.reduce(one, one + 1, 1, type, op, 0); }},
+          {"scan", [&] { comm.scan(one, one + 1, 1, type, op); }},
+          {"exscan", [&] { comm.exscan(one, one + 1, 1, type, op); }},
+          {"reduce_scatter", [&] { comm.reduce_scatter(whole.data(), one, thirds, type, op); }}};
+      for (const auto& [call, run] : calls) {
+        ++checks;
+        try {
+          run();
+          report(call + " of " + std::string(tnt::name_of(type)) + " with " + std::string(tnt::name_of(op)) +
+                 " was not refused");
+        } catch (const tnt::ConfigError& e) {
+          const std::string message = e.what();
+          if (message.find(call + ": ") != 0 || message.find(pair) == std::string::npos)
+            report(call + " refusal says: " + message);
+        }
+      }
+      continue;
+    }
     for (std::size_t count : counts) {
       const std::string what =
           std::string(tnt::name_of(type)) + " " + std::string(tnt::name_of(op)) + " count " + std::to_string(count);
@@ -840,29 +872,15 @@ void check_folds(tnt::Communicator& comm, const std::vector<std::size_t>& counts
   }
 }
 
-void check_more_collectives(tnt::Communicator& comm) {
+constexpr std::size_t kLargeCount = (std::size_t{1} << 20) + 3;
+
+// alltoallv: s sends r pair_bytes(s, r) bytes, blocks laid out in reverse rank order on both
+// sides.
+void check_alltoallv(tnt::Communicator& comm, const std::function<std::size_t(int, int)>& pair_bytes,
+                     const std::string& what) {
   const int me = comm.rank();
   const int n = comm.size();
   const auto ranks = static_cast<std::size_t>(n);
-  // alltoall: rank s's block for r is pattern(s, r); 100000 bytes per pair goes pairwise.
-  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000}, std::size_t{100000}}) {
-    std::vector<std::byte> out(ranks * bytes);
-    std::vector<std::byte> in(ranks * bytes);
-    for (int r = 0; r < n; ++r) {
-      const auto block = pattern(me, r, bytes);
-      std::copy(block.begin(), block.end(),
-                out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes));
-    }
-    comm.alltoall(out.data(), in.data(), bytes);
-    for (int r = 0; r < n; ++r) {
-      std::vector<std::byte> got(in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes),
-                                 in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r + 1) * bytes));
-      expect_pattern(got, bytes, r, me, "alltoall of " + std::to_string(bytes) + " from rank " + std::to_string(r));
-    }
-  }
-  // alltoallv: s sends r ((s * 3 + r * 5) % 4) * 37 bytes (zeros among them), blocks laid out
-  // in reverse rank order on both sides.
-  auto pair_bytes = [](int s, int r) { return static_cast<std::size_t>((s * 3 + r * 5) % 4) * 37; };
   std::vector<std::size_t> send_bytes(ranks), send_offsets(ranks), recv_bytes(ranks), recv_offsets(ranks);
   std::size_t send_total = 0;
   std::size_t recv_total = 0;
@@ -887,61 +905,251 @@ void check_more_collectives(tnt::Communicator& comm) {
     const auto i = static_cast<std::size_t>(r);
     std::vector<std::byte> got(in.begin() + static_cast<std::ptrdiff_t>(recv_offsets[i]),
                                in.begin() + static_cast<std::ptrdiff_t>(recv_offsets[i] + recv_bytes[i]));
-    expect_pattern(got, recv_bytes[i], r, me, "alltoallv from rank " + std::to_string(r));
+    expect_pattern(got, recv_bytes[i], r, me, what + " from rank " + std::to_string(r));
   }
-  // allgatherv, gather(v), scatter(v) with every root; rank r's block is (r % 3) * 1000 + r bytes.
+}
+
+// allgatherv, and gatherv and scatterv with every root; rank r's block is block_of(r) bytes.
+void check_vector_forms(tnt::Communicator& comm, const std::function<std::size_t(int)>& block_of,
+                        const std::string& what) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  const auto ranks = static_cast<std::size_t>(n);
   std::vector<std::size_t> block_bytes(ranks), block_offsets(ranks);
   std::size_t total = 0;
   for (std::size_t r = 0; r < ranks; ++r) {
-    block_bytes[r] = (r % 3) * 1000 + r;
+    block_bytes[r] = block_of(static_cast<int>(r));
     block_offsets[r] = total;
     total += block_bytes[r];
   }
   const auto my_block = pattern(me, 77, block_bytes[static_cast<std::size_t>(me)]);
-  auto expect_blocks = [&](const std::vector<std::byte>& all, const std::string& what) {
+  auto expect_blocks = [&](const std::vector<std::byte>& all, const std::string& which) {
     for (int r = 0; r < n; ++r) {
       const auto i = static_cast<std::size_t>(r);
       std::vector<std::byte> got(all.begin() + static_cast<std::ptrdiff_t>(block_offsets[i]),
                                  all.begin() + static_cast<std::ptrdiff_t>(block_offsets[i] + block_bytes[i]));
-      expect_pattern(got, block_bytes[i], r, 77, what + ", block of rank " + std::to_string(r));
+      expect_pattern(got, block_bytes[i], r, 77, which + ", block of rank " + std::to_string(r));
     }
   };
   std::vector<std::byte> all(total);
   comm.allgatherv(my_block.data(), my_block.size(), all.data(), block_bytes, block_offsets);
-  expect_blocks(all, "allgatherv");
+  expect_blocks(all, what + ": allgatherv");
   for (int root = 0; root < n; ++root) {
     std::vector<std::byte> gathered(total);
     comm.gatherv(my_block.data(), my_block.size(), gathered.data(), block_bytes, block_offsets, root);
-    if (me == root) expect_blocks(gathered, "gatherv to " + std::to_string(root));
+    if (me == root) expect_blocks(gathered, what + ": gatherv to " + std::to_string(root));
     std::vector<std::byte> mine(block_bytes[static_cast<std::size_t>(me)]);
     comm.scatterv(all.data(), block_bytes, block_offsets, mine.data(), mine.size(), root);
-    expect_pattern(mine, mine.size(), me, 77, "scatterv from " + std::to_string(root));
-    const std::size_t each = 1000;
+    expect_pattern(mine, mine.size(), me, 77, what + ": scatterv from " + std::to_string(root));
+  }
+}
+
+// gather and scatter of `each` bytes per rank, every root; at the root the gather is in place
+// on odd sizes (its own block already in `recv`).
+void check_gather_scatter(tnt::Communicator& comm, std::size_t each) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  const auto ranks = static_cast<std::size_t>(n);
+  for (int root = 0; root < n; ++root) {
+    const std::string what = std::to_string(each) + " bytes per rank, root " + std::to_string(root);
     const auto fixed = pattern(me, root, each);
     std::vector<std::byte> uniform(ranks * each);
-    comm.gather(fixed.data(), uniform.data(), each, root);
+    const bool in_place = me == root && each % 2 == 1;
+    const auto own = static_cast<std::ptrdiff_t>(static_cast<std::size_t>(me) * each);
+    if (in_place) std::copy(fixed.begin(), fixed.end(), uniform.begin() + own);
+    comm.gather(in_place ? uniform.data() + own : fixed.data(), uniform.data(), each, root);
     if (me == root) {
       for (int r = 0; r < n; ++r) {
         std::vector<std::byte> got(
             uniform.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * each),
             uniform.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r + 1) * each));
-        expect_pattern(got, each, r, root, "gather to " + std::to_string(root));
+        expect_pattern(got, each, r, root, "gather of " + what);
       }
     }
     std::vector<std::byte> piece(each);
     // The root scatters the blocks it gathered: each rank gets its own back.
     comm.scatter(uniform.data(), piece.data(), each, root);
-    expect_pattern(piece, each, me, root, "scatter from " + std::to_string(root));
+    expect_pattern(piece, each, me, root, "scatter of " + what);
   }
+}
+
+// The nonblocking forms, all in flight at once beside each other, waited for in reverse order:
+// each is matched with its own kind on every rank, whatever finishes first.
+void check_exchanges_in_flight(tnt::Communicator& comm) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  const auto ranks = static_cast<std::size_t>(n);
+  const std::size_t each = 333;
+  std::vector<std::byte> to_all(ranks * each);
+  std::vector<std::byte> from_all(ranks * each);
+  for (int r = 0; r < n; ++r) {
+    const auto block = pattern(me, 200 + r, each);
+    std::copy(block.begin(), block.end(),
+              to_all.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * each));
+  }
+  // Rank r's block is 5 r bytes (rank 0's is empty).
+  std::vector<std::size_t> block_bytes(ranks), block_offsets(ranks);
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    block_bytes[r] = 5 * r;
+    block_offsets[r] = total;
+    total += block_bytes[r];
+  }
+  const auto my_block = pattern(me, 300, block_bytes[static_cast<std::size_t>(me)]);
+  std::vector<std::byte> everyone(total);
+  std::vector<std::byte> at_root(total);
+  std::vector<std::byte> to_scatter(total);
+  for (int r = 0; r < n; ++r) {
+    const auto block = pattern(r, 400, block_bytes[static_cast<std::size_t>(r)]);
+    std::copy(block.begin(), block.end(),
+              to_scatter.begin() + static_cast<std::ptrdiff_t>(block_offsets[static_cast<std::size_t>(r)]));
+  }
+  std::vector<std::byte> scattered(block_bytes[static_cast<std::size_t>(me)]);
+  constexpr std::size_t kCount = 1000;
+  std::vector<std::int64_t> values(kCount);
+  for (std::size_t i = 0; i < kCount; ++i) values[i] = small_input<std::int64_t>(me, i, ReduceOp::sum);
+  std::vector<std::int64_t> reduced(kCount), inclusive(kCount), exclusive(kCount, -1);
+  std::vector<std::size_t> counts(ranks);
+  std::size_t counted = 0;
+  for (std::size_t r = 0; r < ranks; ++r) counted += counts[r] = (r * 3 + 1) % 4;
+  std::vector<std::int64_t> whole(counted);
+  for (std::size_t i = 0; i < counted; ++i) whole[i] = small_input<std::int64_t>(me, i, ReduceOp::max);
+  std::vector<std::int64_t> block(counts[static_cast<std::size_t>(me)]);
+  const int reduce_root = n / 2;
+
+  std::vector<tnt::Request> requests;
+  requests.push_back(comm.alltoall_async(to_all.data(), from_all.data(), each));
+  requests.push_back(
+      comm.allgatherv_async(my_block.data(), my_block.size(), everyone.data(), block_bytes, block_offsets));
+  requests.push_back(
+      comm.gatherv_async(my_block.data(), my_block.size(), at_root.data(), block_bytes, block_offsets, 0));
+  requests.push_back(
+      comm.scatterv_async(to_scatter.data(), block_bytes, block_offsets, scattered.data(), scattered.size(), n - 1));
+  requests.push_back(
+      comm.reduce_async(values.data(), reduced.data(), kCount, DataType::int64, ReduceOp::sum, reduce_root));
+  requests.push_back(comm.scan_async(values.data(), inclusive.data(), kCount, DataType::int64, ReduceOp::sum));
+  requests.push_back(comm.exscan_async(values.data(), exclusive.data(), kCount, DataType::int64, ReduceOp::sum));
+  requests.push_back(comm.reduce_scatter_async(whole.data(), block.data(), counts, DataType::int64, ReduceOp::max));
+  for (auto it = requests.rbegin(); it != requests.rend(); ++it) it->wait();
+
+  for (int r = 0; r < n; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    std::vector<std::byte> got(from_all.begin() + static_cast<std::ptrdiff_t>(i * each),
+                               from_all.begin() + static_cast<std::ptrdiff_t>((i + 1) * each));
+    expect_pattern(got, each, r, 200 + me, "alltoall_async from rank " + std::to_string(r));
+    std::vector<std::byte> theirs(everyone.begin() + static_cast<std::ptrdiff_t>(block_offsets[i]),
+                                  everyone.begin() + static_cast<std::ptrdiff_t>(block_offsets[i] + block_bytes[i]));
+    expect_pattern(theirs, block_bytes[i], r, 300, "allgatherv_async, block of rank " + std::to_string(r));
+    if (me == 0) {
+      std::vector<std::byte> gathered(at_root.begin() + static_cast<std::ptrdiff_t>(block_offsets[i]),
+                                      at_root.begin() + static_cast<std::ptrdiff_t>(block_offsets[i] + block_bytes[i]));
+      expect_pattern(gathered, block_bytes[i], r, 300, "gatherv_async, block of rank " + std::to_string(r));
+    }
+  }
+  expect_pattern(scattered, scattered.size(), me, 400, "scatterv_async");
+  auto sum_of = [&](int upto, std::size_t i) {
+    std::int64_t acc = 0;
+    for (int r = 0; r < upto; ++r) acc += small_input<std::int64_t>(r, i, ReduceOp::sum);
+    return acc;
+  };
+  for (std::size_t i = 0; i < kCount; ++i) {
+    ++checks;
+    if ((me == reduce_root && reduced[i] != sum_of(n, i)) || inclusive[i] != sum_of(me + 1, i) ||
+        (me > 0 && exclusive[i] != sum_of(me, i)) || (me == 0 && exclusive[i] != -1)) {
+      report("reduce_async, scan_async or exscan_async at " + std::to_string(i));
+      break;
+    }
+  }
+  std::size_t offset = 0;
+  for (int r = 0; r < me; ++r) offset += counts[static_cast<std::size_t>(r)];
+  for (std::size_t i = 0; i < block.size(); ++i) {
+    std::int64_t want = small_input<std::int64_t>(0, offset + i, ReduceOp::max);
+    for (int r = 1; r < n; ++r) want = std::max(want, small_input<std::int64_t>(r, offset + i, ReduceOp::max));
+    ++checks;
+    if (block[i] != want) {
+      report("reduce_scatter_async with counts at " + std::to_string(i));
+      break;
+    }
+  }
+  // In place: scan's send is its recv, and reduce's at the root.
+  std::vector<std::int64_t> prefix = values;
+  comm.scan(prefix.data(), prefix.data(), kCount, DataType::int64, ReduceOp::sum);
+  std::vector<std::int64_t> folded = values;
+  comm.reduce(folded.data(), me == 0 ? folded.data() : nullptr, kCount, DataType::int64, ReduceOp::sum, 0);
+  for (std::size_t i = 0; i < kCount; ++i) {
+    ++checks;
+    if (prefix[i] != sum_of(me + 1, i) || (me == 0 && folded[i] != sum_of(n, i))) {
+      report("scan or reduce in place at " + std::to_string(i));
+      break;
+    }
+  }
+}
+
+// Every new collective against a serial reference; `large` adds 2^20 + 3 (bytes per pair,
+// per block or elements) to the sizes of the data movements and of three types' reductions.
+void check_more_collectives(tnt::Communicator& comm, bool large) {
+  const int me = comm.rank();
+  const int n = comm.size();
+  const auto ranks = static_cast<std::size_t>(n);
+  std::vector<std::size_t> sizes = {0, 1, 7, 1000, 100000};
+  if (large) sizes.push_back(kLargeCount);
+  // alltoall: rank s's block for r is pattern(s, r); 100000 bytes per pair goes pairwise.
+  for (std::size_t bytes : sizes) {
+    std::vector<std::byte> out(ranks * bytes);
+    std::vector<std::byte> in(ranks * bytes);
+    for (int r = 0; r < n; ++r) {
+      const auto block = pattern(me, r, bytes);
+      std::copy(block.begin(), block.end(),
+                out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes));
+    }
+    comm.alltoall(out.data(), in.data(), bytes);
+    for (int r = 0; r < n; ++r) {
+      std::vector<std::byte> got(in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes),
+                                 in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r + 1) * bytes));
+      expect_pattern(got, bytes, r, me, "alltoall of " + std::to_string(bytes) + " from rank " + std::to_string(r));
+    }
+  }
+  // Uneven pairs with zeros among them; large: about 2^20 bytes where not zero.
+  check_alltoallv(
+      comm, [](int s, int r) { return static_cast<std::size_t>((s * 3 + r * 5) % 4) * 37; }, "alltoallv");
+  if (large) {
+    check_alltoallv(
+        comm,
+        [](int s, int r) { return (s * 3 + r * 5) % 4 == 0 ? 0 : kLargeCount + static_cast<std::size_t>(2 * s + r); },
+        "large alltoallv");
+  }
+  check_vector_forms(
+      comm, [](int r) { return static_cast<std::size_t>(r % 3) * 1000 + static_cast<std::size_t>(r); },
+      "uneven blocks");
+  if (large) {
+    check_vector_forms(
+        comm, [n](int r) { return r == n - 1 ? kLargeCount : static_cast<std::size_t>(r % 2) * 7; }, "large blocks");
+  }
+  for (std::size_t each : sizes) check_gather_scatter(comm, each);
+
   const std::vector<std::size_t> counts = {0, 1, 7, 1000};
+  std::vector<std::size_t> with_large = counts;
+  if (large) with_large.push_back(kLargeCount);
   check_folds<float>(comm, counts);
-  check_folds<double>(comm, {0, 1, 7, 1000, (std::size_t{1} << 20) + 3});
-  check_folds<std::int32_t>(comm, counts);
-  check_folds<std::uint8_t>(comm, counts);
-  check_folds<std::int64_t>(comm, counts);
+  check_folds<double>(comm, with_large);
   check_folds<bfloat16>(comm, counts);
-  check_folds<tnt::ValueIndex<double>>(comm, counts);
+  check_folds<std::int8_t>(comm, counts);
+  check_folds<std::int16_t>(comm, counts);
+  check_folds<std::int32_t>(comm, counts);
+  check_folds<std::int64_t>(comm, counts);
+  if (large) {  // the integer operations of each kind at 2^20 + 3 (all of them would double the time)
+    check_folds<std::int64_t>(comm, {kLargeCount}, {ReduceOp::prod, ReduceOp::logical_or, ReduceOp::bit_xor});
+  }
+  check_folds<std::uint8_t>(comm, counts);
+  check_folds<std::uint16_t>(comm, counts);
+  check_folds<std::uint32_t>(comm, counts);
+  check_folds<std::uint64_t>(comm, counts);
+  check_folds<char>(comm, {7});  // never reduced: every call refuses it
+  check_folds<tnt::ValueIndex<float>>(comm, counts);
+  check_folds<tnt::ValueIndex<double>>(comm, with_large);
   check_folds<tnt::ValueIndex<std::int32_t>>(comm, counts);
+  check_folds<tnt::ValueIndex<std::int64_t>>(comm, counts);
+  check_exchanges_in_flight(comm);
   // Refusals name the call and what is wrong.
   char byte = 0;
   ++checks;
@@ -962,7 +1170,7 @@ void check_more_collectives(tnt::Communicator& comm) {
 }
 
 int run_more_collectives(tnt::Communicator& comm) {
-  check_more_collectives(comm);
+  check_more_collectives(comm, true);
   std::printf("rank %d: more collectives, %lld checks, %d failures\n", comm.rank(), checks, failures);
   return failures == 0 ? 0 : 1;
 }
@@ -1031,7 +1239,44 @@ int run_split(tnt::Communicator& world) {
     report("split: rank " + std::to_string(half->rank()) + " of " + std::to_string(half->size()) + ", want " +
            std::to_string(expected_rank) + " of " + std::to_string(color_size));
   }
+  // The ranks of a color in its order are its world ranks in descending order (keys reversed).
+  std::vector<std::int32_t> members(static_cast<std::size_t>(half->size()));
+  const std::int32_t world_rank = me;
+  half->allgather(&world_rank, members.data(), sizeof world_rank);
+  const int highest = (n - 1) - ((n - 1) % 2 != me % 2 ? 1 : 0);
+  for (int r = 0; r < half->size(); ++r) {
+    ++checks;
+    if (members[static_cast<std::size_t>(r)] != highest - 2 * r)
+      report("split color " + std::to_string(me % 2) + ": its rank " + std::to_string(r) + " is world rank " +
+             std::to_string(members[static_cast<std::size_t>(r)]) + ", want " + std::to_string(highest - 2 * r));
+  }
   check_group(*half, "split color " + std::to_string(me % 2));
+  // Everything the world does, on each color, with world collectives in flight beside it: the
+  // first allreduce, and an alltoall issued here.
+  const std::size_t world_each = 4096;
+  std::vector<std::byte> world_out(static_cast<std::size_t>(n) * world_each);
+  std::vector<std::byte> world_in(world_out.size());
+  for (int r = 0; r < n; ++r) {
+    const auto block = pattern(me, 500 + r, world_each);
+    std::copy(block.begin(), block.end(),
+              world_out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * world_each));
+  }
+  auto world_exchange = world.alltoall_async(world_out.data(), world_in.data(), world_each);
+  report_context = "split color " + std::to_string(me % 2) + ": ";
+  check_type<float>(*half, {0, 7, 1000, 12345});
+  check_type<std::int64_t>(*half, {0, 7, 1000});
+  check_data_movement(*half);
+  check_more_collectives(*half, false);
+  check_p2p_sizes(*half, {0, 1, 4096, 16 * 1024 + 1, 1 << 20});
+  check_p2p_semantics(*half);
+  report_context.clear();
+  world_exchange.wait();
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::byte> got(
+        world_in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * world_each),
+        world_in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r + 1) * world_each));
+    expect_pattern(got, world_each, r, 500 + me, "world alltoall beside the split's, from rank " + std::to_string(r));
+  }
   // A negative color gives none, and the ranks that asked for one still agree on the rest.
   auto none = world.split(me == 0 ? -1 : 0, 0);
   ++checks;
@@ -1068,6 +1313,38 @@ int run_split(tnt::Communicator& world) {
   on_library.wait();
   ++checks;
   if (a != n * (n - 1) / 2 || b != 10LL * n * (n - 1) / 2) report("interleaved world and dup allreduces");
+
+  // Note [Retired engines]: rank 0 sends rank 1 12 eager messages on a dup (its sends complete at
+  // once, the data still being written) and destroys the dup at once; rank 1 receives them after
+  // that, bitwise, and gives the credit they cost back (64 KiB at a time) to a rank whose dup is
+  // gone, while the world's allreduces run there.
+  if (n > 1) {
+    constexpr int kMessages = 12;
+    std::optional<tnt::Communicator> short_lived = world.dup();
+    const auto chunk = pattern(0, 40, 16 * 1024);
+    if (me == 0) {
+      for (int i = 0; i < kMessages; ++i) short_lived->send(chunk.data(), chunk.size(), 1, 40);
+    }
+    if (me != 1) short_lived.reset();
+    // Rank 1 reads nothing meanwhile: what the socket or ring cannot take waits in rank 0's
+    // channel, to be written after the dup is gone.
+    if (me == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    world.barrier();
+    if (me == 1) {
+      std::vector<std::byte> in(chunk.size());
+      for (int i = 0; i < kMessages; ++i) {
+        short_lived->recv(in.data(), in.size(), 0, 40);
+        ++checks;
+        if (in != chunk) report("message " + std::to_string(i) + " on a dup its sender destroyed");
+      }
+      short_lived.reset();
+    }
+    std::vector<std::int64_t> values(1000, me);
+    for (int round = 0; round < 3; ++round) {
+      world.allreduce(values.data(), values.size(), DataType::int64, ReduceOp::sum);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   std::printf("rank %d: split, %lld checks, %d failures\n", me, checks, failures);
   return failures == 0 ? 0 : 1;
 }

@@ -96,6 +96,20 @@ assert not np.array_equal(other.predict(images[500:], on_all_ranks=True), everyw
 other.load_weights(path)
 assert np.array_equal(other.predict(images[500:], on_all_ranks=True), everywhere)
 
+# export_onnx (C++'s Trainer::export_onnx): the master writes the inference graph, ending in a
+# Softmax for this cross-entropy model unless told otherwise; every rank calls it.
+onnx_path = os.path.join(workdir, f"model_test_{size}.onnx")
+for output, softmax in ((None, True), ("none", False)):
+    model.export_onnx(onnx_path, output=output)
+    if rank == 0:
+        with open(onnx_path, "rb") as f:
+            assert (b"Softmax" in f.read()) == softmax, output
+try:
+    model.export_onnx(onnx_path, output="tanh")
+    raise AssertionError("an unknown ONNX output was taken")
+except tnt.ConfigError as e:
+    assert "use none, softmax or sigmoid" in str(e), e
+
 # tnt's own callbacks, configured from Python, run in C++ (files on the master rank).
 csv_path = os.path.join(workdir, f"model_test_{size}.csv")
 best_path = os.path.join(workdir, f"model_test_{size}.best")

@@ -9,6 +9,7 @@
 
 #include "run_config.h"
 #include "tnt/compute/checkpoint.h"
+#include "tnt/compute/onnx.h"
 #include "tnt/compute/zoo.h"
 #include "tnt/core/error.h"
 #include "tnt/dataset/source.h"
@@ -74,6 +75,66 @@ TEST(TrainerSaving, SaveToAnUnwritablePathIsAnError) {
   trainer::Session session;
   trainer::Trainer a(session, compute::zoo::mlp({1, 6, 6}, {8}, 3));
   EXPECT_THROW(a.save_weights("/nonexistent-folder/w.tnt"), Error);
+}
+
+std::vector<float> states_of(compute::Model& model) {
+  std::vector<float> out;
+  for (size_t i = 0; i < model.state_count(); ++i) {
+    out.insert(out.end(), model.state_data(i), model.state_data(i) + model.state(i).size);
+  }
+  return out;
+}
+
+template <class Nested>
+std::vector<float> flat(const Nested& nested) {
+  std::vector<float> out;
+  for (const auto& v : nested) out.insert(out.end(), v.begin(), v.end());
+  return out;
+}
+
+// Trainer::export_onnx writes what the model learnt: the file imports back to the same layers,
+// weights and BatchNorm statistics, bitwise, with the output layer of the compiled loss (or the
+// one asked for). compute.onnx_opencv checks that OpenCV reads compute::export_onnx's files.
+TEST(TrainerSaving, ExportOnnxWritesTheTrainedInferenceGraph) {
+  using namespace compute::layers;
+  trainer::Session session;
+  Conv2DOptions conv;
+  conv.filters = 4;
+  conv.kernel = {3, 3};
+  conv.padding = {1, 1};
+  const compute::ModelSpec spec{
+      "small_cnn", {1, 6, 6}, {conv2d(conv), batch_norm(), activation("relu"), max_pool2d(2), flatten(), dense(3)}};
+  trainer::Trainer t(session, spec);
+  t.initialize(5);
+  t.compile({});
+  const auto initial = weights_of(t.model());
+  trainer::FitOptions fit;
+  fit.progress_bar = false;
+  fit.global_batch = 10;
+  t.fit(data::make_synthetic_source({1, 6, 6}, 3, 40, 4), fit);
+  ASSERT_NE(weights_of(t.model()), initial) << "training moved no weight";
+
+  const auto path = temp_path("m.onnx");
+  t.export_onnx(path);  // the compiled loss is softmax cross-entropy: a Softmax at the end
+  compute::OnnxImport back = compute::import_onnx(path);
+  EXPECT_EQ(back.spec.input, spec.input);
+  ASSERT_EQ(back.spec.layers.size(), spec.layers.size() - 1) << "the import leaves the flatten to the dense layer";
+  EXPECT_EQ(flat(back.parameters), weights_of(t.model()));
+  EXPECT_EQ(flat(back.states), states_of(t.model()));
+  ASSERT_FALSE(back.notes.empty());
+  EXPECT_NE(back.notes.front().find("the final Softmax"), std::string::npos) << back.notes.front();
+
+  t.export_onnx(path, compute::OnnxOutput::none);
+  back = compute::import_onnx(path);
+  for (const auto& note : back.notes) EXPECT_EQ(note.find("the final"), std::string::npos) << note;
+  EXPECT_EQ(flat(back.parameters), weights_of(t.model()));
+
+  EXPECT_THROW(t.export_onnx("/nonexistent-folder/m.onnx"), ConfigError);
+  trainer::Trainer uncompiled(session, spec);
+  EXPECT_THROW(uncompiled.export_onnx(path), LogicError);
+  trainer::Trainer sequence(session, compute::zoo::transformer_tiny());
+  EXPECT_THROW(sequence.export_onnx(path, compute::OnnxOutput::none), ConfigError);
+  std::filesystem::remove(path);
 }
 
 TEST(DistributionSwitches, OffTrainsOnThisRanksDataInMicroBatches) {

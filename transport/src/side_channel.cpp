@@ -219,11 +219,16 @@ asio::awaitable<bool> open_side_channel(SideChannelSetup& setup, int peer) {
   co_await dial(socket, setup, peer, ChannelKind::data_on_demand);
   std::uint8_t take = 0;
   co_await asio::async_read(socket, asio::buffer(&take, 1), asio::use_awaitable);
-  if (take > 1)
-    throw JobError("protocol violation: bad answer to a channel request from " + peer_name(setup.book, peer));
-  if (!take) co_return false;
+  if (!channel_request_taken(take, peer_name(setup.book, peer))) co_return false;
   co_await setup.establish(peer, socket);
   co_return true;
+}
+
+bool channel_request_taken(std::uint8_t answer, const std::string& peer) {
+  if (answer > 1)
+    throw JobError("protocol violation: answer " + std::to_string(answer) + " to a channel request from " + peer +
+                   " (0 declines, 1 takes)");
+  return answer == 1;
 }
 
 asio::awaitable<void> serve_side_channels(tcp::acceptor& acceptor, SideChannelSetup& setup) {

@@ -2,6 +2,7 @@
 // The authenticated TCP connections that the data-plane back ends set up between ranks: the
 // TCP back end carries its data on them, the InfiniBand back end exchanges queue-pair details
 // on them and then watches them for a lost peer.
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -44,6 +45,9 @@ boost::asio::awaitable<void> connect_side_channels(boost::asio::ip::tcp::accepto
 // Note [Channels on first use]: asks `peer` for a channel; true once it is made, false when the
 // peer declined because a channel it opened itself is to be used. Throws what the set-up throws.
 boost::asio::awaitable<bool> open_side_channel(SideChannelSetup& setup, int peer);
+// The one-byte answer to a channel request (Note [Channels on first use]): true to take the
+// channel, false to decline; JobError naming `peer` for anything else.
+bool channel_request_taken(std::uint8_t answer, const std::string& peer);
 // Answers channel requests until `acceptor` is closed.
 boost::asio::awaitable<void> serve_side_channels(boost::asio::ip::tcp::acceptor& acceptor, SideChannelSetup& setup);
 

@@ -195,6 +195,15 @@ compute::Tensor Objective::predictions(const compute::Tensor& outputs, std::span
   return p;
 }
 
+compute::OnnxOutput Objective::onnx_output() const {
+  switch (loss_) {
+    case Loss::softmax_cross_entropy: return compute::OnnxOutput::softmax;
+    case Loss::binary_cross_entropy: return compute::OnnxOutput::sigmoid;
+    case Loss::mean_squared_error: break;
+  }
+  return compute::OnnxOutput::none;
+}
+
 Logs logs_from_figures(std::span<const double> sums, const std::vector<std::string>& names) {
   const auto mean = [](double s, double c) { return c > 0 ? s / c : 0.0; };
   Logs logs;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tnt/compute/loss.h"
+#include "tnt/compute/onnx.h"
 #include "tnt/compute/tensor.h"
 #include "tnt/trainer/trainer.h"
 
@@ -48,6 +49,8 @@ class Objective {
   // probabilities (binary cross-entropy) or the outputs themselves (mean squared error).
   // `labels`: the batch's (the softmax path checks them as training does).
   compute::Tensor predictions(const compute::Tensor& outputs, std::span<const std::int32_t> labels);
+  // The output layer an exported inference graph needs to give what predictions() gives.
+  compute::OnnxOutput onnx_output() const;
 
  private:
   enum class Loss { softmax_cross_entropy, binary_cross_entropy, mean_squared_error };

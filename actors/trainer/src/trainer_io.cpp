@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <functional>
 
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/checkpoint.h"
@@ -123,21 +124,33 @@ compute::Tensor Trainer::predict(std::shared_ptr<const data::Source> source, std
 
 // The master rank writes `kind`; every rank returns once it has (or throws when it could not,
 // so that no rank waits for a file that will never come).
-static void save_as(Trainer::State& s, const std::string& path, compute::CheckpointKind kind, const char* what) {
+// The master rank runs `write`; every rank learns whether it failed and throws alike.
+static void write_on_master(Trainer::State& s, const std::string& path, const char* what,
+                            const std::function<void()>& write) {
   std::string error;
+  int64_t failed = 0;  // 1: a DataError (what checkpoint writing throws), 2: a ConfigError (ONNX export's)
   if (s.master()) {
     try {
-      compute::save_checkpoint(path, compute::capture(s.model, nullptr, kind));
+      write();
       spdlog::info("{} of model '{}' written to {}", what, s.model.spec().name, path);
+    } catch (const ConfigError& e) {
+      error = e.what();
+      failed = 2;
     } catch (const Error& e) {
       error = e.what();
+      failed = 1;
     }
   }
-  int64_t failed = error.empty() ? 0 : 1;
   s.comm().broadcast(&failed, sizeof failed, 0);
-  if (failed != 0) {
-    throw DataError(s.master() ? error : fmt::format("the master rank could not write {} to '{}'", what, path));
-  }
+  if (failed == 0) return;
+  const std::string message =
+      s.master() ? error : fmt::format("the master rank could not write {} to '{}'", what, path);
+  if (failed == 2) throw ConfigError(message);
+  throw DataError(message);
+}
+
+static void save_as(Trainer::State& s, const std::string& path, compute::CheckpointKind kind, const char* what) {
+  write_on_master(s, path, what, [&] { compute::save_checkpoint(path, compute::capture(s.model, nullptr, kind)); });
 }
 
 void Trainer::save_weights(const std::string& path) {
@@ -146,6 +159,13 @@ void Trainer::save_weights(const std::string& path) {
 
 void Trainer::save_architecture(const std::string& path) {
   save_as(*state_, path, compute::CheckpointKind::architecture, "the architecture");
+}
+
+void Trainer::export_onnx(const std::string& path, std::optional<compute::OnnxOutput> output) {
+  auto& s = *state_;
+  if (!output && !s.objective) throw LogicError("export_onnx: compile() first, or name the output");
+  const compute::OnnxOutput kind = output ? *output : s.objective->onnx_output();
+  write_on_master(s, path, "the ONNX inference graph", [&] { compute::export_onnx(s.model, path, kind); });
 }
 
 void agree_on_distribution(Trainer::State& s, const data::Source& train, const FitOptions& options) {

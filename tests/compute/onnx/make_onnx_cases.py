@@ -9,6 +9,9 @@ of a folder into tnt, runs the inputs and compares (max|diff| <= 1e-4 * max|logi
                                      and onnx.helper), and the models import must refuse
   make_onnx_cases.py --resnet DIR    torchvision's ResNet-18 and ResNet-50, folded and PRESERVE,
                                      fixed and symbolic batch (ctest compute.onnx_torchvision)
+  make_onnx_cases.py --gradient DIR  torchvision's ResNet-18, folded and PRESERVE, with one batch
+                                     and PyTorch's float64 gradients for it (ctest
+                                     compute.onnx_resnet18_gradient, tests/compute/gradient_test.cpp)
 Exit status 77 (skip) where PyTorch or onnx is not installed.
 """
 import argparse
@@ -179,11 +182,47 @@ def refused(out):
                       opset_version=13)
 
 
+GRADIENT_BATCH, GRADIENT_SIZE = 8, 16  # gradient_test.cpp reads the same shapes
+
+
+def gradient_case(out, generator):
+    """torchvision's ResNet-18 at a reduced input (3x16x16, batch 8, so that the deepest BatchNorm
+    still normalises 8 values per channel), exported folded and PRESERVE, with a batch x, output
+    weights r and the gradients of sum(net(x) * r) that PyTorch computes in float64: in training mode
+    (batch statistics) every parameter's, in the order of named_parameters (tnt's order for the
+    PRESERVE import), then the input's; in eval mode the input's (the folded import's parameters are
+    not PyTorch's)."""
+    import copy
+    net = torchvision.models.resnet18(num_classes=10)
+    randomise_batch_norm(net, generator)
+    net.eval()
+    sample = torch.randn(1, 3, GRADIENT_SIZE, GRADIENT_SIZE, generator=generator)
+    for preserve in (False, True):
+        kwargs = dict(input_names=["x"], output_names=["y"], opset_version=13, do_constant_folding=not preserve,
+                      dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+        if preserve:
+            kwargs["training"] = torch.onnx.TrainingMode.PRESERVE
+        torch.onnx.export(net, sample, os.path.join(out, f"resnet18_{'preserve' if preserve else 'folded'}.onnx"),
+                          **kwargs)
+    x = torch.rand((GRADIENT_BATCH, 3, GRADIENT_SIZE, GRADIENT_SIZE), generator=generator) * 2 - 1
+    r = torch.rand((GRADIENT_BATCH, 10), generator=generator) * 2 - 1
+    x.numpy().astype("<f4").tofile(os.path.join(out, "gradient.input"))
+    r.numpy().astype("<f4").tofile(os.path.join(out, "gradient.output_weights"))
+    for training, name in ((True, "resnet18_preserve.gradients"), (False, "resnet18_folded.gradients")):
+        twin = copy.deepcopy(net).double().train(training)  # training mode moves its running statistics
+        xd = x.double().requires_grad_()
+        (twin(xd) * r.double()).sum().backward()
+        grads = ([p.grad for p in twin.parameters()] if training else []) + [xd.grad]
+        np.concatenate([g.numpy().ravel() for g in grads]).astype("<f4").tofile(os.path.join(out, name))
+    print(f"resnet18 gradient case: batch {GRADIENT_BATCH} of 3x{GRADIENT_SIZE}x{GRADIENT_SIZE}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--small", metavar="DIR")
     parser.add_argument("--resnet", metavar="DIR")
     parser.add_argument("--resnet50", action="store_true", help="with --resnet: ResNet-50 too")
+    parser.add_argument("--gradient", metavar="DIR")
     args = parser.parse_args()
     torch.manual_seed(27)
     generator = torch.Generator().manual_seed(27)
@@ -211,6 +250,9 @@ def main():
                 for fixed in (False, True):
                     case = f"{name}_{'preserve' if preserve else 'folded'}_{'fixed' if fixed else 'symbolic'}"
                     write_case(args.resnet, case, net, (3, 64, 64), 13, fixed, preserve, generator)
+    if args.gradient:
+        os.makedirs(args.gradient, exist_ok=True)
+        gradient_case(args.gradient, generator)
 
 
 if __name__ == "__main__":

@@ -79,8 +79,22 @@ class EventLoop {
 
   boost::asio::io_context& context() { return *io_; }
   Strand strand() const { return strand_; }
-  // True inside a handler of this loop, whichever thread runs it.
-  bool running_in_this_thread() const { return io_->get_executor().running_in_this_thread(); }
+  // True inside a handler of this loop, whichever thread runs it, and inside run_here().
+  bool running_in_this_thread() const { return running_here_ == this || io_->get_executor().running_in_this_thread(); }
+
+  // Runs `task` at once on this thread, as if it were a handler on the strand, where this thread
+  // may be the loop's one runner now (on_demand, a loop of its own, nobody running it, this
+  // thread not inside it); returns false, having run nothing, otherwise. Note [Running here] in
+  // event_loop.cpp. The caller keeps the order of its own tasks: it runs one here only when no
+  // task it posted before is still queued.
+  template <class Task>
+  bool run_here(Task&& task) {
+    if (!take_for_running_here()) return false;
+    Handback handback{*this};
+    running_here_ = this;
+    task();
+    return true;
+  }
 
   // Blocks until `ready` holds. The caller runs the loop itself where it may (on_demand while
   // nobody else runs it, or a shared io_context), else sleeps until wake(). With a deadline,
@@ -121,6 +135,13 @@ class EventLoop {
   void call(const std::function<void()>& task);
 
  private:
+  // Gives up running the loop (driven_) when a caller that ran it is done.
+  struct Handback {
+    EventLoop& loop;
+    ~Handback();
+  };
+
+  bool take_for_running_here();
   void progress_thread_main();
   void drive_until(const std::function<bool()>& ready, std::optional<std::chrono::steady_clock::time_point> deadline);
 
@@ -139,7 +160,8 @@ class EventLoop {
   bool driven_ = false;  // on_demand: some thread runs the loop now
   int holds_ = 0;
   bool stopping_ = false;
-  std::vector<Poller*> pollers_;  // strand-confined
+  std::vector<Poller*> pollers_;                       // strand-confined
+  static thread_local const EventLoop* running_here_;  // run_here() runs a task of this loop
 };
 
 // void specialisation: co_spawn hands no value.

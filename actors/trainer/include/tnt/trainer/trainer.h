@@ -31,6 +31,7 @@
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/decode.h"
 #include "tnt/compute/model.h"
+#include "tnt/compute/onnx.h"
 #include "tnt/compute/optimizer.h"
 #include "tnt/compute/schedule.h"
 #include "tnt/compute/spec.h"
@@ -398,6 +399,14 @@ class Trainer {
   // weights-only or a full checkpoint; load_architecture reads the ModelSpec of any kind.
   void save_weights(const std::string& path);
   void save_architecture(const std::string& path);
+  // The master rank writes the model's inference graph with its current weights and BatchNorm
+  // statistics as ONNX (compute::export_onnx, as `tnt-ckpt export-onnx`: opset 13, symbolic batch,
+  // compute/README.md "Models from PyTorch and Keras"). `output` as tnt-ckpt's --output; without
+  // it, what predict() gives for the compiled loss (softmax for sparse categorical cross-entropy,
+  // sigmoid for binary cross-entropy, the outputs themselves for mean squared error). Every rank
+  // must call it. A model ONNX export does not cover (sequence layers) or a file the master cannot
+  // write is a tnt::ConfigError on every rank (compute::export_onnx's error on the master).
+  void export_onnx(const std::string& path, std::optional<compute::OnnxOutput> output = {});
 
   // Writes a full checkpoint (every rank must call it; the master writes).
   void save_checkpoint(const std::string& path);
