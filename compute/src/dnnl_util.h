@@ -21,6 +21,8 @@ int64_t block_size();  // channels per block of blocked_tag()
 const char* layout_name(const dnnl::memory::desc& desc);
 // Floats of storage a tensor in `desc` needs (bf16 ones take half as many).
 int64_t storage_floats(const dnnl::memory::desc& desc);
+// The Tensor element type of a descriptor's (f32 or bf16).
+ElementType element_type(const dnnl::memory::desc& desc);
 // The same layout with another element type (f32 <-> bf16).
 dnnl::memory::desc with_type(const dnnl::memory::desc& desc, dnnl::memory::data_type type);
 

@@ -55,7 +55,9 @@ using ReadyFn = std::function<void(size_t)>;
 // them by the measured time and compares with a measured FMA peak and copy
 // bandwidth; real kernels move more than the minimum (BatchNorm reads its
 // input twice), so a memory-bound kind below 100 % of the copy bandwidth is
-// not necessarily improvable.
+// not necessarily improvable. Reorders book themselves (detail::Reorder::run),
+// wherever they run: `convert` where they change the element type, `reorder`
+// where only the layout; a layer's own time excludes them.
 struct LayerCost {
   double flops = 0.0;
   double bytes = 0.0;
@@ -73,22 +75,26 @@ class Profiler {
   using Clock = std::chrono::steady_clock;
   // The profiler for this thread, or nullptr when none is active.
   static Profiler* active();
-  // Makes `profiler` (may be nullptr) the active one for this scope.
+  // Makes `profiler` (may be nullptr) the active one for this scope, for a
+  // forward or a backward pass (what books itself, as detail::Reorder does,
+  // takes the pass from here).
   class Activate {
    public:
-    explicit Activate(Profiler* profiler);
+    Activate(Profiler* profiler, bool backward);
     ~Activate();
     Activate(const Activate&) = delete;
     Activate& operator=(const Activate&) = delete;
 
    private:
     Profiler* previous_;
+    bool previous_backward_;
   };
 
   void begin();
   void end(const std::string& kind, bool backward, const LayerCost& cost);
   std::vector<LayerKindProfile> result() const;
   void clear() { kinds_.clear(); }
+  bool in_backward() const { return backward_; }
 
  private:
   struct Frame {
@@ -97,6 +103,7 @@ class Profiler {
   };
   std::vector<Frame> stack_;
   std::map<std::string, LayerKindProfile> kinds_;
+  bool backward_ = false;
 };
 
 class Layer {
@@ -157,6 +164,11 @@ class Layer {
   // backward needs only their input say no, so a residual block may sum into
   // their output in place (Note [Spare buffers]).
   virtual bool backward_reads_output() const { return true; }
+  // Note [bf16 between layers] (layers_basic.cpp): called once after setup by
+  // the Chain when every reader of this layer's output takes bf16, so a bf16
+  // run may write it (and take its gradient) in bf16. Layers that cannot
+  // ignore it.
+  virtual void allow_bf16_output() {}
 
  protected:
   Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in, int64_t fan_out);
@@ -203,6 +215,7 @@ class Chain {
   bool output_is_free() const;
 
  private:
+  void allow_bf16_between_layers();
   struct ToPlain {  // before a layer that wants plain input
     detail::Reorder forward, backward;
     Tensor x, dx;

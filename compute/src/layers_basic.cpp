@@ -333,7 +333,38 @@ Shape Chain::setup(const Shape& sample_input) {
       absorbed_[i + 1] = true;
     }
   }
+  allow_bf16_between_layers();
   return s;
+}
+
+// Note [bf16 between layers]: in a bf16 run a convolution rounds its input to
+// bf16 and its output gradient too, and writes fp32; each such boundary costs
+// a conversion pass, and the layers between work on fp32. Where a
+// convolution's output goes only through a BatchNorm (its ReLU fused or not)
+// into another convolution, as inside every ResNet block, the three agree on
+// bf16 instead: the first convolution writes bf16, BatchNorm runs oneDNN's
+// bf16 kernels (statistics, scale and shift stay fp32; it works in whatever
+// type it is given), the second convolution reads it as it is, and the
+// gradients flow back in bf16 the same way. A Conv2D with a bias keeps fp32
+// output (its bias gradient is summed from the fp32 output gradient, Note
+// [Mixed precision] in runtime.h); so does any output that leaves the chain
+// or goes elsewhere (residual sums, pooling, Dense), whose layers work in
+// fp32. Measurements: compute/README.md, "Mixed precision".
+void Chain::allow_bf16_between_layers() {
+  std::vector<size_t> order;  // the layers that run, absorbed ones left out
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!absorbed_[i]) {
+      order.push_back(i);
+    }
+  }
+  for (size_t n = 0; n + 2 < order.size(); ++n) {
+    Layer& first = *layers_[order[n]];
+    const std::string& between = layers_[order[n + 1]]->spec().type;
+    const std::string& next = layers_[order[n + 2]]->spec().type;
+    if (first.spec().type == "conv2d" && between == "batch_norm" && next == "conv2d") {
+      first.allow_bf16_output();
+    }
+  }
 }
 
 dnnl::memory::desc Chain::prepare(const dnnl::memory::desc& input, bool input_gradient) {
@@ -373,13 +404,7 @@ const Tensor& Chain::forward(const Tensor& x, const ForwardContext& context) {
     const int64_t in = element_count(t->shape());
     if (conversion.forward.needed()) {
       conversion.x.resize(t->shape());
-      if (profiler) {
-        profiler->begin();
-      }
-      conversion.forward.run(t->data(), conversion.x.data());
-      if (profiler) {
-        profiler->end("reorder", false, {0.0, 2.0 * sizeof(float) * static_cast<double>(in)});
-      }
+      conversion.forward.run(t->data(), conversion.x.data());  // books itself (Note [Roofline])
       conversion.dx_floats = t->size();
       t = &conversion.x;
     }
@@ -418,13 +443,7 @@ const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& rea
     auto& conversion = to_plain_[i];
     if (g != nullptr && conversion.backward.needed()) {
       conversion.dx.resize_storage(g->shape(), conversion.dx_floats);
-      if (profiler) {
-        profiler->begin();
-      }
       conversion.backward.run(g->data(), conversion.dx.data());
-      if (profiler) {
-        profiler->end("reorder", true, {0.0, 2.0 * sizeof(float) * static_cast<double>(in)});
-      }
       g = &conversion.dx;
     }
     // Note [Spare buffers]: the gradient this layer consumed is dead unless it

@@ -306,7 +306,7 @@ const Tensor& Model::forward(const Tensor& x, Mode mode, const BatchInfo& batch)
   if (mode == Mode::training) {
     ++training_passes_;
   }
-  Profiler::Activate profiling(r.profiler.get());
+  Profiler::Activate profiling(r.profiler.get(), false);
   return finish_forward(r.chain.forward(x, context));
 }
 
@@ -341,7 +341,7 @@ const Tensor& Model::forward(const Tensor& source, const Tensor& target, Mode mo
   if (mode == Mode::training) {
     ++training_passes_;
   }
-  Profiler::Activate profiling(r.profiler.get());
+  Profiler::Activate profiling(r.profiler.get(), false);
   ForwardContext context{mode, batch.step, batch.first_sample, batch.lengths};
   const Tensor& memory = r.chain.forward(source, context);
   r.d_memory.resize(memory.shape());
@@ -355,13 +355,7 @@ const Tensor& Model::finish_forward(const Tensor& y) {
   Registry& r = *registry_;
   if (r.output_to_plain.needed()) {
     r.plain_output.resize(y.shape());
-    if (r.profiler) {
-      r.profiler->begin();
-    }
-    r.output_to_plain.run(y.data(), r.plain_output.data());
-    if (r.profiler) {
-      r.profiler->end("reorder", false, {0.0, 2.0 * sizeof(float) * static_cast<double>(element_count(y.shape()))});
-    }
+    r.output_to_plain.run(y.data(), r.plain_output.data());  // books itself (Note [Roofline])
     last_output_ = &r.plain_output;
   } else {
     last_output_ = &y;
@@ -378,17 +372,11 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
                       " does not match output " + to_string(last_output_->shape()));
   }
   Registry& r = *registry_;
-  Profiler::Activate profiling(r.profiler.get());
+  Profiler::Activate profiling(r.profiler.get(), true);
   const Tensor* dy = &d_output;
   if (r.gradient_from_plain.needed()) {
     r.d_output.resize_storage(d_output.shape(), detail::storage_floats(r.output_md));
-    if (r.profiler) {
-      r.profiler->begin();
-    }
     r.gradient_from_plain.run(d_output.data(), r.d_output.data());
-    if (r.profiler) {
-      r.profiler->end("reorder", true, {0.0, 2.0 * sizeof(float) * static_cast<double>(d_output.size())});
-    }
     dy = &r.d_output;
   }
   if (!spec_.is_sequence_to_sequence()) {

@@ -47,6 +47,7 @@ void Tensor::resize(const Shape& shape) {
     }
   }
   shape_ = shape;
+  type_ = ElementType::f32;
   values_.resize(static_cast<size_t>(element_count(shape_)));
 }
 
@@ -93,11 +94,15 @@ bool take_spare(FloatStorage& into, size_t floats) {
 
 }  // namespace
 
-void Tensor::resize_storage(const Shape& shape, int64_t floats) {
-  if (floats < element_count(shape)) {
-    throw ConfigError("Tensor: storage of " + std::to_string(floats) + " floats is too small for " + to_string(shape));
+void Tensor::resize_storage(const Shape& shape, int64_t floats, ElementType type) {
+  const int64_t elements = element_count(shape);
+  const int64_t needed = type == ElementType::bf16 ? (elements + 1) / 2 : elements;
+  if (floats < needed) {
+    throw ConfigError("Tensor: storage of " + std::to_string(floats) + " floats is too small for " + to_string(shape) +
+                      (type == ElementType::bf16 ? " in bf16" : ""));
   }
   shape_ = shape;
+  type_ = type;
   if (values_.capacity() == 0 && floats > 0) {
     take_spare(values_, static_cast<size_t>(floats));
   }
@@ -106,6 +111,7 @@ void Tensor::resize_storage(const Shape& shape, int64_t floats) {
 
 void Tensor::release_storage() {
   shape_.clear();
+  type_ = ElementType::f32;
   if (values_.capacity() > 0) {
     spare_buffers().push_back(std::move(values_));
     values_ = {};
@@ -206,6 +212,10 @@ int64_t storage_floats(const dnnl::memory::desc& desc) {
   return static_cast<int64_t>((desc.get_size() + sizeof(float) - 1) / sizeof(float));
 }
 
+ElementType element_type(const dnnl::memory::desc& desc) {
+  return desc.data_type() == dnnl::memory::data_type::bf16 ? ElementType::bf16 : ElementType::f32;
+}
+
 dnnl::memory::desc with_type(const dnnl::memory::desc& desc, dnnl::memory::data_type type) {
   // Strides and blocks count elements, so the layout carries over unchanged.
   dnnl::memory::desc out = desc;
@@ -222,8 +232,22 @@ void Reorder::prepare(const dnnl::memory::desc& from, const dnnl::memory::desc& 
   }
 }
 
+// Every reorder books itself (Note [Roofline] in layer.h), so the conversions
+// between precisions (Note [Mixed precision]) show as a kind of their own, apart from
+// the layers that ask for them: `convert` where the element types differ,
+// `reorder` where only the layout does. Their traffic is what they read and
+// write, at the element sizes they have.
 void Reorder::run(const void* from, void* to) const {
+  Profiler* profiler = Profiler::active();
+  if (profiler != nullptr) {
+    profiler->begin();
+  }
   primitive_.execute(cpu_stream(), {{DNNL_ARG_FROM, wrap(from_, from)}, {DNNL_ARG_TO, wrap(to_, to)}});
+  if (profiler != nullptr) {
+    const bool converts = from_.data_type() != to_.data_type();
+    profiler->end(converts ? "convert" : "reorder", profiler->in_backward(),
+                  {0.0, static_cast<double>(from_.get_size() + to_.get_size())});
+  }
 }
 
 void BiasGradient::prepare(const dnnl::memory::desc& output_gradient) {
@@ -336,9 +360,20 @@ thread_local Profiler* active_profiler = nullptr;
 
 Profiler* Profiler::active() { return active_profiler; }
 
-Profiler::Activate::Activate(Profiler* profiler) : previous_(active_profiler) { active_profiler = profiler; }
+Profiler::Activate::Activate(Profiler* profiler, bool backward)
+    : previous_(active_profiler), previous_backward_(profiler != nullptr && profiler->backward_) {
+  active_profiler = profiler;
+  if (profiler != nullptr) {
+    profiler->backward_ = backward;
+  }
+}
 
-Profiler::Activate::~Activate() { active_profiler = previous_; }
+Profiler::Activate::~Activate() {
+  if (active_profiler != nullptr) {
+    active_profiler->backward_ = previous_backward_;
+  }
+  active_profiler = previous_;
+}
 
 void Profiler::begin() { stack_.push_back({Clock::now(), 0.0}); }
 

@@ -235,6 +235,13 @@ Conv2DOptions conv(int64_t filters, int64_t k, int64_t stride, int64_t pad, int6
   return o;
 }
 
+// As a ResNet's convolutions are: no bias, whole channel blocks, same padding.
+Conv2DOptions unbiased(int64_t filters, int64_t k) {
+  Conv2DOptions o = conv(filters, k, 1, k / 2);
+  o.bias = false;
+  return o;
+}
+
 std::vector<LayerSpec> smoothed(std::vector<LayerSpec> specs) {
   for (LayerSpec& l : specs) {
     if (l.type == "activation") {
@@ -287,6 +294,9 @@ std::vector<Case> cases() {
       // ReLU have kinks that finite differences over many outputs cross;
       // fusion_test.cpp checks them against their unfused compositions.
       {"batch_norm_relu", {batch_norm(), activation("relu")}, {4, 3, 3, 3}},
+      // Note [bf16 between layers]: in bf16 the first convolution writes bf16,
+      // BatchNorm works in bf16, the second convolution reads it as it is.
+      {"conv_batch_norm_conv", {conv2d(unbiased(16, 3)), batch_norm(), conv2d(unbiased(16, 3))}, {2, 3, 5, 5}},
       {"dropout_train", {dropout(0.4, 11)}, {4, 10}},
       {"dropout_inference", {dropout(0.4, 11)}, {4, 10}, Mode::inference},
       {"residual_identity",

@@ -4,8 +4,11 @@
 // fp32 in gradient_test.cpp (LayerGradient.Bf16MatchesFp32).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "dnnl_util.h"  // compute/src: detail::BiasGradient
@@ -137,6 +140,112 @@ TEST(Precision, Bf16TrainingUpdatesFp32MasterWeights) {
     }
   }
   EXPECT_GT(below_bf16_step, 10) << "the test needs updates that bf16 weights would lose";
+}
+
+// Note [Roofline]: the conversions between fp32 and bf16 are booked as a kind
+// of their own (`convert`), in the pass that runs them, apart from the layers
+// that ask for them; layout-only reorders stay `reorder`.
+TEST(Precision, ProfileBooksConversionsAsAKindOfTheirOwn) {
+  if (const std::string why = bf16_unsupported_reason(); !why.empty()) {
+    GTEST_SKIP() << "bf16: " << why;
+  }
+  auto kinds_of = [](Precision precision) {
+    // 16 filters: the convolution works channel-blocked, so its plain input is reordered.
+    Model model(ModelSpec{"convert", {16, 8, 8}, {layers::conv2d({.filters = 16, .kernel = {3, 3}})}});
+    model.initialize(1);
+    model.set_precision(precision);
+    model.set_profiling(true);
+    const Tensor x = random_tensor({2, 16, 8, 8}, 1);
+    const Tensor& y = model.forward(x, Mode::training);
+    model.backward(random_tensor(y.shape(), 2));
+    std::map<std::string, LayerKindProfile> kinds;
+    for (const LayerKindProfile& k : model.profile()) {
+      kinds[k.kind] = k;
+    }
+    return kinds;
+  };
+  auto bf16 = kinds_of(Precision::bf16);
+  ASSERT_TRUE(bf16.count("convert")) << "no convert row in a bf16 profile";
+  const LayerKindProfile& convert = bf16["convert"];
+  EXPECT_GT(convert.forward_seconds, 0.0);   // the input and the weights to bf16
+  EXPECT_GT(convert.backward_seconds, 0.0);  // the output gradient to bf16
+  // At least the input: 2 x 16 x 8 x 8 values read as fp32 and written as bf16.
+  EXPECT_GE(convert.bytes, 2 * 16 * 8 * 8 * (4.0 + 2.0));
+  EXPECT_EQ(convert.flops, 0.0);
+  auto fp32 = kinds_of(Precision::fp32);
+  EXPECT_FALSE(fp32.count("convert")) << "an fp32 run converts nothing";
+  EXPECT_TRUE(fp32.count("reorder")) << "the plain input is reordered to the blocked layout";
+}
+
+// Note [bf16 between layers]: convolution -> BatchNorm -> convolution works
+// in bf16 between the two; its outputs and gradients match fp32 within
+// LayerGradient.Bf16MatchesFp32's derived tolerance (10 x 2^-8,
+// gradient_test.cpp), and the conversions it saves are gone from the profile,
+// with the ReLU fused too. The tolerance is checked without the ReLU: bf16
+// rounding moves some outputs across its kink, and each such element's
+// gradient then differs by all of it (0.045-0.064 measured here with a fused
+// ReLU), the reason the gradient checks use smooth activations.
+TEST(Precision, Bf16BetweenConvolutionsMatchesFp32AndConvertsLess) {
+  if (const std::string why = bf16_unsupported_reason(); !why.empty()) {
+    GTEST_SKIP() << "bf16: " << why;
+  }
+  auto unbiased = [](int64_t filters) {
+    return layers::conv2d({.filters = filters, .kernel = {3, 3}, .padding = {1, 1}, .bias = false});
+  };
+  struct Pass {
+    Tensor y, dx;
+    std::vector<std::vector<float>> grads;
+    double converted_bytes = 0.0;
+  };
+  const Tensor x = random_tensor({4, 16, 6, 6}, 1);
+  // between: the activation after each BatchNorm, or none.
+  auto run = [&](Precision precision, const std::string& between) {
+    std::vector<LayerSpec> stack;
+    for (int i = 0; i < 2; ++i) {
+      stack.push_back(unbiased(16));
+      stack.push_back(layers::batch_norm());
+      if (!between.empty()) {
+        stack.push_back(layers::activation(between));
+      }
+    }
+    Model model(ModelSpec{"between", {16, 6, 6}, stack});
+    model.initialize(1);
+    model.set_precision(precision);
+    model.set_profiling(true);
+    Pass p;
+    p.y = model.forward(x, Mode::training);
+    p.dx = *model.backward(random_tensor(p.y.shape(), 2), {}, true);
+    for (size_t i = 0; i < model.parameter_count(); ++i) {
+      p.grads.emplace_back(model.gradient(i), model.gradient(i) + model.parameter(i).size);
+    }
+    for (const LayerKindProfile& k : model.profile()) {
+      if (k.kind == "convert") {
+        p.converted_bytes += k.bytes;
+      }
+    }
+    return p;
+  };
+  auto relative_error = [](const float* got, const float* want, size_t size) {
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < size; ++i) {
+      diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+      norm += static_cast<double>(want[i]) * want[i];
+    }
+    return std::sqrt(diff / std::max(norm, 1e-6 * static_cast<double>(size)));
+  };
+  const double tolerance = 10.0 / 256.0;
+  const Pass fp32 = run(Precision::fp32, ""), bf16 = run(Precision::bf16, "");
+  EXPECT_LE(relative_error(bf16.y.data(), fp32.y.data(), static_cast<size_t>(fp32.y.size())), tolerance);
+  EXPECT_LE(relative_error(bf16.dx.data(), fp32.dx.data(), static_cast<size_t>(fp32.dx.size())), tolerance);
+  for (size_t i = 0; i < fp32.grads.size(); ++i) {
+    EXPECT_LE(relative_error(bf16.grads[i].data(), fp32.grads[i].data(), fp32.grads[i].size()), tolerance)
+        << "gradient " << i;
+  }
+  // With tanh between, BatchNorm does not feed the second convolution
+  // directly: its input and the first one's output gradient are converted.
+  const Pass apart = run(Precision::bf16, "tanh");
+  EXPECT_LT(bf16.converted_bytes, apart.converted_bytes);
+  EXPECT_LT(run(Precision::bf16, "relu").converted_bytes, apart.converted_bytes);
 }
 
 }  // namespace

@@ -15,11 +15,13 @@
 // oneDNN's bf16 kernels: each such layer rounds its input, its weights and
 // its output gradient to bf16 at its own boundary, and its outputs, input
 // gradients and weight gradients come out in fp32, accumulated in fp32 by
-// the kernels. Everything else stays fp32: the weights themselves (the
-// master copy the optimizer updates, so updates smaller than a bf16 step
-// are not lost), optimizer state, BatchNorm and LayerNorm with their
-// statistics, activations, pooling, the loss, gradients in the buckets and
-// checkpoints (which are interchangeable between precisions). The
+// the kernels; except where a convolution feeds a BatchNorm that feeds
+// another convolution, which pass bf16 between them (Note [bf16 between
+// layers] in src/layers_basic.cpp). Everything else stays fp32: the weights
+// themselves (the master copy the optimizer updates, so updates smaller than
+// a bf16 step are not lost), optimizer state, BatchNorm statistics, the other
+// BatchNorms, LayerNorm, activations, pooling, the loss, gradients in the
+// buckets and checkpoints (which are interchangeable between precisions). The
 // memory-bound layers gain little from bf16 and the conversions at the
 // heavy layers' boundaries cost a read and a write of their inputs; what
 // bf16 pays is the dot products, which run at twice the fp32 rate on

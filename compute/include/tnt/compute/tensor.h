@@ -35,6 +35,11 @@ struct CacheLineAllocator {
 };
 using FloatStorage = std::vector<float, CacheLineAllocator<float>>;
 
+// The type of a tensor's elements. Tensors handed to or returned from Model
+// hold float32; inside a bf16 model a layer may hold bf16 elements, two to a
+// float of storage (Note [bf16 between layers] in src/layers_basic.cpp).
+enum class ElementType { f32, bf16 };
+
 class Tensor {
  public:
   Tensor() = default;
@@ -53,11 +58,12 @@ class Tensor {
   void resize(const Shape& shape);
   // Same elements, new shape with the same element count.
   void reshape(const Shape& shape);
-  // For compute/'s layers: a tensor whose storage holds `floats` values in a
-  // oneDNN layout of its own (possibly padded), so size() may exceed the
-  // element count of shape(). Tensors handed to or returned from Model are
-  // always plain.
-  void resize_storage(const Shape& shape, int64_t floats);
+  // For compute/'s layers: a tensor whose storage holds `floats` floats of
+  // elements of `type` in a oneDNN layout of its own (possibly padded), so
+  // size() may differ from the element count of shape(). Tensors handed to
+  // or returned from Model are always plain float32.
+  void resize_storage(const Shape& shape, int64_t floats, ElementType type = ElementType::f32);
+  ElementType element_type() const { return type_; }
   // Note [Spare buffers]: empties the tensor and keeps its storage among this
   // thread's spare buffers, where the next resize_storage() of an empty
   // tensor on this thread may take it (its values are then unspecified).
@@ -66,6 +72,7 @@ class Tensor {
  private:
   Shape shape_;
   FloatStorage values_;
+  ElementType type_ = ElementType::f32;
 };
 
 }  // namespace tnt::compute
