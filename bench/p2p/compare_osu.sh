@@ -13,7 +13,7 @@
 #   --realtime     both sides under `chrt -f 10` (root), so that other work on a shared machine
 #                  does not preempt the ranks: small-message latency is otherwise mostly that load
 #   --json         one JSON document on stdout
-# 2 ranks per job (multi_lat: 4), on this host. The machine's other load is not controlled:
+# 2 ranks per job (multi_lat: 4), on this host. Without --realtime the machine's other load is not controlled:
 # quote ratios of one run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +21,7 @@ build=$here/../../build
 osu=${TNT_OSU_TARBALL:-}
 rounds=3 json=0 tcp=0
 tests="latency bw bibw multi_lat"
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 realtime=()
 while (($#)); do
   case $1 in
