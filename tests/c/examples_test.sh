@@ -17,12 +17,9 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
-cmake -S "$source_dir/examples/$example" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
+"$source_dir/tests/package/build_example.sh" "$build_dir" "$source_dir" "$example" "$work" \
   -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER="$c_compiler" -DCMAKE_CXX_COMPILER="$cxx_compiler" \
-  -DCMAKE_C_FLAGS="$sanitize_flags" -DCMAKE_EXE_LINKER_FLAGS="$sanitize_flags" \
-  > "$work/configure.log" 2>&1 || { cat "$work/configure.log"; exit 1; }
-cmake --build "$work/build" > "$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
+  -DCMAKE_C_FLAGS="$sanitize_flags" -DCMAKE_EXE_LINKER_FLAGS="$sanitize_flags"
 
 same_as_serial() {  # NAME DUMP
   if ! cmp -s "$work/serial.bin" "$2"; then

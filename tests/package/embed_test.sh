@@ -6,12 +6,8 @@ set -euo pipefail
 build_dir=$1 source_dir=$2 launcher=$3 compiler=${4:-c++} sanitize_flags=${5:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
-cmake -S "$source_dir/examples/embed-dot" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_CXX_FLAGS="$sanitize_flags" -DCMAKE_EXE_LINKER_FLAGS="$sanitize_flags" \
-  > "$work/configure.log" \
-  || { cat "$work/configure.log"; exit 1; }
-cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
+"$source_dir/tests/package/build_example.sh" "$build_dir" "$source_dir" embed-dot "$work" \
+  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_CXX_FLAGS="$sanitize_flags" -DCMAKE_EXE_LINKER_FLAGS="$sanitize_flags"
 # The example links only the collectives (and, through them, the transport).
 if ldd "$work/build/tnt-embed-dot" | grep -E "dnnl|tnt_compute|tnt_dataset"; then
   echo "the embedded example pulled in trainer libraries"; exit 1

@@ -10,11 +10,8 @@ if ! pkg-config --exists fftw3; then
 fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-cmake --install "$build_dir" --prefix "$work/prefix" > "$work/install.log"
-cmake -S "$source_dir/examples/fft2d" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" \
-  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_CXX_FLAGS="$sanitize_flags" -DCMAKE_EXE_LINKER_FLAGS="$sanitize_flags" \
-  > "$work/configure.log" || { cat "$work/configure.log"; exit 1; }
-cmake --build "$work/build" > "$work/build.log" || { cat "$work/build.log"; exit 1; }
+"$source_dir/tests/package/build_example.sh" "$build_dir" "$source_dir" fft2d "$work" \
+  -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_CXX_FLAGS="$sanitize_flags" -DCMAKE_EXE_LINKER_FLAGS="$sanitize_flags"
 for ranks in 1 2 4; do
   "$launcher" -n "$ranks" -- "$work/build/tnt-fft2d" 128 | tee "$work/run.$ranks.log"
   grep -q "fft2d N=128 on $ranks ranks: .* OK" "$work/run.$ranks.log"
