@@ -145,7 +145,9 @@ class Communicator::Impl final {
 
   void finish() {
     if (finished_.exchange(true)) throw LogicError("Communicator::finish() called twice");
-    loop_->wait_until([this] { return active_ops_.load() == 0; });
+    // Eager sends completed with their bytes still on the way (Note [Lingering work] in
+    // event_loop.cpp): the peers may wait for them, and the channels close after this.
+    loop_->wait_until([this] { return active_ops_.load() == 0 && (loop_->lingering() == 0 || failed_.load()); });
     if (env_.size > 1) {
       finishing_ = true;
       if (!failed_) rendezvous_->finish();
@@ -346,7 +348,14 @@ Group::Group(Communicator::Impl& world, std::vector<int> members, std::uint32_t 
 // freed. Destroying them at once crashed the next completion: MPI_Comm_free across two hosts,
 // mpi_layer.netns_hosts_2x2.
 Group::~Group() {
-  world_.loop().wait_until([this] { return active_ == 0; });
+  // Its eager sends' bytes are handed over first (Note [Lingering work] in event_loop.cpp):
+  // freeing a communicator does not take back what was sent on it.
+  world_.loop().wait_until([this] {
+    const auto handed_over = [](const std::unique_ptr<PointToPoint>& engine) {
+      return !engine || engine->handing_over() == 0;
+    };
+    return active_ == 0 && ((handed_over(p2p_) && handed_over(exchanges_)) || world_.failed());
+  });
   world_.loop().call([this] {
     for (auto* engine : {&p2p_, &exchanges_}) {
       if (!*engine) continue;

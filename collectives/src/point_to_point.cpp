@@ -213,6 +213,8 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
                     cookie(Event::credit_in, static_cast<std::uint64_t>(to.rank)));
     }
     sending.outstanding = 1;
+    handing_over_.fetch_add(1);  // Note [Lingering work] in event_loop.cpp
+    links_.loop().linger();
     to.pair->send(wire_tag(Wire::envelope, sending.sequence, context_), sending.wire.data(), sending.wire.size(), *this,
                   cookie(Event::eager_out, id));
     state->status = MessageStatus{links_.rank(), tag, bytes};
@@ -533,7 +535,7 @@ void PointToPoint::on_send_complete(std::uint64_t done) {
   if (!failure_.empty()) return;
   const std::uint64_t id = id_of(done);
   switch (event_of(done)) {
-    case Event::eager_out:
+    case Event::eager_out: handed_over(); [[fallthrough]];
     case Event::envelope_out: {
       auto found = sends_.find(id);
       if (found != sends_.end() && --found->second->outstanding == 0) finish_send(id);
@@ -579,10 +581,17 @@ void PointToPoint::on_recv_complete(std::uint64_t done, std::size_t bytes) {
   }
 }
 
+void PointToPoint::handed_over() {
+  handing_over_.fetch_sub(1);
+  links_.loop().unlinger();
+}
+
 void PointToPoint::fail_all(const std::string& reason) {
   if (!failure_.empty()) return;
   failure_ = reason;
   receive_watch_.cancel();
+  // Completions are ignored from now on: nobody may wait for these any longer.
+  while (handing_over_.load() > 0) handed_over();
   // The sends and matched receives themselves stay until the engine goes: a channel may still
   // read an eager message's wire buffer or write a clear-to-send into its send (Note [Retired
   // engines] in communicator.cpp). Freed here, a TCP write sent freed memory to the peer, which

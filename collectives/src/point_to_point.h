@@ -1,5 +1,6 @@
 #pragma once
 // Point-to-point messages of one communicator (Note [Point-to-point] in point_to_point.cpp).
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -62,6 +63,9 @@ class PointToPoint final : public transport::CompletionSink {
   void fail_all(const std::string& reason);
   // A channel to `peer` has opened (this rank or the peer asked for it).
   void on_channel(int peer);
+  // Completed eager sends whose channels still hand their bytes over (Note [Lingering work] in
+  // transport/src/event_loop.cpp). Any thread.
+  int handing_over() const { return handing_over_.load(); }
 
  private:
   struct SendOp;
@@ -94,6 +98,7 @@ class PointToPoint final : public transport::CompletionSink {
                     bool synchronous);
   void watch_receives();
   void check_receives();
+  void handed_over();
 
   PeerLinks& links_;
   const std::uint32_t context_;
@@ -107,6 +112,7 @@ class PointToPoint final : public transport::CompletionSink {
   // Sends waiting for their peer's channel to open, in the order issued.
   std::unordered_map<int, std::deque<std::function<void()>>> waiting_for_channel_;
   std::uint64_t next_id_ = 1;
+  std::atomic<int> handing_over_{0};
   std::string failure_;
   // Note [Receives nobody sends to]: armed while receives wait unmatched.
   boost::asio::steady_timer receive_watch_;

@@ -83,18 +83,37 @@ EventLoop::~EventLoop() {
   }
 }
 
+// Note [Lingering work]: a standard send that goes eagerly completes once its data is copied,
+// and its caller moves on, to computation or to ending its communicator, while the channel may
+// still need the loop to hand the bytes over: an InfiniBand rendezvous waits for the peer's
+// read, a full TCP socket or shared-memory ring for room. Nobody waits for that work, so nobody
+// ran the loop for it: a rank that sent eagerly and then finished left its peer waiting forever
+// in the receive (the fake-fabric test, 1 run in 7). Holding the loop (hold()) would wake the
+// progress thread after every eager send, a wake-up per message that a ping-pong pays in full,
+// though the caller's next call nearly always runs those completions itself. So such work only
+// lingers: the progress thread looks every kLingerCheck and runs the loop when lingering work
+// has made no progress since its last look; ending a communicator waits for it outright.
+constexpr auto kLingerCheck = std::chrono::milliseconds(10);
+
 void EventLoop::progress_thread_main() {
+  std::uint64_t unlingered_seen = 0;
   for (;;) {
     {
       std::unique_lock lock(mutex_);
-      progress_wanted_.wait(lock, [&] { return stopping_ || (holds_ > 0 && !driven_); });
+      const auto wanted = [&] { return stopping_ || (holds_ > 0 && !driven_); };
+      while (!progress_wanted_.wait_for(lock, kLingerCheck, wanted)) {
+        const std::uint64_t unlingered = unlingered_.load();
+        const bool stuck = lingering_.load() > 0 && unlingered == unlingered_seen && !driven_;
+        unlingered_seen = unlingered;
+        if (stuck) break;
+      }
       if (stopping_) return;
       driven_ = true;
     }
     for (;;) {
       io_->run_one();  // returns after one handler: the one that released the last hold, say
       std::lock_guard lock(mutex_);
-      if (stopping_ || holds_ == 0) {
+      if (stopping_ || (holds_ == 0 && lingering_.load() == 0)) {
         driven_ = false;
         break;
       }
@@ -122,6 +141,19 @@ void EventLoop::release() {
   }
   // Released from outside the loop: the progress thread may sleep in epoll and must notice.
   if (!running_in_this_thread()) asio::post(*io_, [] {});
+}
+
+void EventLoop::linger() {
+  if (progress_ == Progress::on_demand) lingering_.fetch_add(1);
+}
+
+void EventLoop::unlinger() {
+  if (progress_ != Progress::on_demand) return;
+  unlingered_.fetch_add(1);
+  if (lingering_.fetch_sub(1) > 1) return;
+  // The progress thread may run the loop for it, asleep in epoll: let it see it is done.
+  std::lock_guard lock(mutex_);
+  if (driven_ && holds_ == 0 && !running_in_this_thread()) asio::post(*io_, [] {});
 }
 
 void EventLoop::wake() {

@@ -108,6 +108,14 @@ class EventLoop {
   // may be called from any thread. A no-op for the other kinds of loop.
   void hold();
   void release();
+  // on_demand: work that nobody waits for and that as a rule finishes unaided, but may need the
+  // loop to run once more (an eager send whose bytes are still being handed to a channel after
+  // the send completed). The progress thread runs the loop for it only once it has stayed
+  // pending without progress (Note [Lingering work] in event_loop.cpp). Any thread; a no-op
+  // for the other kinds of loop.
+  void linger();
+  void unlinger();
+  int lingering() const { return lingering_.load(); }
 
   // On the strand. Pollers are used only where the blocked caller is the one thread that runs
   // the loop (on_demand with a loop of its own); elsewhere they are never polled.
@@ -159,6 +167,8 @@ class EventLoop {
   std::uint64_t wake_count_ = 0;
   bool driven_ = false;  // on_demand: some thread runs the loop now
   int holds_ = 0;
+  std::atomic<int> lingering_{0};
+  std::atomic<std::uint64_t> unlingered_{0};  // unlinger() calls so far: progress made
   bool stopping_ = false;
   std::vector<Poller*> pollers_;                       // strand-confined
   static thread_local const EventLoop* running_here_;  // run_here() runs a task of this loop
