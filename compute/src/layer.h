@@ -45,6 +45,8 @@ struct ForwardContext {
   const Tensor* memory = nullptr;
   std::span<const int32_t> memory_lengths = {};
   Tensor* d_memory = nullptr;
+  // Training passes of a model with a ReplicaSum (Note [Synchronized BatchNorm] in model.h).
+  const ReplicaSum* replica_sum = nullptr;
 };
 
 using ReadyFn = std::function<void(size_t)>;
@@ -169,6 +171,10 @@ class Layer {
   // run may write it (and take its gradient) in bf16. Layers that cannot
   // ignore it.
   virtual void allow_bf16_output() {}
+  // Note [Synchronized BatchNorm] in layers_dnnl.cpp: a training pass without samples on this
+  // replica; the layer (and those nested in it, in the order their passes would run) makes the
+  // replica sums its forward (backward = false) or backward pass would make.
+  virtual void pass_without_samples(const ReplicaSum& sum, bool backward) {}
 
  protected:
   Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in, int64_t fan_out);
@@ -203,6 +209,8 @@ class Chain {
   // need_dx: whether the chain's own input gradient is wanted.
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
+  // Layer::pass_without_samples for each layer: in order forward, in reverse backward.
+  void pass_without_samples(const ReplicaSum& sum, bool backward);
   // Floats per sample of every layer's output, nested layers included (after setup).
   int64_t activation_floats() const;
   void set_precision(Precision precision);

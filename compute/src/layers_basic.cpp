@@ -297,6 +297,13 @@ class Residual final : public Layer {
     shortcut_.collect(params, states);
   }
 
+  // As forward() and backward() run the branches: main first forward, shortcut first backward.
+  void pass_without_samples(const ReplicaSum& sum, bool backward) override {
+    if (!backward) main_.pass_without_samples(sum, backward);
+    shortcut_.pass_without_samples(sum, backward);
+    if (backward) main_.pass_without_samples(sum, backward);
+  }
+
   void set_precision(Precision precision) override {
     main_.set_precision(precision);
     shortcut_.set_precision(precision);
@@ -454,6 +461,15 @@ const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& rea
     holding_.push_back(i);
   }
   return g;
+}
+
+void Chain::pass_without_samples(const ReplicaSum& sum, bool backward) {
+  for (size_t k = 0; k < layers_.size(); ++k) {
+    const size_t i = backward ? layers_.size() - 1 - k : k;
+    if (!absorbed_[i]) {
+      layers_[i]->pass_without_samples(sum, backward);
+    }
+  }
 }
 
 void Chain::release_gradients() {

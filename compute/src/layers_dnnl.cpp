@@ -19,8 +19,10 @@
 // primitives executed every step; oneDNN's primitive cache makes a return to
 // an earlier batch size cheap.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -1109,10 +1111,134 @@ class Activation final : public Layer {
 };
 
 // ---------------------------------------------------------------- BatchNorm
-// Statistics over the local batch in training (biased variance, as oneDNN
-// computes it); running averages for inference, updated Keras-style:
+// Note [Synchronized BatchNorm] (issue 26): with a ReplicaSum in the context
+// (model.h), a training pass normalises with the mean and variance of every
+// replica's batch together. Forward: this replica's per-channel sum and sum of
+// squares (in double, of x minus the running mean, which every replica holds
+// alike, so that the variance does not come from a difference of large
+// numbers) and its element count go into one replica sum of 2C + 1 values;
+// the global mean and variance then normalise through oneDNN's
+// use_global_stats primitive, and update the running statistics, the same on
+// every replica. Backward: with the statistics of all N elements, dL/dx =
+// scale / sigma * (dy - sum(dy) / N - x_hat * sum(dy * x_hat) / N), dy after
+// the fused ReLU's mask. oneDNN's use_global_stats backward gives the first
+// term and this replica's two sums (they are the shift and scale gradients);
+// one replica sum of those 2C values, and the rest is added per channel as
+// a + b * x. The parameter gradients stay this replica's: the trainer's
+// gradient allreduce sums them. One rank takes the plain path (its batch is
+// the global one). Every replica makes the same sums in the same order: one
+// without samples runs pass_without_samples, adding zeros.
+//
+// Without one: statistics over the local batch in training (biased variance,
+// as oneDNN computes it); running averages for inference, updated Keras-style:
 // running = momentum * running + (1 - momentum) * batch, with the unbiased
 // batch variance.
+
+// A 4D activation in a layout oneDNN describes by strides with at most one
+// block of channels innermost (nchw, nhwc, nChw8c, nChw16c): element (n, c,
+// h, w) lies at n * n_stride + (c / block) * block_stride + h * h_stride +
+// w * w_stride + c % block.
+struct ChannelStrides {
+  int64_t n_stride = 0, block_stride = 0, h_stride = 0, w_stride = 0, block = 1;
+  int64_t batch = 0, channels = 0, height = 0, width = 0;
+
+  static ChannelStrides of(const memory::desc& desc, const std::string& layer) {
+    const dnnl_memory_desc_t& d = desc.data;
+    const auto& blocking = d.format_desc.blocking;
+    const bool one_channel_block =
+        blocking.inner_nblks == 0 || (blocking.inner_nblks == 1 && blocking.inner_idxs[0] == 1);
+    if (d.ndims != 4 || d.format_kind != dnnl_blocked || !one_channel_block || d.offset0 != 0) {
+      throw LogicError("layer " + layer + ": synchronized BatchNorm statistics cannot read layout " +
+                       detail::layout_name(desc));
+    }
+    ChannelStrides v;
+    v.block = blocking.inner_nblks == 1 ? blocking.inner_blks[0] : 1;
+    v.n_stride = blocking.strides[0];
+    v.block_stride = blocking.strides[1];
+    v.h_stride = blocking.strides[2];
+    v.w_stride = blocking.strides[3];
+    v.batch = d.dims[0];
+    v.channels = d.dims[1];
+    v.height = d.dims[2];
+    v.width = d.dims[3];
+    return v;
+  }
+};
+
+float load_element(const float* p) { return *p; }
+float load_element(const uint16_t* p) { return std::bit_cast<float>(static_cast<uint32_t>(*p) << 16); }
+void store_element(float* p, float v) { *p = v; }
+void store_element(uint16_t* p, float v) {
+  const auto bits = std::bit_cast<uint32_t>(v);  // to nearest even; values here are finite
+  *p = static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+// Per channel, sum(x - shift) into sums[c] and sum((x - shift)^2) into
+// sums[C + c]. Partial sums over one row of W elements in float, the rest
+// in double; samples are cut into a fixed number of chunks summed in chunk
+// order, so the result does not depend on the thread count.
+template <class T>
+void channel_moments(const ChannelStrides& v, const T* x, const float* shift, double* sums) {
+  const int64_t chunks = std::min<int64_t>(v.batch, 16), C = v.channels;
+  std::vector<double> partial(static_cast<size_t>(chunks * 2 * C), 0.0);
+#pragma omp parallel for schedule(static)
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    double* sum = partial.data() + chunk * 2 * C;
+    double* squares = sum + C;
+    std::vector<float> row_sum(static_cast<size_t>(v.block)), row_squares(static_cast<size_t>(v.block));
+    for (int64_t n = chunk * v.batch / chunks; n < (chunk + 1) * v.batch / chunks; ++n) {
+      for (int64_t first = 0; first < C; first += v.block) {
+        const int64_t width = std::min(v.block, C - first);
+        const T* block = x + n * v.n_stride + first / v.block * v.block_stride;
+        for (int64_t h = 0; h < v.height; ++h) {
+          std::fill(row_sum.begin(), row_sum.end(), 0.0f);
+          std::fill(row_squares.begin(), row_squares.end(), 0.0f);
+          for (int64_t w = 0; w < v.width; ++w) {
+            const T* at = block + h * v.h_stride + w * v.w_stride;
+            for (int64_t k = 0; k < width; ++k) {
+              const float centred = load_element(at + k) - shift[first + k];
+              row_sum[static_cast<size_t>(k)] += centred;
+              row_squares[static_cast<size_t>(k)] += centred * centred;
+            }
+          }
+          for (int64_t k = 0; k < width; ++k) {
+            sum[first + k] += row_sum[static_cast<size_t>(k)];
+            squares[first + k] += row_squares[static_cast<size_t>(k)];
+          }
+        }
+      }
+    }
+  }
+  std::fill(sums, sums + 2 * C, 0.0);
+  for (int64_t chunk = 0; chunk < chunks; ++chunk) {
+    for (int64_t i = 0; i < 2 * C; ++i) {
+      sums[i] += partial[static_cast<size_t>(chunk * 2 * C + i)];
+    }
+  }
+}
+
+// dx += a[c] + b[c] * x, element by element (both in the layout of `v`).
+template <class T>
+void add_affine_in_x(const ChannelStrides& v, const T* x, T* dx, const float* a, const float* b) {
+  const int64_t C = v.channels;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < v.batch; ++n) {
+    for (int64_t first = 0; first < C; first += v.block) {
+      const int64_t width = std::min(v.block, C - first);
+      const int64_t base = n * v.n_stride + first / v.block * v.block_stride;
+      for (int64_t h = 0; h < v.height; ++h) {
+        for (int64_t w = 0; w < v.width; ++w) {
+          const int64_t at = base + h * v.h_stride + w * v.w_stride;
+          for (int64_t k = 0; k < width; ++k) {
+            const float value = load_element(dx + at + k) + a[first + k] + b[first + k] * load_element(x + at + k);
+            store_element(dx + at + k, value);
+          }
+        }
+      }
+    }
+  }
+}
+
 class BatchNorm final : public Layer {
  public:
   using Layer::Layer;
@@ -1182,6 +1308,10 @@ class BatchNorm final : public Layer {
       workspace_ = memory(train_pd.workspace_desc(), cpu_engine());
       frozen_workspace_ = memory(frozen_pd.workspace_desc(), cpu_engine());
     }
+    // Note [Synchronized BatchNorm]: normalising with given statistics is the
+    // frozen pair's forward; its backward is bwd_frozen_.
+    synchronized_ = dnnl::batch_normalization_forward(frozen_pd);
+    strides_ = std::nullopt;
     return input;
   }
 
@@ -1204,23 +1334,58 @@ class BatchNorm final : public Layer {
     }
     args.emplace(DNNL_ARG_MEAN, wrap(stat_, mean_.data()));
     args.emplace(DNNL_ARG_VARIANCE, wrap(stat_, var_.data()));
+    replica_sum_ = context.replica_sum;
+    if (replica_sum_) {
+      // Note [Synchronized BatchNorm]: the statistics of every replica's batch.
+      sums_.resize(static_cast<size_t>(2 * channels_ + 1));
+      if (x.element_type() == ElementType::bf16) {
+        channel_moments(strides(), reinterpret_cast<const uint16_t*>(x.data()), running_mean_->value.data(),
+                        sums_.data());
+      } else {
+        channel_moments(strides(), x.data(), running_mean_->value.data(), sums_.data());
+      }
+      sums_.back() = static_cast<double>(batch_ * spatial_);
+      (*replica_sum_)(sums_);
+      global_count_ = sums_.back();
+      global_statistics();
+      if (fuse_relu_) {
+        args.emplace(DNNL_ARG_WORKSPACE, frozen_workspace_);
+      }
+      synchronized_.execute(cpu_stream(), args);
+      update_running_statistics(global_count_);
+      return y_;
+    }
     if (fuse_relu_) {
       args.emplace(DNNL_ARG_WORKSPACE, workspace_);
     }
     train_.execute(cpu_stream(), args);
-    const int64_t n = batch_ * spatial_;
-    const float bessel = n > 1 ? static_cast<float>(n) / static_cast<float>(n - 1) : 1.0f;
-    for (int64_t c = 0; c < channels_; ++c) {
-      auto i = static_cast<size_t>(c);
-      running_mean_->value[i] = momentum_ * running_mean_->value[i] + (1.0f - momentum_) * mean_[i];
-      running_var_->value[i] = momentum_ * running_var_->value[i] + (1.0f - momentum_) * var_[i] * bessel;
-    }
+    update_running_statistics(static_cast<double>(batch_ * spatial_));
     return y_;
+  }
+
+  void pass_without_samples(const ReplicaSum& sum, bool backward) override {
+    if (backward) {
+      sums_.assign(static_cast<size_t>(2 * channels_), 0.0);
+      sum(sums_);
+      return;
+    }
+    sums_.assign(static_cast<size_t>(2 * channels_ + 1), 0.0);
+    sum(sums_);
+    global_count_ = sums_.back();
+    if (global_count_ > 0) {  // not when no replica had samples in this pass
+      global_statistics();
+      update_running_statistics(global_count_);
+    }
   }
 
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
     dx_.resize_storage(x_->shape(), x_->size(), x_->element_type());
     const bool frozen = last_mode_ == Mode::inference;
+    if (!frozen && replica_sum_) {
+      backward_synchronized(dy);
+      announce(ready);
+      return need_dx ? &dx_ : nullptr;
+    }
     Args args{{DNNL_ARG_SRC, wrap(data_, x_->data())},
               {DNNL_ARG_MEAN, wrap(stat_, frozen ? running_mean_->value.data() : mean_.data())},
               {DNNL_ARG_VARIANCE, wrap(stat_, frozen ? running_var_->value.data() : var_.data())},
@@ -1241,6 +1406,76 @@ class BatchNorm final : public Layer {
   void release_gradients() override { dx_.release_storage(); }
 
  private:
+  const ChannelStrides& strides() {
+    if (!strides_) {
+      strides_ = ChannelStrides::of(data_, name_);
+    }
+    return *strides_;
+  }
+
+  // The mean and biased variance of every replica's batch from sums_ (of x
+  // minus the running mean) and `global_count_`, into mean_ and var_.
+  void global_statistics() {
+    const double n = global_count_;
+    for (int64_t c = 0; c < channels_; ++c) {
+      const auto i = static_cast<size_t>(c);
+      const double shifted_mean = sums_[i] / n;
+      const double variance = sums_[static_cast<size_t>(channels_) + i] / n - shifted_mean * shifted_mean;
+      mean_[i] = static_cast<float>(running_mean_->value[i] + shifted_mean);
+      var_[i] = static_cast<float>(std::max(variance, 0.0));
+    }
+  }
+
+  void update_running_statistics(double count) {
+    const float bessel = count > 1 ? static_cast<float>(count / (count - 1)) : 1.0f;
+    for (int64_t c = 0; c < channels_; ++c) {
+      auto i = static_cast<size_t>(c);
+      running_mean_->value[i] = momentum_ * running_mean_->value[i] + (1.0f - momentum_) * mean_[i];
+      running_var_->value[i] = momentum_ * running_var_->value[i] + (1.0f - momentum_) * var_[i] * bessel;
+    }
+  }
+
+  // Note [Synchronized BatchNorm]: backward with the statistics of all replicas' batches.
+  void backward_synchronized(const Tensor& dy) {
+    Args args{{DNNL_ARG_SRC, wrap(data_, x_->data())},
+              {DNNL_ARG_MEAN, wrap(stat_, mean_.data())},
+              {DNNL_ARG_VARIANCE, wrap(stat_, var_.data())},
+              {DNNL_ARG_DIFF_DST, wrap(data_, dy.data())},
+              {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
+              {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())},
+              {DNNL_ARG_DIFF_SRC, wrap(data_, dx_.data())},
+              {DNNL_ARG_DIFF_SCALE, wrap(stat_, scale_->grad)},
+              {DNNL_ARG_DIFF_SHIFT, wrap(stat_, shift_->grad)}};
+    if (fuse_relu_) {
+      args.emplace(DNNL_ARG_WORKSPACE, frozen_workspace_);
+    }
+    bwd_frozen_.execute(cpu_stream(), args);
+    // This replica's sum(dy) and sum(dy * x_hat), summed over the replicas.
+    const auto C = static_cast<size_t>(channels_);
+    sums_.resize(2 * C);
+    for (size_t c = 0; c < C; ++c) {
+      sums_[c] = shift_->grad[c];
+      sums_[C + c] = scale_->grad[c];
+    }
+    (*replica_sum_)(sums_);
+    // dx = dx_frozen - scale / (sigma N) * (sum(dy) + (x - mean) / sigma * sum(dy * x_hat)) = dx_frozen + a + b x.
+    correction_a_.resize(C);
+    correction_b_.resize(C);
+    for (size_t c = 0; c < C; ++c) {
+      const double sigma = std::sqrt(static_cast<double>(var_[c]) + static_cast<double>(epsilon_));
+      const double k = static_cast<double>(scale_->value[c]) / (sigma * global_count_);
+      const double b = -k * sums_[C + c] / sigma;
+      correction_b_[c] = static_cast<float>(b);
+      correction_a_[c] = static_cast<float>(-k * sums_[c] - b * static_cast<double>(mean_[c]));
+    }
+    if (x_->element_type() == ElementType::bf16) {
+      add_affine_in_x(strides(), reinterpret_cast<const uint16_t*>(x_->data()), reinterpret_cast<uint16_t*>(dx_.data()),
+                      correction_a_.data(), correction_b_.data());
+    } else {
+      add_affine_in_x(strides(), x_->data(), dx_.data(), correction_a_.data(), correction_b_.data());
+    }
+  }
+
   Mode last_mode_ = Mode::training;
   float momentum_ = 0.99f, epsilon_ = 1e-3f;
   int64_t channels_ = 0, spatial_ = 1, batch_ = 0;
@@ -1256,6 +1491,13 @@ class BatchNorm final : public Layer {
   memory workspace_, frozen_workspace_;
   const Tensor* x_ = nullptr;
   Tensor y_, dx_;
+  // Note [Synchronized BatchNorm]: the last training pass's, when it had one.
+  const ReplicaSum* replica_sum_ = nullptr;
+  dnnl::batch_normalization_forward synchronized_;
+  std::optional<ChannelStrides> strides_;  // of data_, read on first use
+  std::vector<double> sums_;
+  double global_count_ = 0;  // elements per channel over every replica
+  std::vector<float> correction_a_, correction_b_;
 };
 
 }  // namespace

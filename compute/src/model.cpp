@@ -70,6 +70,7 @@ struct Model::Registry {
   std::vector<StateBuffer*> states;
   int64_t total = 0;
   std::unique_ptr<Profiler> profiler;  // while profiling
+  ReplicaSum replica_sum;              // Note [Synchronized BatchNorm] in model.h
 };
 
 // Note [Channels-last hint]: NumPy arrays of images are often (N, H, W, C), which tnt reads as
@@ -305,6 +306,9 @@ const Tensor& Model::forward(const Tensor& x, Mode mode, const BatchInfo& batch)
   ForwardContext context{mode, batch.step, batch.first_sample, batch.lengths};
   if (mode == Mode::training) {
     ++training_passes_;
+    if (r.replica_sum) {
+      context.replica_sum = &r.replica_sum;
+    }
   }
   Profiler::Activate profiling(r.profiler.get(), false);
   return finish_forward(r.chain.forward(x, context));
@@ -343,10 +347,14 @@ const Tensor& Model::forward(const Tensor& source, const Tensor& target, Mode mo
   }
   Profiler::Activate profiling(r.profiler.get(), false);
   ForwardContext context{mode, batch.step, batch.first_sample, batch.lengths};
+  if (mode == Mode::training && r.replica_sum) {
+    context.replica_sum = &r.replica_sum;
+  }
   const Tensor& memory = r.chain.forward(source, context);
   r.d_memory.resize(memory.shape());
   ForwardContext decoder_context{mode,    batch.step,    batch.first_sample, batch.target_lengths,
                                  &memory, batch.lengths, &r.d_memory};
+  decoder_context.replica_sum = context.replica_sum;
   const Tensor& y = r.decoder.forward(target, decoder_context);
   return finish_forward(y);
 }
@@ -399,6 +407,22 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
   r.chain.backward(r.d_memory, false, on_gradient_ready);
   r.chain.release_gradients();
   return nullptr;
+}
+
+void Model::set_replica_sum(ReplicaSum sum) { registry_->replica_sum = std::move(sum); }
+
+bool Model::has_replica_sum() const { return static_cast<bool>(registry_->replica_sum); }
+
+void Model::pass_without_samples() {
+  Registry& r = *registry_;
+  if (!r.replica_sum) {
+    return;
+  }
+  // In the order a pass runs its layers: the encoder, then the decoder; backward the other way.
+  r.chain.pass_without_samples(r.replica_sum, false);
+  r.decoder.pass_without_samples(r.replica_sum, false);
+  r.decoder.pass_without_samples(r.replica_sum, true);
+  r.chain.pass_without_samples(r.replica_sum, true);
 }
 
 void Model::set_precision(Precision precision) {

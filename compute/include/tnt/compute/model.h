@@ -42,6 +42,14 @@
 // query positions are computed but meaningless, and a sequence loss ignores
 // them (SequenceSoftmaxCrossEntropy in loss.h), so no gradient flows from them.
 //
+// Note [Synchronized BatchNorm] (compute/src/layers_dnnl.cpp): with a ReplicaSum set, training
+// passes normalise every BatchNorm layer with the statistics of the batch of every replica (all
+// ranks' micro-batches together), not of this process's micro-batch alone. The model knows no
+// ranks: it hands each BatchNorm layer's per-channel sums to the ReplicaSum, which the caller
+// makes sum them over the replicas (an allreduce), once per layer in forward and once in
+// backward. Every replica must run the same training passes; one with no samples in a pass runs
+// pass_without_samples() instead.
+//
 // Threading: a Model is used by one thread at a time.
 #include <cstdint>
 #include <functional>
@@ -110,6 +118,11 @@ struct TrainingMemory {
   double total() const { return parameters + optimizer + activations; }
 };
 
+// Sums `values` element-wise over every replica of the model, in place, and returns when done
+// (Note [Synchronized BatchNorm]). Called on the thread that runs forward() and backward(), by
+// every replica in the same order with the same sizes.
+using ReplicaSum = std::function<void(std::span<double> values)>;
+
 class Model {
  public:
   explicit Model(ModelSpec spec);
@@ -168,6 +181,15 @@ class Model {
   using GradientReadyFn = std::function<void(size_t parameter_index)>;
   const Tensor* backward(const Tensor& d_output, const GradientReadyFn& on_gradient_ready = {},
                          bool input_gradient = false);
+
+  // Note [Synchronized BatchNorm]: training passes from now on take BatchNorm statistics over
+  // every replica through `sum` (empty: over this process's batch alone, the default).
+  void set_replica_sum(ReplicaSum sum);
+  bool has_replica_sum() const;
+  // A training pass (forward and backward) in which this replica has no samples while others
+  // have: takes part in every replica sum the others' pass makes, contributing nothing, and
+  // updates the BatchNorm running statistics as they do. Nothing without a ReplicaSum.
+  void pass_without_samples();
 
   // Number of training-mode forward passes so far; forward() without
   // BatchInfo keys Dropout masks by it, so it is saved in checkpoints.
