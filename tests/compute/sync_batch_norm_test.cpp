@@ -120,7 +120,7 @@ void expect_close(const float* actual, const float* expected, int64_t n, const s
 struct Replica {
   Model model = make_model();
   int64_t begin = 0, end = 0;  // its rows of the batch
-  Tensor input, y, dx;  // the input stays alive until backward (model.h)
+  Tensor input, y, dx;         // the input stays alive until backward (model.h)
   std::vector<std::vector<float>> gradients;
 };
 

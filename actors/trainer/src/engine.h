@@ -121,6 +121,9 @@ struct EngineContext {
   // Note [Gradient accumulation] in step_actors.cpp: each rank's share of a step runs as this
   // many micro-steps, the optimizer steps once.
   std::size_t accumulation_steps = 1;
+  // Note [Synchronized BatchNorm] in compute/src/layers_dnnl.cpp: the model sums its BatchNorm
+  // statistics over the ranks, so every rank runs every micro-step, with samples or without.
+  bool synchronized_batch_norm = false;
   // Note [bf16 gradients on the wire] in step_actors.cpp: buckets are rounded to bfloat16 for
   // their allreduce (summed in float32 by the Communicator) and widened back.
   bool bf16_gradients = false;

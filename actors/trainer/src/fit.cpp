@@ -134,19 +134,28 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
   if (options.precision == compute::Precision::bf16 && environment.output) {
     report_bf16_peaks(s_.session.threads());
   }
+  const bool batch_norm = has_batch_norm(s_.model.spec());
+  if (options.sync_batch_norm && !batch_norm) {
+    throw ConfigError(fmt::format(
+        "sync_batch_norm ([model] sync_batch_norm, --sync-batch-norm): model '{}' has no BatchNorm layer to "
+        "synchronize",
+        s_.model.spec().name));
+  }
   // With gradient accumulation BatchNorm sees each micro-step's rows (Note [Gradient accumulation]).
   const std::size_t micro_steps = std::max<std::size_t>(1, options.accumulation_steps);
   const std::size_t batch_norm_rows = (plan_.max_local_batch() + micro_steps - 1) / micro_steps;
-  if (has_batch_norm(s_.model.spec()) && batch_norm_rows < 16) {
+  if (batch_norm && !options.sync_batch_norm && batch_norm_rows < 16) {
     spdlog::warn(
         "micro-batch of {} samples per rank{} in a model with BatchNorm: BatchNorm statistics "
-        "are computed per rank{} and get noisy below 16 samples; use a larger global batch",
-        batch_norm_rows, micro_steps > 1 ? " and micro-step" : "", micro_steps > 1 ? " and micro-step" : "");
+        "are computed per rank{} and get noisy below 16 samples; use a larger global batch{}",
+        batch_norm_rows, micro_steps > 1 ? " and micro-step" : "", micro_steps > 1 ? " and micro-step" : "",
+        state.session.size() > 1 ? ", or synchronized BatchNorm (--sync-batch-norm)" : "");
   }
 }
 
 FitRun::~FitRun() {
   if (bound_) s_.model.unbind_gradients();
+  s_.model.set_replica_sum({});  // before the communicator it uses goes
 }
 
 History FitRun::run() {
@@ -222,6 +231,16 @@ void FitRun::prepare() {
   control_.emplace(setup, s_.rate_factor);
   control_->at(s_.position.epoch, s_.optimizer->steps());
   broadcast_model(s_.model, s_.comm());
+  if (options_.sync_batch_norm && s_.session.size() > 1) {
+    // Note [Synchronized BatchNorm] in compute/src/layers_dnnl.cpp. The compute thread sums the
+    // statistics while the CommActor issues the gradients' allreduces in an order of its own
+    // (Note [Collective order]): a communicator of their own keeps the two from matching each
+    // other's calls. Blocking: the layer cannot go on without the sums.
+    statistics_comm_ = std::make_unique<Communicator>(s_.comm().dup());
+    s_.model.set_replica_sum([comm = statistics_comm_.get()](std::span<double> values) {
+      comm->allreduce(values.data(), values.size(), DataType::float64, ReduceOp::sum);
+    });
+  }
   layout_ = make_bucket_layout(s_.model, environment_.fusion_threshold_bytes);
   bind_gradients(s_.model, layout_);
   bound_ = true;
@@ -273,6 +292,7 @@ EngineContext FitRun::engine_context() {
   context.timeline = &timeline_;
   context.overlap = options_.overlap;
   context.accumulation_steps = options_.accumulation_steps;
+  context.synchronized_batch_norm = s_.model.has_replica_sum();
   context.bf16_gradients = options_.gradient_compression == GradientCompression::bf16;
   context.gradient_bytes = &gradient_bytes_;
   context.skip_gradient_allreduce = environment_.skip_gradient_allreduce;

@@ -81,6 +81,8 @@ class FitRun {
   const data::BatchPlan plan_;
   const std::size_t steps_per_epoch_;
 
+  // Sums BatchNorm statistics (FitOptions::sync_batch_norm on more than one rank).
+  std::unique_ptr<Communicator> statistics_comm_;
   BucketLayout layout_;
   std::uint64_t gradient_bytes_ = 0;  // handed to the gradients' allreduces in this call
   bool bound_ = false;                // gradients bound into layout_ (undone by the destructor)

@@ -158,6 +158,10 @@ const std::vector<RunKey>& run_keys() {
        "Start from the weights of this file (written by --save-weights, or any checkpoint with weights)", {}, true},
       {"model", "classes", +[](RunConfig& c) -> auto& { return c.classes; }, "--classes",
        "Classes of a zoo model (default: the data set's)"},
+      {"model", "sync_batch_norm", +[](RunConfig& c) -> auto& { return c.sync_batch_norm; }, "--sync-batch-norm",
+       "Synchronized BatchNorm: training normalises with the statistics of the global batch (an allreduce per "
+       "BatchNorm layer forward and backward), not of each rank's samples; running statistics equal on every "
+       "rank. Refused for a model without BatchNorm", true},
       {"data", "dataset", +[](RunConfig& c) -> auto& { return c.dataset; }, "--dataset",
        "fashion-mnist, mnist, cifar10, synthetic, freedict (English-German sentence pairs), or your own: idx, npy, "
        "image-folder"},
@@ -526,6 +530,7 @@ std::string canonical_text(const RunConfig& c) {
     << ";load_weights=" << !c.load_weights.empty() << callbacks_canonical_text(c.callbacks) << ";pairs=" << c.max_chars
     << ',' << c.tokenizer << ',' << c.merges << ',' << c.bucket_batches << ',' << c.label_smoothing
     << ";translate=" << c.beam << ',' << c.translate_sentences;
+  s << ";sync_batch_norm=" << c.sync_batch_norm;
   return s.str();
 }
 
@@ -754,6 +759,7 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.global_batch = c.global_batch;
   fit.micro_batch = c.micro_batch;
   fit.accumulation_steps = c.accumulation_steps;
+  fit.sync_batch_norm = c.sync_batch_norm;
   fit.epochs = c.epochs;
   fit.max_steps = c.max_steps;
   fit.seed = c.seed;

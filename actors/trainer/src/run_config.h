@@ -31,9 +31,10 @@ struct RunConfig {
 
   // [model]: a zoo name ("lenet5", "mlp", "resnet20", "resnet50") or a model TOML file.
   std::string model = "lenet5";
-  int64_t classes = 0;       // zoo models: number of classes (0 = the data set's)
-  std::string model_onnx;    // an ONNX file to train, its initializers the initial weights
-  std::string load_weights;  // start from these weights (Trainer::load_weights)
+  int64_t classes = 0;           // zoo models: number of classes (0 = the data set's)
+  std::string model_onnx;        // an ONNX file to train, its initializers the initial weights
+  std::string load_weights;      // start from these weights (Trainer::load_weights)
+  bool sync_batch_norm = false;  // BatchNorm statistics over the global batch (FitOptions)
 
   // [data]
   // fashion-mnist | mnist | cifar10 | synthetic | freedict (sentence pairs), or the user's own: idx | npy |

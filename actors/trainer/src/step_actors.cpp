@@ -78,7 +78,9 @@ void BackpropActor::next() {
 // mean gradient, the plain step's up to the order of the additions; dropout masks are keyed by
 // each row's place in the global batch, so they are the plain step's too. A step's figures are
 // the sums over its micro-steps. BatchNorm normalises each micro-step with its own statistics
-// (fewer samples than the rank's share) and updates its running statistics once per micro-step.
+// (fewer samples than the rank's share) and updates its running statistics once per micro-step;
+// synchronized BatchNorm over the micro-step's rows of every rank, so there every rank runs N
+// passes, those without rows (a short last batch) through Model::pass_without_samples.
 void BackpropActor::run(StepBatch batch) {
   if (epoch_of(batch) != epoch_ || step_of(batch) != step_) {
     throw LogicError("data actor delivered epoch " + std::to_string(epoch_of(batch)) + " step " +
@@ -114,8 +116,12 @@ void BackpropActor::run(StepBatch batch) {
       for (std::size_t i = 0; i < part.size(); ++i) figures.sums[i] += part[i];
     }
     c_.model->set_training_passes(passes + 1);
+    for (std::size_t k = micro.size(); c_.synchronized_batch_norm && k < parts; ++k) c_.model->pass_without_samples();
   } else {
-    // No samples in this step's share: contribute zeros to every allreduce.
+    // No samples in this step's share: contribute zeros to every allreduce (and with
+    // synchronized BatchNorm to its sums, in every micro-step the other ranks may run).
+    for (std::size_t k = 0; c_.synchronized_batch_norm && k < std::max<std::size_t>(1, c_.accumulation_steps); ++k)
+      c_.model->pass_without_samples();
     forward_end_us_ = now_us();
     std::fill(c_.layout->memory.begin(), c_.layout->memory.end(), 0.0f);
     for (std::size_t i = n; i-- > 0;) refs_->bucketer.send(GradReady{i, now_us()});

@@ -278,6 +278,13 @@ struct FitOptions {
   // normalises each micro-step with its own statistics (Note [Gradient accumulation] in
   // src/step_actors.cpp). Full batches must divide (ConfigError otherwise).
   std::size_t accumulation_steps = 1;
+  // Synchronized BatchNorm: in training, every BatchNorm layer normalises with the mean and
+  // variance of the global batch (every rank's samples of the step, or of the micro-step with
+  // accumulation), with the matching backward, at the cost of one small allreduce per BatchNorm
+  // layer forward and one backward; the running statistics are then the same on every rank.
+  // false: each rank's own samples (Note [Synchronized BatchNorm] in compute/src/layers_dnnl.cpp).
+  // A model without BatchNorm is refused (ConfigError); on one rank it changes nothing.
+  bool sync_batch_norm = false;
 
   // Distribution switches, as Tarantella's (Note [Distribution switches] in src/trainer_io.cpp).
   // false: `train` is this rank's own data, each rank passing its own source (all of the same
