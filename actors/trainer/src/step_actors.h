@@ -14,7 +14,9 @@
 // the step's metrics. Messages to the CommActor all come through the Bucketer, one sender, so
 // they arrive in the order it sent them. A gradient out of that order is a failure, never a
 // reordering: ranks that issued their collectives in different orders would wait for each
-// other forever.
+// other forever. (Synchronized BatchNorm's sums are collectives too, issued by the BackpropActor
+// on a communicator of their own, whose calls never match these: Note [Synchronized BatchNorm]
+// in compute/src/layers_dnnl.cpp.)
 #include <array>
 #include <cstddef>
 #include <cstdint>
