@@ -170,8 +170,9 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
   // The 33 options tnt-train had, and --labels-path, --test-path, --test-labels-path,
   // --image-fit, --decode-threads, --loss and --allow-nan; --no-distribute-dataset,
   // --no-distribute-validation-dataset, --load-weights, --save-weights and --save-architecture;
-  // the four of sentence pairs; --precision; --accumulate and --gradient-compression; --model-onnx.
-  EXPECT_EQ(options.size(), 53u);
+  // the four of sentence pairs; --precision; --accumulate and --gradient-compression; --model-onnx;
+  // --sync-batch-norm.
+  EXPECT_EQ(options.size(), 54u);
 }
 
 TEST(RunConfig, TheUsersOwnDataAndLosses) {
