@@ -170,6 +170,12 @@ TEST(SynchronizedBatchNorm, ReplicasComputeTheWholeBatchsPass) {
     expect_close(summed.data(), whole.gradient(i), whole.parameter(i).size, whole.parameter(i).name, 2e-4f);
   }
   for (size_t s = 0; s < whole.state_count(); ++s) {
+    // Every replica updates its running statistics from the same sums: bitwise the same.
+    for (size_t k = 1; k < 3; ++k) {
+      EXPECT_TRUE(std::equal(replicas[k].model.state_data(s), replicas[k].model.state_data(s) + whole.state(s).size,
+                             replicas[0].model.state_data(s)))
+          << "replica " << k << " " << whole.state(s).name;
+    }
     for (size_t k = 0; k < 3; ++k) {
       expect_close(replicas[k].model.state_data(s), whole.state_data(s), whole.state(s).size,
                    "replica " + std::to_string(k) + " " + whole.state(s).name, 1e-5f);
