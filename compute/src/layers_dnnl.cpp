@@ -1125,7 +1125,8 @@ class Activation final : public Layer {
 // term and this replica's two sums (they are the shift and scale gradients);
 // one replica sum of those 2C values, and the rest is added per channel as
 // a + b * x. The parameter gradients stay this replica's: the trainer's
-// gradient allreduce sums them. One rank takes the plain path (its batch is
+// gradient allreduce sums them, and they are announced before the backward
+// sum, so that their allreduce may overlap it. One rank takes the plain path (its batch is
 // the global one). Every replica makes the same sums in the same order: one
 // without samples runs pass_without_samples, adding zeros.
 //
@@ -1382,8 +1383,7 @@ class BatchNorm final : public Layer {
     dx_.resize_storage(x_->shape(), x_->size(), x_->element_type());
     const bool frozen = last_mode_ == Mode::inference;
     if (!frozen && replica_sum_) {
-      backward_synchronized(dy);
-      announce(ready);
+      backward_synchronized(dy, ready);
       return need_dx ? &dx_ : nullptr;
     }
     Args args{{DNNL_ARG_SRC, wrap(data_, x_->data())},
@@ -1436,7 +1436,7 @@ class BatchNorm final : public Layer {
   }
 
   // Note [Synchronized BatchNorm]: backward with the statistics of all replicas' batches.
-  void backward_synchronized(const Tensor& dy) {
+  void backward_synchronized(const Tensor& dy, const ReadyFn& ready) {
     Args args{{DNNL_ARG_SRC, wrap(data_, x_->data())},
               {DNNL_ARG_MEAN, wrap(stat_, mean_.data())},
               {DNNL_ARG_VARIANCE, wrap(stat_, var_.data())},
@@ -1457,6 +1457,9 @@ class BatchNorm final : public Layer {
       sums_[c] = shift_->grad[c];
       sums_[C + c] = scale_->grad[c];
     }
+    // The parameter gradients are final (this replica's share; the trainer's allreduce sums
+    // them): their allreduce may start while the statistics are summed.
+    announce(ready);
     (*replica_sum_)(sums_);
     // dx = dx_frozen - scale / (sigma N) * (sum(dy) + (x - mean) / sigma * sum(dy * x_hat)) = dx_frozen + a + b x.
     correction_a_.resize(C);
