@@ -1126,9 +1126,10 @@ class Activation final : public Layer {
 // one replica sum of those 2C values, and the rest is added per channel as
 // a + b * x. The parameter gradients stay this replica's: the trainer's
 // gradient allreduce sums them, and they are announced before the backward
-// sum, so that their allreduce may overlap it. One rank takes the plain path (its batch is
-// the global one). Every replica makes the same sums in the same order: one
-// without samples runs pass_without_samples, adding zeros.
+// sum, so that their allreduce may overlap it. Every replica makes the same
+// sums in the same order: one without samples runs pass_without_samples,
+// adding zeros. The trainer sets no ReplicaSum on one rank (its batch is the
+// global one): the plain path below, at no cost.
 //
 // Without one: statistics over the local batch in training (biased variance,
 // as oneDNN computes it); running averages for inference, updated Keras-style:
