@@ -68,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     switch (input.ConsumeIntegralInRange<int>(0, 3)) {
       case 0: {
         const Tag frame_tag = tag();
-        const TcpHeader header{frame_tag.value, frame_tag.context, 0, input.ConsumeIntegralInRange<std::uint64_t>(0, 40000)};
+        const TcpHeader header{frame_tag.value, frame_tag.context, 0,
+                               input.ConsumeIntegralInRange<std::uint64_t>(0, 40000)};
         const auto* raw = reinterpret_cast<const std::byte*>(&header);
         socket.insert(socket.end(), raw, raw + sizeof header);
         for (std::size_t i = 0; i < header.bytes; ++i) socket.push_back(payload_byte(frame_tag, i));

@@ -56,6 +56,15 @@ class TcpPair final : public Pair {
 
   int peer_rank() const override { return peer_; }
 
+  // Note [Eager over TCP]: a rendezvous costs a round trip of three messages, about 5 us each
+  // on loopback, and an eager copy of 64 KiB about 3 us, so up to 64 KiB (OpenMPI's tcp btl's
+  // eager limit too) goes eagerly. Measured 2026-11-28, 2 ranks with TNT_SHM=0 on loopback,
+  // tnt-bench-p2p latency under chrt -f 10 with builds beside it (load 6), 3 alternating rounds,
+  // medians: 32 KiB 23.4 -> 14.6 us, 64 KiB 36.3 -> 23.4; OpenMPI's tcp btl in the next minutes
+  // (bench/p2p/compare_osu.sh --tcp --realtime) 11.7 and 29.9. Shared memory keeps 16 KiB: its
+  // rendezvous reads the sender's buffer once (Note [Single copy] in shm_transport.cpp).
+  std::size_t preferred_eager_bytes() const override { return 64 * 1024; }
+
   void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override {
     if (failed_) return;
     queue_.push_back(Outgoing{TcpHeader{tag.value, tag.context, 0, bytes}, data, &sink, cookie});
