@@ -10,6 +10,10 @@ trained a few steps, the second host's link is set down, as if its network went 
              2 ranks, exit 0, with the weights of a resume by hand on 2 ranks from the checkpoint
              the restart started from (within 1e-5).
   below_min: with --min-ranks 3 the restart cannot go on: the job exits non-zero naming the host.
+  comeback:  the hostfile is read again at each restart, so a host can come back: a program that
+             fails at the first two starts, the link down during the first; restart 1 runs on 2
+             ranks without the host; the link comes back up and the hostfile gives the first host
+             a third slot, and restart 2 runs on all 5 ranks.
 Exit 77 (skipped) where namespaces cannot be made.
 """
 import argparse
@@ -97,9 +101,45 @@ def run_job(args, hosts_dir, hostfile, min_ranks, link, checkpoint, copy_at_rest
     return code, text
 
 
+def comeback(args, hosts_dir, hostfile, link, addrs):
+    program = os.path.join(args.workdir, "fails_twice.sh")
+    with open(program, "w") as f:
+        f.write('#!/bin/sh\necho "started restart=$TNT_RESTART_COUNT size=$TNT_SIZE"\n'
+                '[ "$TNT_RESTART_COUNT" = 2 ] && exit 0\nsleep 3\nexit 1\n')
+    os.chmod(program, 0o755)
+    cmd = [args.launch, "--hostfile", hostfile, "--ssh-command", f"ssh -F {hosts_dir}/ssh_config",
+           "--ssh-connect-timeout", "2", "--stop-grace", "1", "--max-restarts", "2", "--min-ranks", "2",
+           "--output-on-all-devices", "--", program]
+    print("$ " + " ".join(cmd), flush=True)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=args.workdir)
+    timer = threading.Timer(JOB_LIMIT_S, p.kill)
+    timer.start()
+    out = []
+    try:
+        for line in p.stdout:
+            out.append(line)
+            if "started restart=0" in line and len([l for l in out if "started restart=0" in l]) == 4:
+                sh(["ip", "link", "set", link, "down"], check=True)
+            if "started restart=1" in line:
+                sh(["ip", "link", "set", link, "up"], check=True)
+                with open(hostfile, "w") as f:
+                    f.write(f"{addrs[0]} slots=3\n{addrs[1]} slots=2\n")
+        code = p.wait()
+    finally:
+        timer.cancel()
+    text = "".join(out)
+    print(text[-3000:], flush=True)
+    if code != 0 or f"restart 1 of 2: the job failed (rank" not in text or \
+            f"starting it again on 2 rank(s) without host(s) {addrs[1]}" not in text or \
+            "starting it again on 5 rank(s)" not in text or \
+            text.split("restart 2 of 2", 1)[1].count("started restart=2 size=5") != 5:
+        fail(f"the host did not come back at the second restart (exit {code})")
+    print("PASS")
+
+
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("test", choices=["shrink", "below_min"])
+    parser.add_argument("test", choices=["shrink", "below_min", "comeback"])
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)
     parser.add_argument("--ckpt", required=True)
@@ -122,6 +162,9 @@ def main():
             f.write(f"{addrs[0]} slots=2\n{addrs[1]} slots=2\n")
         link = f"t{tag}v2"  # the bridge's end of the second host's link (netns_hosts.sh)
         checkpoint = os.path.join(args.workdir, "resized.ckpt")
+        if args.test == "comeback":
+            comeback(args, hosts_dir, hostfile, link, addrs)
+            return
         if args.test == "below_min":
             code, text = run_job(args, hosts_dir, hostfile, 3, link, checkpoint, None)
             if code == 0 or f"cannot reach host(s) {addrs[1]}" not in text or "fewer than --min-ranks 3" not in text:
