@@ -111,6 +111,7 @@ class Communicator::Impl final {
     settings_.algorithms.allreduce = detail::parse_forced(settings::kAllreduceAlgorithm.read());
     settings_.algorithms.allgather = detail::parse_forced(settings::kAllgatherAlgorithm.read());
     settings_.p2p.eager_bytes = settings::kP2pEagerKb.read();
+    settings_.p2p.eager_bytes_given = settings::is_set(settings::kP2pEagerKb.name);
     settings_.p2p.credit_bytes = settings::kP2pCreditKb.read();
     std::vector<int> everyone(static_cast<std::size_t>(env_.size));
     std::iota(everyone.begin(), everyone.end(), 0);

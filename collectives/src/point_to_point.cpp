@@ -23,7 +23,8 @@ namespace tnt::detail {
 // (source and tag, or any_source/any_tag), else kept in the unexpected queue, in arrival order,
 // which a later receive or a probe searches first.
 //
-//   - Eager (size <= TNT_P2P_EAGER_KB, 16 KiB): the data follows the header in the same Pair
+//   - Eager (size <= TNT_P2P_EAGER_KB, 16 KiB; unless that is set, what the channel prefers if
+//     more: 64 KiB over TCP, Note [Eager over TCP]): the data follows the header in the same Pair
 //     message. The sender copies both into a buffer of its own, so the send completes at once.
 //     The receiver copies the data into the receive when it matches.
 //   - Rendezvous (larger, every synchronous send, and an eager send without credit): the
@@ -114,6 +115,7 @@ struct PointToPoint::Arrived {
 struct PointToPoint::Peer {
   int rank = 0;
   transport::Pair* pair = nullptr;
+  std::size_t eager_bytes = 0;  // the largest eager message, both ways (Pair::preferred_eager_bytes)
   std::uint64_t next_send_sequence = 0;
   std::uint64_t next_receive_sequence = 0;
   std::vector<std::byte> inbox;  // the posted envelope receive's buffer
@@ -142,7 +144,10 @@ PointToPoint::Peer& PointToPoint::peer(int rank) {
     created->pair = links_.channel(rank);
     if (!created->pair) throw LogicError("point-to-point: no channel to rank " + std::to_string(rank));
     created->credit = limits_.credit_bytes;
-    created->inbox.resize(sizeof(Envelope) + limits_.eager_bytes);
+    created->eager_bytes = limits_.eager_bytes_given
+                               ? limits_.eager_bytes
+                               : std::max(limits_.eager_bytes, created->pair->preferred_eager_bytes());
+    created->inbox.resize(sizeof(Envelope) + created->eager_bytes);
     slot = std::move(created);
     listen(*slot);
   }
@@ -198,7 +203,7 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
   op->data = static_cast<const std::byte*>(data);
   op->bytes = bytes;
   op->tag = tag;
-  const bool eager = !synchronous && bytes <= limits_.eager_bytes && to.credit >= bytes + kEagerOverhead;
+  const bool eager = !synchronous && bytes <= to.eager_bytes && to.credit >= bytes + kEagerOverhead;
   const Envelope envelope{tag, static_cast<std::uint8_t>(eager ? 0 : 1), {}, bytes};
   op->wire.resize(sizeof envelope + (eager ? bytes : 0));
   std::memcpy(op->wire.data(), &envelope, sizeof envelope);
@@ -345,7 +350,7 @@ void PointToPoint::on_envelope(Peer& from, std::size_t bytes) {
   if (!rendezvous && !receive) {
     // Kept with the inbox it came in; the next envelope gets another.
     arrived.eager = std::move(from.inbox);
-    from.inbox = spare_inbox();
+    from.inbox = spare_inbox(sizeof(Envelope) + from.eager_bytes);
   }
   if (receive && !rendezvous) {
     // Out of the inbox before the next envelope may land in it.
@@ -363,9 +368,12 @@ void PointToPoint::on_envelope(Peer& from, std::size_t bytes) {
   links_.message_arrived();
 }
 
-std::vector<std::byte> PointToPoint::spare_inbox() {
-  if (spare_inboxes_.empty()) return std::vector<std::byte>(sizeof(Envelope) + limits_.eager_bytes);
-  std::vector<std::byte> inbox = std::move(spare_inboxes_.back());
+std::vector<std::byte> PointToPoint::spare_inbox(std::size_t bytes) {
+  auto spare = std::find_if(spare_inboxes_.begin(), spare_inboxes_.end(),
+                            [&](const std::vector<std::byte>& inbox) { return inbox.size() == bytes; });
+  if (spare == spare_inboxes_.end()) return std::vector<std::byte>(bytes);
+  std::vector<std::byte> inbox = std::move(*spare);
+  *spare = std::move(spare_inboxes_.back());
   spare_inboxes_.pop_back();
   return inbox;
 }
@@ -407,7 +415,7 @@ void PointToPoint::match(std::unique_ptr<ReceiveOp> receive, Arrived arrived) {
   if (!arrived.rendezvous) {
     const std::string error = take_eager(*receive, arrived, arrived.eager.data() + sizeof(Envelope));
     // A send to this rank itself carries a buffer of its own size: only inboxes are kept.
-    if (arrived.eager.size() == sizeof(Envelope) + limits_.eager_bytes && spare_inboxes_.size() < 64)
+    if (arrived.source != links_.rank() && spare_inboxes_.size() < 64)
       spare_inboxes_.push_back(std::move(arrived.eager));
     complete_receive(*receive, error);
     return;

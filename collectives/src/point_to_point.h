@@ -42,6 +42,7 @@ class PeerLinks {
 
 struct PointToPointLimits {
   std::size_t eager_bytes = 16 * 1024;    // larger messages wait for the receive (TNT_P2P_EAGER_KB)
+  bool eager_bytes_given = false;         // set by the user: every channel's limit, whatever it prefers
   std::size_t credit_bytes = 256 * 1024;  // eager bytes one sender may have unreceived (TNT_P2P_CREDIT_KB)
 };
 
@@ -80,7 +81,7 @@ class PointToPoint final : public transport::CompletionSink {
   Peer* reachable(int rank);  // null while its channel opens
   void listen(Peer& from);
   void on_envelope(Peer& from, std::size_t bytes);
-  std::vector<std::byte> spare_inbox();
+  std::vector<std::byte> spare_inbox(std::size_t bytes);
   std::unique_ptr<ReceiveOp> take_posted(const Arrived& arrived);
   void deliver(Arrived arrived);
   std::string take_eager(ReceiveOp& receive, const Arrived& arrived, const std::byte* payload);

@@ -36,6 +36,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+std::string join(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 // Routes rank output to the terminal and remembers each rank's last lines, so that the message
 // about a failed rank can show them even when its output was not shown. tnt's ranks log to
 // stderr, so --log-on-all-devices shows every rank's stderr; --output-on-all-devices shows both
@@ -99,12 +105,6 @@ class JobHosts {
   std::unique_ptr<LocalRanks> local;
   std::vector<std::unique_ptr<RemoteHost>> remotes;
 
-  bool all_remotes_checked() const {
-    for (const auto& r : remotes) {
-      if (r->state() != RemoteHost::State::checked) return false;
-    }
-    return true;
-  }
   // The first remote host still being checked, or null.
   const RemoteHost* unchecked() const {
     for (const auto& r : remotes) {
@@ -174,21 +174,37 @@ class JobHosts {
 
 class Job : public RemoteListener {
  public:
-  Job(const LaunchOptions& opts, JobPlan plan, SshSettings ssh)
+  // `leave_out_unreachable`: a host that cannot be reached fails the checks quietly and is named
+  // by unreachable(), for a restart under --min-ranks to go on without it (Note [Restarts]).
+  Job(const LaunchOptions& opts, JobPlan plan, SshSettings ssh, bool leave_out_unreachable = false)
       : opts_(opts),
         plan_(std::move(plan)),
         ssh_(std::move(ssh)),
+        leave_out_unreachable_(leave_out_unreachable),
         router_(opts.output_on_all_devices, opts.log_on_all_devices),
-        hosts_(loop_) {}
-
-  int run() {
+        hosts_(loop_) {
     signal_fd_ = open_signal_fd();
     loop_.watch(signal_fd_, [this](short) { on_signal(); });
     // Orphaned descendants of local ranks are reparented here and reaped, not left as zombies
     // of an init that may not reap.
     prctl(PR_SET_CHILD_SUBREAPER, 1);
+  }
+  // Signals stay blocked: one that comes before the next job's descriptor opens waits for it.
+  ~Job() override {
+    if (signal_fd_ >= 0) close(signal_fd_);
+  }
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
 
-    if (!check_all_hosts()) return exit_code();
+  // The checks on every host, before anything starts; run() does them when not done yet.
+  bool check() {
+    checked_ = check_all_hosts();
+    return *checked_;
+  }
+
+  int run() {
+    if (!checked_) check();
+    if (!*checked_) return exit_code();
     start_all_hosts();
     supervise();
     remove_registry(registry_path_);
@@ -198,6 +214,8 @@ class Job : public RemoteListener {
   // Why the job failed (empty: it did not), and whether a signal to tnt-launch stopped it.
   std::string failure() const { return failure_.value_or(""); }
   bool stopped_by_signal() const { return stop_signal_ != 0; }
+  const std::vector<std::string>& unreachable() const { return unreachable_; }
+  int size() const { return plan_.size; }
 
   // RankSink / RemoteListener: called from the event loop.
   void on_output(int rank, int stream, std::string_view line) override { router_.line(rank, stream, line); }
@@ -208,7 +226,12 @@ class Job : public RemoteListener {
   }
   void on_host_failed(RemoteHost& host, const std::string& message) override {
     if (checking_) {
-      if (!failure_) failure_ = message;
+      if (leave_out_unreachable_ && host.unreachable()) {
+        spdlog::debug("{}", message);
+        unreachable_.push_back(host.name());
+      } else if (!failure_) {
+        failure_ = message;
+      }
       return;
     }
     if (failure_ || stop_signal_ != 0) {
@@ -267,22 +290,28 @@ class Job : public RemoteListener {
     }
     const int limit_s = ssh_.connect_timeout_s + 10;
     const auto deadline = Clock::now() + std::chrono::seconds(limit_s);
-    while (!failure_ && stop_signal_ == 0 && !hosts_.all_remotes_checked()) {
+    while (!failure_ && stop_signal_ == 0 && hosts_.unchecked()) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
       if (left.count() <= 0) {
-        if (const RemoteHost* r = hosts_.unchecked()) {
-          failure_ = "host " + r->name() + " did not answer within " + std::to_string(limit_s) + " s";
+        for (const auto& r : hosts_.remotes) {
+          if (r->state() != RemoteHost::State::checking) continue;
+          if (!leave_out_unreachable_) {
+            failure_ = "host " + r->name() + " did not answer within " + std::to_string(limit_s) + " s";
+            break;
+          }
+          unreachable_.push_back(r->name());
         }
         break;
       }
       loop_.poll_once(static_cast<int>(left.count()));
     }
     checking_ = false;
-    if (!failure_ && stop_signal_ == 0) {
+    if (!failure_ && stop_signal_ == 0 && unreachable_.empty()) {
       if (!plan_.hosts.front().local) plan_.master_port = hosts_.remotes.front()->check().port;
       return true;
     }
     if (failure_) spdlog::error("{}", *failure_);
+    if (!failure_ && !unreachable_.empty()) failure_ = "cannot reach host(s) " + join(unreachable_);
     for (auto& r : hosts_.remotes) r->abort();
     hosts_.wait_for_ssh(std::chrono::seconds(2));
     return false;
@@ -464,6 +493,9 @@ class Job : public RemoteListener {
   const LaunchOptions& opts_;
   JobPlan plan_;
   SshSettings ssh_;
+  bool leave_out_unreachable_;
+  std::vector<std::string> unreachable_;
+  std::optional<bool> checked_;
   OutputRouter router_;
   EventLoop loop_;
   JobHosts hosts_;
@@ -520,28 +552,59 @@ int run_launch(const LaunchOptions& opts) {
     Job job(opts, std::move(plan), std::move(ssh));
     return job.run();
   }
+  if (opts.min_ranks > plan.size) {
+    throw UsageError("--min-ranks " + std::to_string(opts.min_ranks) + ": the job has only " +
+                     std::to_string(plan.size) + " rank(s)");
+  }
   // Note [Restarts] (issue 26): tnt-launch --max-restarts K ends a failed job and starts it
   // again, up to K times. A failure is a rank that exits 1 or dies by a signal (a lost host ends
   // its ranks that way); a usage error (exit 2) would fail again, a preemption (exit 3) is the
   // scheduler's to restart, and a signal to tnt-launch is the user's stop: none is restarted.
   // The launcher stays below the trainer: it tells the ranks TNT_MAX_RESTARTS and which start
   // this is (TNT_RESTART_COUNT, 0 the first), and tnt-train resumes from its checkpoint path. The
-  // hostfile is read again before each start, so the plan is made afresh (ports, token).
+  // hostfile is read again before each start, so the plan is made afresh (ports, token), and
+  // hosts can come back or be added, as Horovod's discovery script lets them.
+  // With --min-ranks M (TNT_MIN_RANKS to the ranks) a restart leaves out the hosts its checks
+  // cannot reach (ssh cannot connect within --ssh-connect-timeout, or no answer in the checks'
+  // time) and goes on with the others while they have M ranks or more; below M the job ends,
+  // naming them. The first start needs every host: one missing there is more likely a mistake
+  // in the hostfile than a loss. A host left out is tried again at the next restart.
+  std::string cause;  // why the last start failed
   for (int restart = 0;; ++restart) {
     LaunchOptions attempt = opts;
     attempt.exports.emplace_back("TNT_MAX_RESTARTS", std::to_string(opts.max_restarts));
     attempt.exports.emplace_back("TNT_RESTART_COUNT", std::to_string(restart));
+    if (opts.min_ranks > 0) attempt.exports.emplace_back("TNT_MIN_RANKS", std::to_string(opts.min_ranks));
     if (restart > 0) plan = make_plan(attempt);
-    Job job(attempt, std::move(plan), ssh);
-    const int status = job.run();
-    if (status == 0 || status == 2 || status == 3 || job.stopped_by_signal()) return status;
+    const bool may_resize = restart > 0 && opts.min_ranks > 0;
+    auto job = std::make_unique<Job>(attempt, std::move(plan), ssh, may_resize);
+    std::vector<std::string> lost;  // hosts of this restart's plan that it could not reach
+    while (may_resize && !job->check() && !job->stopped_by_signal() && !job->unreachable().empty()) {
+      lost.insert(lost.end(), job->unreachable().begin(), job->unreachable().end());
+      job.reset();  // its ssh clients are gone before the next checks start
+      plan = make_plan(attempt, lost);
+      if (plan.size < opts.min_ranks) {
+        spdlog::error(
+            "restart {} of {}: cannot reach host(s) {}; the {} rank(s) left are fewer than --min-ranks {}, so the "
+            "job ends (it failed: {})",
+            restart, opts.max_restarts, join(lost), plan.size, opts.min_ranks, cause);
+        return 1;
+      }
+      job = std::make_unique<Job>(attempt, std::move(plan), ssh, may_resize);
+    }
+    if (restart > 0) {
+      spdlog::warn("restart {} of {}: the job failed ({}); starting it again on {} rank(s){}", restart,
+                   opts.max_restarts, cause, job->size(),
+                   lost.empty() ? "" : " without host(s) " + join(lost) + ", which cannot be reached (--min-ranks)");
+    }
+    const int status = job->run();
+    if (status == 0 || status == 2 || status == 3 || job->stopped_by_signal()) return status;
+    cause = job->failure().empty() ? "exit status " + std::to_string(status) : job->failure();
     if (restart == opts.max_restarts) {
       spdlog::error("the job failed {} time(s), --max-restarts {} spent; the last failure: {}", restart + 1,
-                    opts.max_restarts, job.failure().empty() ? "exit status " + std::to_string(status) : job.failure());
+                    opts.max_restarts, cause);
       return status;
     }
-    spdlog::warn("restart {} of {}: the job failed ({}); starting it again", restart + 1, opts.max_restarts,
-                 job.failure().empty() ? "exit status " + std::to_string(status) : job.failure());
   }
 }
 

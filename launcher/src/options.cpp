@@ -116,6 +116,12 @@ void add_job_options(CLI::App& app, LaunchOptions& opts, Extras& x) {
                  "exit 3), end the job and start it again, up to K times; ranks see TNT_RESTART_COUNT and "
                  "TNT_MAX_RESTARTS (tnt-train then resumes from its checkpoint path, and needs one)")
       ->check(CLI::Range(0, 1000));
+  app.add_option("--min-ranks", opts.min_ranks,
+                 "With --max-restarts: a restart that cannot reach a host (ssh fails within --ssh-connect-timeout) "
+                 "goes on without it, down to M ranks; below M the job ends naming the hosts lost. The hostfile is "
+                 "read again at each restart, so hosts can come back. Ranks see TNT_MIN_RANKS (tnt-train refuses "
+                 "settings whose meaning depends on the rank count)")
+      ->check(CLI::Range(1, 1 << 20));
 }
 
 void add_mode_options(CLI::App& app, LaunchOptions& opts, Extras& x) {
@@ -199,6 +205,10 @@ void check_launch_options(const CLI::App& app, const LaunchOptions& opts) {
   }
   if (opts.core_binding == CoreBinding::core && opts.launcher == "srun") {
     throw UsageError("--bind-to core: under srun, Slurm binds the tasks (srun's --cpu-bind or the site's default)");
+  }
+  if (opts.min_ranks > 0 && opts.max_restarts == 0) {
+    throw UsageError("--min-ranks " + std::to_string(opts.min_ranks) +
+                     " applies when the job restarts: give --max-restarts K too");
   }
   if (opts.launcher == "srun" && (opts.local_ranks || app.count("--hostfile") > 0)) {
     throw UsageError(

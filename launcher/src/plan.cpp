@@ -3,6 +3,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -82,7 +83,7 @@ std::string make_job_id() {
   return std::string("tnt-") + stamp + "-" + random_hex(6);
 }
 
-JobPlan make_plan(const LaunchOptions& opts) {
+JobPlan make_plan(const LaunchOptions& opts, const std::vector<std::string>& left_out) {
   JobPlan plan;
   std::vector<HostEntry> entries;
   if (opts.local_ranks) {
@@ -96,6 +97,7 @@ JobPlan make_plan(const LaunchOptions& opts) {
   }
 
   int next_rank = 0;
+  std::erase_if(entries, [&](const HostEntry& e) { return std::ranges::count(left_out, e.name) > 0; });
   for (const auto& e : entries) {
     HostPlan h;
     h.name = e.name;

@@ -221,6 +221,7 @@ bool RemoteHost::on_child_exit(pid_t pid, int status) {
   }
   close_fd(in_fd_);
   if (state_ == State::checking) {
+    unreachable_ = WIFEXITED(status) && WEXITSTATUS(status) == 255;
     fail(ssh_failure_text(status));
   } else if (state_ == State::running) {
     std::string detail;

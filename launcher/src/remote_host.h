@@ -57,6 +57,9 @@ class RemoteHost {
   const std::string& name() const { return host_; }
   State state() const { return state_; }
   const CheckResult& check() const { return check_; }
+  // ssh could not connect while checking the host (exit 255): the host cannot be reached, as
+  // against one that answered and cannot run the job.
+  bool unreachable() const { return unreachable_; }
 
  private:
   void on_stdout(std::string_view line);
@@ -80,6 +83,7 @@ class RemoteHost {
   bool ssh_exited_ = false;
   std::vector<std::string> stderr_tail_;
   CheckResult check_;
+  bool unreachable_ = false;
 };
 
 }  // namespace tnt::launcher::detail

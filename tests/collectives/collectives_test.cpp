@@ -146,12 +146,16 @@ TEST_P(PointToPoint, MatchesMpiSemantics) {
 INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint,
                          testing::Values(P2pCase{1, true, "16"}, P2pCase{2, true, "16"}, P2pCase{3, true, "16"},
                                          P2pCase{4, true, "16"}, P2pCase{2, false, "16"}, P2pCase{4, false, "16"},
-                                         P2pCase{2, true, "0"}, P2pCase{4, true, "16", 2}),
+                                         P2pCase{2, true, "0"}, P2pCase{4, true, "16", 2},
+                                         // No limit given: 64 KiB over TCP, 16 over shared memory,
+                                         // both in one job (Note [Eager over TCP]).
+                                         P2pCase{2, false, ""}, P2pCase{4, true, "", 2}),
                          [](const auto& param_info) {
                            const P2pCase& c = param_info.param;
                            return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
                                   (c.virtual_hosts ? "_" + std::to_string(c.virtual_hosts) + "hosts" : "") +
-                                  (c.eager_kb == "0" ? "_rendezvous_only" : "");
+                                  (c.eager_kb == "0" ? "_rendezvous_only" : "") +
+                                  (c.eager_kb.empty() ? "_default_eager" : "");
                          });
 
 // ---- the rest of MPI's collectives ----------------------------------------------------------------

@@ -762,11 +762,33 @@ int run_p2p_flood(tnt::Communicator& comm, double seconds) {
   return failures == 0 ? 0 : 1;
 }
 
+// Note [Eager over TCP]: with no TNT_P2P_EAGER_KB, 64 KiB goes eagerly over TCP: the send
+// completes before its receive is posted.
+void check_tcp_eager_limit(tnt::Communicator& comm) {
+  const char* shm = std::getenv("TNT_SHM");
+  const char* eager = std::getenv("TNT_P2P_EAGER_KB");
+  if (comm.size() < 2 || !shm || std::string(shm) != "0" || (eager && *eager)) return;
+  std::vector<std::uint8_t> message(64 * 1024, 0x5a), got(message.size());
+  if (comm.rank() == 0) {
+    tnt::Request sent = comm.isend(message.data(), message.size(), 1, 11);
+    ++checks;
+    if (!sent.wait_for(std::chrono::seconds(2))) report("a 64 KiB send over TCP waited for its receive: not eager");
+    comm.send(nullptr, 0, 1, 12);  // only now does rank 1 post the receive
+    sent.wait();
+  } else if (comm.rank() == 1) {
+    comm.recv(nullptr, 0, 0, 12);
+    comm.recv(got.data(), got.size(), 0, 11);
+    ++checks;
+    if (got != message) report("the eager 64 KiB message arrived wrong");
+  }
+}
+
 int run_p2p(tnt::Communicator& comm, bool large) {
-  std::vector<std::size_t> sizes = {0, 1, 4096, 16 * 1024, 16 * 1024 + 1, 65536, 1 << 20};
+  std::vector<std::size_t> sizes = {0, 1, 4096, 16 * 1024, 16 * 1024 + 1, 65536, 65536 + 1, 1 << 20};
   if (large) sizes.push_back(std::size_t{64} << 20);
   check_p2p_sizes(comm, sizes);
   check_p2p_semantics(comm);
+  check_tcp_eager_limit(comm);
   std::printf("rank %d: p2p, %lld checks, %d failures\n", comm.rank(), checks, failures);
   return failures == 0 ? 0 : 1;
 }

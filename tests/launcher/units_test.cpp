@@ -82,6 +82,9 @@ TEST(Options, MistakesAreUsageErrorsThatSayWhatIsWrong) {
   EXPECT_NE(message({"--force", "--", "p"}).find("--force only goes with --cleanup"), std::string::npos);
   EXPECT_NE(message({"--bogus", "--", "p"}).find("--bogus"), std::string::npos);
   EXPECT_NE(message({"-n", "1"}).find("no program given"), std::string::npos);
+  EXPECT_NE(message({"--min-ranks", "2", "--", "p"}).find("give --max-restarts K too"), std::string::npos);
+  EXPECT_NE(message({"--max-restarts", "1", "--min-ranks", "0", "--", "p"}).find("--min-ranks"), std::string::npos);
+  EXPECT_EQ(parse({"--max-restarts", "1", "--min-ranks", "2", "--", "p"}).min_ranks, 2);
   EXPECT_EQ(parse({"--help"}).mode, Mode::help);
   EXPECT_EQ(parse({"--version"}).mode, Mode::version);
   EXPECT_EQ(parse({"--cleanup", "--force", "--", "p"}).mode, Mode::cleanup);
@@ -345,6 +348,14 @@ TEST(Plan, HostfileWithSlotsAndRanksPerNode) {
   p = make_plan(parse({"--hostfile", path, "--n-per-node", "2", "--", "p"}));
   EXPECT_EQ(p.size, 4);
   EXPECT_EQ(p.hosts[1].first_rank, 2);
+  // A restart under --min-ranks leaves out the hosts it cannot reach: the others are numbered
+  // afresh, and the first of them is the master.
+  p = make_plan(parse({"--hostfile", path, "--", "p"}), {"alpha"});
+  ASSERT_EQ(p.hosts.size(), 1u);
+  EXPECT_EQ(p.hosts[0].name, "beta");
+  EXPECT_EQ(p.hosts[0].first_rank, 0);
+  EXPECT_EQ(p.size, 1);
+  EXPECT_EQ(p.master_addr, "beta");
   unlink(path);
 }
 

@@ -829,6 +829,32 @@ def max_restarts(args):
         fail(f"--max-restarts without a checkpoint path was not refused once, exit 2 (exit {p.returncode})")
 
 
+def min_ranks_refused(args):
+    """Issue 26, resize: under tnt-launch --min-ranks a restart may run on fewer ranks, so tnt-train
+    refuses each setting whose meaning depends on the rank count (exit 2, not restarted), naming
+    it; without those settings the same command trains."""
+    ckpt = os.path.join(args.workdir, "min_ranks.ckpt")
+    base = [args.launch, "-n", "2", "--max-restarts", "1", "--min-ranks", "1", "--", args.train] + COMMON + \
+        ["--max-steps", "2", "--checkpoint", ckpt]
+    for extra, named in [(["--micro-batch", "32"], "train.micro_batch (--micro-batch)"),
+                         (["--set", "schedule.scale_with_ranks=true"], "schedule.scale_with_ranks = true"),
+                         (["--no-distribute-dataset"], "distribution.distribute_dataset = false")]:
+        p = subprocess.run(base + extra, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+                           cwd=args.workdir)
+        print(p.stdout.strip()[-400:])
+        if p.returncode != 2 or "--min-ranks 1 may restart the job on fewer ranks, and " + named not in p.stdout \
+                or "restart 1" in p.stdout:
+            fail(f"{' '.join(extra)} under --min-ranks was not refused once, exit 2, naming {named} "
+                 f"(exit {p.returncode})")
+    if os.path.exists(ckpt):
+        os.remove(ckpt)
+    p = subprocess.run(base, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60,
+                       cwd=args.workdir)
+    if p.returncode != 0:
+        print(p.stdout[-2000:])
+        fail(f"the same command without those settings exited with {p.returncode}")
+
+
 def threads_chosen(cmd, args, preexec=None):
     """Runs one step; the master's 'N thread(s) each' and the host's automatic-threads line."""
     print("$ " + " ".join(cmd), flush=True)
@@ -937,7 +963,7 @@ def main():
                                             "seq2seq_reproducibility", "export_pairs", "bf16_reproducibility",
                                             "precision_refused", "callback_resume", "unused_setting_refused",
                                             "threads_follow_cores", "accumulation", "bf16_gradients",
-                                            "max_restarts", "sync_batch_norm"])
+                                            "max_restarts", "min_ranks_refused", "sync_batch_norm"])
     parser.add_argument("--conf", help="the conf/ folder (nan_guard, export_pairs)")
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)

@@ -157,6 +157,34 @@ struct CommandLine {
   std::string translations;  // file: the decoded test pairs (source, reference, translation)
 };
 
+// Under tnt-launch --min-ranks (TNT_MIN_RANKS, Note [Restarts] in launcher/src/launch.cpp) a
+// restart may run on fewer ranks than the checkpoint was written on. The global batch and the
+// data order do not depend on the rank count, so the training goes on the same; a setting that
+// does depend on it would silently change the run at a resize, and is refused.
+void refuse_resize_dependent_settings(const RunConfig& config) {
+  const char* min_ranks = std::getenv("TNT_MIN_RANKS");
+  if (!min_ranks || std::string(min_ranks).empty() || std::string(min_ranks) == "0") return;
+  std::string setting, why;
+  if (config.micro_batch > 0) {
+    setting = "train.micro_batch (--micro-batch)";
+    why = "the global batch is micro-batch x ranks; give train.global_batch (--global-batch) instead";
+  } else if (config.scale_rate_with_ranks) {
+    setting = "schedule.scale_with_ranks = true";
+    why = "the learning rate is scaled by the rank count";
+  } else if (!config.distribute_dataset) {
+    setting = "distribution.distribute_dataset = false (--no-distribute-dataset)";
+    why = "each rank trains on its own data, and a lost rank's data would be lost with it";
+  } else if (!config.distribute_validation_dataset) {
+    setting = "distribution.distribute_validation_dataset = false (--no-distribute-validation-dataset)";
+    why = "each rank evaluates its own data";
+  }
+  if (!setting.empty()) {
+    throw tnt::ConfigError(fmt::format(
+        "tnt-launch --min-ranks {} may restart the job on fewer ranks, and {} depends on the rank count ({})",
+        min_ranks, setting, why));
+  }
+}
+
 // Note [Restarts] in launcher/src/launch.cpp: under tnt-launch --max-restarts, every start
 // resumes from the checkpoint path when a checkpoint is there (--resume auto), so a restart goes
 // on from the last checkpoint; a run without a checkpoint path would start over, and is refused.
@@ -169,6 +197,7 @@ void apply_restart(RunConfig& config) {
         "(--checkpoint FILE, with --checkpoint-every-steps N)");
   }
   if (config.resume.empty()) config.resume = "auto";
+  refuse_resize_dependent_settings(config);
   const char* count = std::getenv("TNT_RESTART_COUNT");
   if (count && std::string(count) != "0") {
     spdlog::info("restart {} of {} (tnt-launch --max-restarts): resuming from {}", count, max_restarts,

@@ -12,6 +12,7 @@
 
 #include "../pair_transport.h"
 #include "../side_channel.h"
+#include "tcp_inbox.h"
 #include "tnt/core/copy.h"
 #include "tnt/core/error.h"
 
@@ -21,20 +22,8 @@ using asio::ip::tcp;
 
 namespace {
 
-// An authenticated peer can still be buggy: no single message may claim more than this.
-constexpr std::uint64_t kMaxMessageBytes = std::uint64_t{1} << 31;
 // Messages gathered into one writev.
 constexpr std::size_t kMaxGather = 32;
-
-// Data-plane framing: every message is this header followed by `bytes` of payload.
-struct Header {
-  std::uint64_t tag;
-  std::uint32_t context;  // Note [Contexts] in pair.h
-  std::uint32_t reserved;
-  std::uint64_t bytes;
-  Tag full_tag() const { return Tag{tag, context}; }
-};
-static_assert(sizeof(Header) == 24);
 
 std::string error_text(const boost::system::error_code& ec) {
   if (ec == asio::error::eof) return "connection closed by the peer (process ended or killed?)";
@@ -60,44 +49,44 @@ class TcpTransport;
 class TcpPair final : public Pair {
  public:
   TcpPair(TcpTransport& owner, tcp::socket socket, int peer, std::string peer_name)
-      : owner_(owner), socket_(std::move(socket)), peer_(peer), peer_name_(std::move(peer_name)) {
+      : owner_(owner), socket_(std::move(socket)), peer_(peer), peer_name_(std::move(peer_name)), inbox_(peer_name_) {
     writing_.reserve(kMaxGather);
     buffers_.reserve(2 * kMaxGather);
   }
 
   int peer_rank() const override { return peer_; }
 
+  // Note [Eager over TCP]: a rendezvous costs a round trip of three messages, about 5 us each
+  // on loopback, and an eager copy of 64 KiB about 3 us, so up to 64 KiB (OpenMPI's tcp btl's
+  // eager limit too) goes eagerly. Measured 2026-11-28, 2 ranks with TNT_SHM=0 on loopback,
+  // tnt-bench-p2p latency under chrt -f 10 with builds beside it (load 6), 3 alternating rounds,
+  // medians: 32 KiB 23.4 -> 14.6 us, 64 KiB 36.3 -> 23.4; OpenMPI's tcp btl in the next minutes
+  // (bench/p2p/compare_osu.sh --tcp --realtime) 11.7 and 29.9. Shared memory keeps 16 KiB: its
+  // rendezvous reads the sender's buffer once (Note [Single copy] in shm_transport.cpp).
+  std::size_t preferred_eager_bytes() const override { return 64 * 1024; }
+
   void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) override {
     if (failed_) return;
-    queue_.push_back(Outgoing{Header{tag.value, tag.context, 0, bytes}, data, &sink, cookie});
+    queue_.push_back(Outgoing{TcpHeader{tag.value, tag.context, 0, bytes}, data, &sink, cookie});
     if (writing_.empty()) write_more();
   }
 
   void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override {
     if (failed_) return;
-    // A message that came before its receive was posted waits in a staging buffer.
-    for (std::size_t i = 0; i < staged_.size(); ++i) {
-      if (staged_[i].tag != tag || !staged_[i].complete) continue;
-      Staged staged = std::move(staged_[i]);
-      staged_[i] = std::move(staged_.back());
-      staged_.pop_back();
-      if (staged.bytes > capacity) {
-        fail_protocol(tag, staged.bytes, capacity);
-        return;
-      }
-      if (staged.bytes) copy_bytes(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
-      const std::size_t bytes = staged.bytes;
-      spare_.push_back(std::move(staged.buffer));
-      // Complete later, never inside the caller's own call (it may hold state mid-update).
-      asio::post(socket_.get_executor(), [this, &sink, cookie, bytes] {
-        if (!failed_) sink.on_recv_complete(cookie, bytes);
-      });
+    const auto completed = inbox_.post(TcpInbox::Receive{tag, data, capacity, &sink, cookie});
+    if (!inbox_.violation().empty()) {
+      fail(inbox_.violation());
       return;
     }
-    posted_.push_back(Incoming{tag, data, capacity, &sink, cookie});
+    if (!completed) return;
+    // Its message came before it. Complete later, never inside the caller's own call (it may
+    // hold state mid-update).
+    asio::post(socket_.get_executor(), [this, completed] {
+      if (!failed_) completed->sink->on_recv_complete(completed->cookie, completed->bytes);
+    });
   }
 
-  void start_reading() { read_header(); }
+  void start_reading() { read_more(); }
 
   void close() {
     closing_ = true;
@@ -113,35 +102,16 @@ class TcpPair final : public Pair {
 
  private:
   struct Outgoing {
-    Header header;
+    TcpHeader header;
     const void* data;
     CompletionSink* sink;
     std::uint64_t cookie;
   };
-  struct Incoming {
-    Tag tag;
-    void* data;
-    std::size_t capacity;
-    CompletionSink* sink;
-    std::uint64_t cookie;
-  };
-  struct Staged {
-    Tag tag;
-    std::vector<std::byte> buffer;
-    std::size_t bytes;
-    bool complete;  // false while its payload is still being read
-  };
 
   void write_more();
-  void read_header();
-  void on_header();
-  void on_staged(Tag tag);
+  void read_more();
+  void deliver();
   void fail(const std::string& what);
-  void fail_protocol(Tag tag, std::uint64_t bytes, std::size_t capacity) {
-    fail("protocol violation: message with tag " + to_string(tag) + " has " + std::to_string(bytes) +
-         " bytes but the matching receive holds " + std::to_string(capacity) +
-         " (do all ranks call the same collectives with the same counts, in the same order?)");
-  }
 
   TcpTransport& owner_;
   tcp::socket socket_;
@@ -157,10 +127,7 @@ class TcpPair final : public Pair {
   std::vector<Outgoing> writing_;  // the messages of the writev in flight
   std::vector<asio::const_buffer> buffers_;
 
-  Header incoming_{};
-  std::vector<Incoming> posted_;
-  std::vector<Staged> staged_;
-  std::vector<std::vector<std::byte>> spare_;  // staging buffers kept for reuse
+  TcpInbox inbox_;
 };
 
 class TcpTransport final : public PairTransport<TcpPair> {
@@ -230,7 +197,7 @@ void TcpPair::write_more() {
   while (queue_head_ < queue_.size() && writing_.size() < kMaxGather) {
     writing_.push_back(queue_[queue_head_++]);
     const Outgoing& message = writing_.back();
-    buffers_.emplace_back(&message.header, sizeof(Header));
+    buffers_.emplace_back(&message.header, sizeof(TcpHeader));
     if (message.header.bytes) buffers_.emplace_back(message.data, message.header.bytes);
   }
   if (queue_head_ == queue_.size() || (queue_head_ > 1024 && 2 * queue_head_ > queue_.size())) {
@@ -253,84 +220,40 @@ void TcpPair::write_more() {
                     });
 }
 
-void TcpPair::read_header() {
-  owner_.begin_io();
-  asio::async_read(socket_, asio::buffer(&incoming_, sizeof(Header)),
-                   [this](const boost::system::error_code& ec, std::size_t) {
-                     owner_.end_io();
-                     if (ec) {
-                       fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
-                       return;
-                     }
-                     if (failed_) return;  // closed meanwhile
-                     on_header();
-                   });
-}
-
-void TcpPair::on_header() {
-  const Header header = incoming_;
-  if (header.bytes > kMaxMessageBytes) {
-    fail("protocol violation: " + peer_name_ + " announced a message of " + std::to_string(header.bytes) + " bytes");
-    return;
-  }
-  auto posted =
-      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
-  if (posted != posted_.end()) {
-    Incoming target = *posted;
-    *posted = posted_.back();
-    posted_.pop_back();
-    if (header.bytes > target.capacity) {
-      fail_protocol(header.full_tag(), header.bytes, target.capacity);
+// Note [Buffered reads] in tcp_inbox.cpp.
+void TcpPair::read_more() {
+  bool whole = false;
+  const std::span<std::byte> target = inbox_.read_target(whole);
+  auto done = [this](const boost::system::error_code& ec, std::size_t bytes) {
+    owner_.end_io();
+    if (ec) {
+      fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
       return;
     }
-    owner_.begin_io();
-    asio::async_read(socket_, asio::buffer(target.data, header.bytes), Remaining{header.bytes},
-                     [this, target, bytes = header.bytes](const boost::system::error_code& ec, std::size_t) {
-                       owner_.end_io();
-                       if (ec) {
-                         fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
-                         return;
-                       }
-                       if (failed_) return;  // closed meanwhile
-                       target.sink->on_recv_complete(target.cookie, bytes);
-                       if (!failed_) read_header();
-                     });
-    return;
-  }
-  // Unexpected: the peer is ahead of us (e.g. it started a collective we have not issued yet).
-  std::vector<std::byte> buffer;
-  if (!spare_.empty()) {
-    buffer = std::move(spare_.back());
-    spare_.pop_back();
-  }
-  if (buffer.size() < header.bytes) buffer.resize(header.bytes);
-  // The vector's heap block stays put when staged_ grows or is reordered.
-  std::byte* destination = buffer.data();
-  staged_.push_back(Staged{header.full_tag(), std::move(buffer), header.bytes, false});
+    if (failed_) return;  // closed meanwhile
+    inbox_.on_read(bytes);
+    deliver();
+    if (!failed_) read_more();
+  };
   owner_.begin_io();
-  asio::async_read(socket_, asio::buffer(destination, header.bytes), Remaining{header.bytes},
-                   [this, tag = header.full_tag()](const boost::system::error_code& ec, std::size_t) {
-                     owner_.end_io();
-                     if (ec) {
-                       fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
-                       return;
-                     }
-                     if (failed_) return;  // closed meanwhile
-                     on_staged(tag);
-                     if (!failed_) read_header();
-                   });
+  if (whole) {
+    asio::async_read(socket_, asio::buffer(target.data(), target.size()), Remaining{target.size()}, std::move(done));
+  } else {
+    socket_.async_read_some(asio::buffer(target.data(), target.size()), std::move(done));
+  }
 }
 
-void TcpPair::on_staged(Tag tag) {
-  auto staged = std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.tag == tag; });
-  staged->complete = true;
-  // Its receive may have been posted while the payload was arriving.
-  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == tag; });
-  if (posted == posted_.end()) return;
-  Incoming target = *posted;
-  *posted = posted_.back();
-  posted_.pop_back();
-  recv(target.tag, target.data, target.capacity, *target.sink, target.cookie);
+// One completion at a time: a sink may post the receive of the next message that is already in
+// the inbox, which then lands in place instead of being staged.
+void TcpPair::deliver() {
+  while (!failed_) {
+    const auto completed = inbox_.next();
+    if (!completed) {
+      if (!inbox_.violation().empty()) fail(inbox_.violation());
+      return;
+    }
+    completed->sink->on_recv_complete(completed->cookie, completed->bytes);
+  }
 }
 
 void TcpPair::fail(const std::string& what) {

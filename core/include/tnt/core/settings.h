@@ -164,8 +164,10 @@ inline constexpr Choice kAllreduceAlgorithm{"TNT_ALLREDUCE_ALGORITHM", "auto", "
                                             "forces one allreduce algorithm (auto: by size and topology)"};
 inline constexpr Choice kAllgatherAlgorithm{"TNT_ALLGATHER_ALGORITHM", "auto", "auto|ring|hierarchical",
                                             "forces one allgather algorithm (auto: by topology)"};
-inline constexpr Kib kP2pEagerKb{"TNT_P2P_EAGER_KB", 16, 0, 1024,
-                                 "point-to-point: larger messages wait until their receive is posted (rendezvous)"};
+inline constexpr Kib kP2pEagerKb{
+    "TNT_P2P_EAGER_KB", 16, 0, 1024,
+    "point-to-point: larger messages wait until their receive is posted (rendezvous); unset, TCP "
+    "channels take 64 KiB"};
 inline constexpr Kib kP2pCreditKb{"TNT_P2P_CREDIT_KB", 256, 0, 1 << 20,
                                   "point-to-point: eager bytes one sender may have waiting for receives at one rank"};
 inline constexpr Microseconds kWaitPollUs{"TNT_WAIT_POLL_US", 500, 0, 1'000'000,

@@ -54,6 +54,7 @@ struct LaunchOptions {
   int ssh_connect_timeout_s = 5;    // --ssh-connect-timeout
   double stop_grace_s = 2.0;        // SIGTERM -> SIGKILL escalation delay
   int max_restarts = 0;             // Note [Restarts] in launch.cpp: a failed job is started again up to this often
+  int min_ranks = 0;                // --min-ranks: a restart leaves out hosts it cannot reach, down to this many ranks
   std::vector<std::pair<std::string, std::string>> exports;  // -x, in the order given
   std::vector<std::string> program;                          // after --
   // How ranks on other hosts start: "ssh", "srun" (inside a Slurm allocation), or "auto": srun

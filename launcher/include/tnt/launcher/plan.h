@@ -28,9 +28,10 @@ struct JobPlan {
   std::string job_id;
 };
 
-// Hosts from -n, the hostfile, or Slurm (in that order of preference). Throws UsageError /
-// HostfileError with a message that says what to fix.
-JobPlan make_plan(const LaunchOptions& opts);
+// Hosts from -n, the hostfile, or Slurm (in that order of preference), less those named in
+// `left_out` (a restart under --min-ranks leaves out the hosts it cannot reach). Throws
+// UsageError / HostfileError with a message that says what to fix.
+JobPlan make_plan(const LaunchOptions& opts, const std::vector<std::string>& left_out = {});
 
 // The TNT_* variables all ranks share (everything but the per-rank and pinning ones), without
 // the job token.

@@ -57,6 +57,10 @@ class Pair {
   virtual void send(Tag tag, const void* data, std::size_t bytes, CompletionSink& sink, std::uint64_t cookie) = 0;
   virtual void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) = 0;
   virtual int peer_rank() const = 0;
+  // The largest message that point-to-point should send eagerly (copied, without waiting for its
+  // receive) over this channel where the user set no limit (TNT_P2P_EAGER_KB); 0: no preference.
+  // Both sides of a channel must give the same answer.
+  virtual std::size_t preferred_eager_bytes() const { return 0; }
 };
 
 }  // namespace tnt::transport
