@@ -1,41 +1,33 @@
-// tnt-trainer-weights-compare A B RTOL [statistics]: compares the parameters of two checkpoints
-// tensor by tensor as max|a - b| / max|a| (the difference relative to the tensor's scale; an
-// element-wise relative test is meaningless for weights that happen to be near zero), and with
-// `statistics` the BatchNorm running statistics too. Prints the worst tensor; exit 0 if every
-// tensor is within RTOL, 1 if not, 2 on bad input.
+// tnt-trainer-weights-compare A B RTOL: compares the parameters of two checkpoints tensor by
+// tensor as max|a - b| / max|a| (the difference relative to the tensor's scale; an element-wise
+// relative test is meaningless for weights that happen to be near zero). Prints the worst
+// tensor; exit 0 if every tensor is within RTOL, 1 if not, 2 on bad input.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <string>
 
 #include "tnt/compute/checkpoint.h"
 
 int main(int argc, char** argv) {
-  const bool statistics = argc == 5 && std::string(argv[4]) == "statistics";
-  if (argc != 4 && !statistics) {
-    std::fprintf(stderr, "usage: %s A.ckpt B.ckpt RTOL [statistics]\n", argv[0]);
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s A.ckpt B.ckpt RTOL\n", argv[0]);
     return 2;
   }
   try {
     const auto a = tnt::compute::load_checkpoint(argv[1]);
     const auto b = tnt::compute::load_checkpoint(argv[2]);
     const double rtol = std::atof(argv[3]);
-    auto tensors_a = a.parameters, tensors_b = b.parameters;
-    if (statistics) {
-      tensors_a.insert(tensors_a.end(), a.states.begin(), a.states.end());
-      tensors_b.insert(tensors_b.end(), b.states.begin(), b.states.end());
-    }
-    if (tensors_a.size() != tensors_b.size()) {
-      std::printf("different tensor counts: %zu vs %zu\n", tensors_a.size(), tensors_b.size());
+    if (a.parameters.size() != b.parameters.size()) {
+      std::printf("different parameter counts: %zu vs %zu\n", a.parameters.size(), b.parameters.size());
       return 1;
     }
     double worst = 0.0;
     std::string worst_name;
-    for (std::size_t i = 0; i < tensors_a.size(); ++i) {
-      const auto& x = tensors_a[i];
-      const auto& y = tensors_b[i];
+    for (std::size_t i = 0; i < a.parameters.size(); ++i) {
+      const auto& x = a.parameters[i];
+      const auto& y = b.parameters[i];
       if (x.name != y.name || x.values.size() != y.values.size()) {
         std::printf("parameter %zu: %s vs %s\n", i, x.name.c_str(), y.name.c_str());
         return 1;
@@ -51,8 +43,7 @@ int main(int argc, char** argv) {
         worst_name = x.name;
       }
     }
-    std::printf("largest relative %s difference %.3g (%s); tolerance %.3g\n",
-                statistics ? "weight or statistic" : "weight", worst, worst_name.c_str(), rtol);
+    std::printf("largest relative weight difference %.3g (%s); tolerance %.3g\n", worst, worst_name.c_str(), rtol);
     return worst <= rtol ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
