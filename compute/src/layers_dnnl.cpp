@@ -1387,19 +1387,10 @@ class BatchNorm final : public Layer {
       backward_synchronized(dy, ready);
       return need_dx ? &dx_ : nullptr;
     }
-    Args args{{DNNL_ARG_SRC, wrap(data_, x_->data())},
-              {DNNL_ARG_MEAN, wrap(stat_, frozen ? running_mean_->value.data() : mean_.data())},
-              {DNNL_ARG_VARIANCE, wrap(stat_, frozen ? running_var_->value.data() : var_.data())},
-              {DNNL_ARG_DIFF_DST, wrap(data_, dy.data())},
-              {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
-              {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())},
-              {DNNL_ARG_DIFF_SRC, wrap(data_, dx_.data())},
-              {DNNL_ARG_DIFF_SCALE, wrap(stat_, scale_->grad)},
-              {DNNL_ARG_DIFF_SHIFT, wrap(stat_, shift_->grad)}};
-    if (fuse_relu_) {
-      args.emplace(DNNL_ARG_WORKSPACE, frozen ? frozen_workspace_ : workspace_);
-    }
-    (frozen ? bwd_frozen_ : bwd_).execute(cpu_stream(), args);
+    (frozen ? bwd_frozen_ : bwd_)
+        .execute(cpu_stream(), backward_args(dy, frozen ? running_mean_->value.data() : mean_.data(),
+                                             frozen ? running_var_->value.data() : var_.data(),
+                                             frozen ? frozen_workspace_ : workspace_));
     announce(ready);
     return need_dx ? &dx_ : nullptr;
   }
@@ -1436,21 +1427,24 @@ class BatchNorm final : public Layer {
     }
   }
 
-  // Note [Synchronized BatchNorm]: backward with the statistics of all replicas' batches.
-  void backward_synchronized(const Tensor& dy, const ReadyFn& ready) {
+  // Backward's arguments with the given statistics (and ReLU's workspace where it is fused).
+  Args backward_args(const Tensor& dy, float* mean, float* variance, const memory& workspace) {
     Args args{{DNNL_ARG_SRC, wrap(data_, x_->data())},
-              {DNNL_ARG_MEAN, wrap(stat_, mean_.data())},
-              {DNNL_ARG_VARIANCE, wrap(stat_, var_.data())},
+              {DNNL_ARG_MEAN, wrap(stat_, mean)},
+              {DNNL_ARG_VARIANCE, wrap(stat_, variance)},
               {DNNL_ARG_DIFF_DST, wrap(data_, dy.data())},
               {DNNL_ARG_SCALE, wrap(stat_, scale_->value.data())},
               {DNNL_ARG_SHIFT, wrap(stat_, shift_->value.data())},
               {DNNL_ARG_DIFF_SRC, wrap(data_, dx_.data())},
               {DNNL_ARG_DIFF_SCALE, wrap(stat_, scale_->grad)},
               {DNNL_ARG_DIFF_SHIFT, wrap(stat_, shift_->grad)}};
-    if (fuse_relu_) {
-      args.emplace(DNNL_ARG_WORKSPACE, frozen_workspace_);
-    }
-    bwd_frozen_.execute(cpu_stream(), args);
+    if (fuse_relu_) args.emplace(DNNL_ARG_WORKSPACE, workspace);
+    return args;
+  }
+
+  // Note [Synchronized BatchNorm]: backward with the statistics of all replicas' batches.
+  void backward_synchronized(const Tensor& dy, const ReadyFn& ready) {
+    bwd_frozen_.execute(cpu_stream(), backward_args(dy, mean_.data(), var_.data(), frozen_workspace_));
     // This replica's sum(dy) and sum(dy * x_hat), summed over the replicas.
     const auto C = static_cast<size_t>(channels_);
     sums_.resize(2 * C);
