@@ -110,7 +110,7 @@ void BackpropActor::run(StepBatch batch) {
                           : last            ? Gradients::add_kept_and_announce
                           : k == 0          ? Gradients::keep
                                             : Gradients::add_to_kept;
-      micro_step(micro[k], g, part);
+      micro_step(k, micro[k], g, part);
       for (std::size_t i = 0; i < part.size(); ++i) figures.sums[i] += part[i];
     }
     c_.model->set_training_passes(passes + 1);
@@ -124,7 +124,7 @@ void BackpropActor::run(StepBatch batch) {
   refs_->bucketer.send(StepEnd{figures});
 }
 
-void BackpropActor::micro_step(Rows rows, Gradients gradients, std::span<double> sums) {
+void BackpropActor::micro_step(std::size_t index, Rows rows, Gradients gradients, std::span<double> sums) {
   const int64_t begin_us = now_us();
   auto& layout = *c_.layout;
   if (gradients != Gradients::announce && kept_.size() != layout.memory.size()) kept_.assign(layout.memory.size(), 0);
@@ -154,8 +154,9 @@ void BackpropActor::micro_step(Rows rows, Gradients gradients, std::span<double>
   }
   if (c_.timeline->enabled()) {
     const auto s = static_cast<int64_t>(c_.optimizer->steps());
-    c_.timeline->add("forward", "compute", Timeline::compute, begin_us, forward_end_us_, s);
-    c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, now_us(), s);
+    const Timeline::MicroStep micro{static_cast<int64_t>(index), static_cast<int64_t>(rows.end - rows.begin)};
+    c_.timeline->add("forward", "compute", Timeline::compute, begin_us, forward_end_us_, s, micro);
+    c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, now_us(), s, micro);
   }
 }
 
