@@ -242,7 +242,7 @@ def parse_args():
     return args
 
 
-def preflight(args):
+def preflight(args, programs=("tnt-launch", "tnt-bench-allreduce", "tnt-train")):
     if os.geteuid() != 0:
         fail("needs root: it creates network namespaces, runs sshd in them and shapes their links", 77)
     for tool in ("ip", "tc", "ssh", "ssh-keygen"):
@@ -250,7 +250,7 @@ def preflight(args):
             fail(f"'{tool}' not found (apt-get install iproute2 openssh-client openssh-server)", 77)
     if not os.path.exists("/usr/sbin/sshd"):
         fail("/usr/sbin/sshd not found (apt-get install openssh-server)", 77)
-    for program in ("tnt-launch", "tnt-bench-allreduce", "tnt-train"):
+    for program in programs:
         if not os.access(os.path.join(args.build, "bin", program), os.X_OK):
             fail(f"{args.build}/bin/{program} is missing: build first (bash scripts/build.sh)", 2)
     probe = f"tprobe{os.getpid() % 100000}"

@@ -77,10 +77,14 @@ def analyse(trace, global_batch, warmup=WARMUP):
                 continue
             wait = sum(e["dur"] for e in get("wait for allreduce"))
             ar = [(e["ts"], e["ts"] + e["dur"]) for e in evs if e["cat"] == "allreduce"]
-            bw_lo, bw_hi = bw[0]["ts"], bw[0]["ts"] + bw[0]["dur"]
+            # With --accumulate N a step has N forward and N backward spans; its allreduces
+            # overlap only the last backward.
+            last = max(bw, key=lambda e: e["ts"])
+            bw_lo, bw_hi = last["ts"], last["ts"] + last["dur"]
+            forward, backward = sum(e["dur"] for e in fw), sum(e["dur"] for e in bw)
             rows.append({"step": step, "begin": st[0]["ts"],
-                         "forward": fw[0]["dur"], "backward": bw[0]["dur"], "optimizer": opt[0]["dur"],
-                         "compute": fw[0]["dur"] + bw[0]["dur"] + opt[0]["dur"],
+                         "forward": forward, "backward": backward, "optimizer": opt[0]["dur"],
+                         "compute": forward + backward + opt[0]["dur"],
                          "exposed": wait, "hidden": overlap_length(ar, bw_lo, bw_hi),
                          "allreduce": union_length(ar)})
         per_rank[rank] = rows

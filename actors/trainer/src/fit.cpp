@@ -39,6 +39,16 @@ void check_accumulation(const FitOptions& options, int world_size) {
   }
 }
 
+// Batches the loader keeps ahead. A batch holds the rank's whole share of a step, N micro-steps
+// with accumulation, so `prefetch` batches would hold N times the plain run's samples: ResNet-50
+// at global batch 64 with --accumulate 4 kept 4 batches of 38.5 MB where the plain run at 16
+// kept 4 of 9.6 MB. With accumulation the queue holds prefetch / N batches (rounded up, at least
+// one where there is a worker at all): about the plain run's samples ahead.
+std::size_t prefetch_batches(const FitOptions& options) {
+  const std::size_t n = std::max<std::size_t>(1, options.accumulation_steps);
+  return (options.prefetch + n - 1) / n;
+}
+
 data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& options, int rank, int world_size) {
   if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
   check_accumulation(options, world_size);
@@ -275,7 +285,7 @@ std::unique_ptr<BatchFeed> FitRun::make_feed() const {
   o.transform = options_.transform;
   o.start = s_.position;
   o.end_epoch = options_.epochs;
-  o.prefetch = options_.prefetch;
+  o.prefetch = prefetch_batches(options_);
   o.workers = options_.data_workers;
   return std::make_unique<ImageFeed>(train_.images, o);
 }

@@ -112,7 +112,7 @@ void BackpropActor::run(StepBatch batch) {
                           : last            ? Gradients::add_kept_and_announce
                           : k == 0          ? Gradients::keep
                                             : Gradients::add_to_kept;
-      micro_step(micro[k], g, part);
+      micro_step(k, micro[k], g, part);
       for (std::size_t i = 0; i < part.size(); ++i) figures.sums[i] += part[i];
     }
     c_.model->set_training_passes(passes + 1);
@@ -130,7 +130,7 @@ void BackpropActor::run(StepBatch batch) {
   refs_->bucketer.send(StepEnd{figures});
 }
 
-void BackpropActor::micro_step(Rows rows, Gradients gradients, std::span<double> sums) {
+void BackpropActor::micro_step(std::size_t index, Rows rows, Gradients gradients, std::span<double> sums) {
   const int64_t begin_us = now_us();
   auto& layout = *c_.layout;
   if (gradients != Gradients::announce && kept_.size() != layout.memory.size()) kept_.assign(layout.memory.size(), 0);
@@ -160,8 +160,9 @@ void BackpropActor::micro_step(Rows rows, Gradients gradients, std::span<double>
   }
   if (c_.timeline->enabled()) {
     const auto s = static_cast<int64_t>(c_.optimizer->steps());
-    c_.timeline->add("forward", "compute", Timeline::compute, begin_us, forward_end_us_, s);
-    c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, now_us(), s);
+    const Timeline::MicroStep micro{static_cast<int64_t>(index), static_cast<int64_t>(rows.end - rows.begin)};
+    c_.timeline->add("forward", "compute", Timeline::compute, begin_us, forward_end_us_, s, micro);
+    c_.timeline->add("backward", "compute", Timeline::compute, forward_end_us_, now_us(), s, micro);
   }
 }
 
@@ -379,8 +380,10 @@ void CommActor::bucket_full(const BucketFull& m) {
   // bucket is rounded to bfloat16 (to nearest even) for its allreduce, which sums in float32
   // and rounds the sum once more, and is widened back into the float32 bucket when it arrives
   // (on this actor, so nothing writes the bucket after a failed segment has gone). Half the bytes
-  // go over the wire; the weights, the optimizer state and the update stay float32. Every rank
-  // widens the same reduced bf16 values, so the ranks' weights stay equal.
+  // are handed to the allreduce (only its gather path sends them as such: the ring widens to
+  // float32 first, measured in the trainer's README); the weights, the optimizer state and the
+  // update stay float32. Every rank widens the same reduced bf16 values, so the ranks' weights
+  // stay equal.
   auto wire = std::make_shared<std::vector<bfloat16>>(bucket.count);
   for (std::size_t i = 0; i < bucket.count; ++i) (*wire)[i] = bfloat16(g[i]);
   if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(bfloat16);

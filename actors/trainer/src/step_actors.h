@@ -134,7 +134,7 @@ class BackpropActor : public actors::Actor {
   };
   // What the gradient callback of a micro-step does with each final gradient.
   enum class Gradients { announce, keep, add_to_kept, add_kept_and_announce };
-  void micro_step(Rows rows, Gradients gradients, std::span<double> sums);
+  void micro_step(std::size_t index, Rows rows, Gradients gradients, std::span<double> sums);
   // Forward and backward of `rows` (not empty); their figures into `sums`.
   void images(const data::MicroBatch& batch, Rows rows, std::span<double> sums,
               const compute::Model::GradientReadyFn& on_gradient);

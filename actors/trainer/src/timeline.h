@@ -16,12 +16,23 @@ inline int64_t now_us() {
       .count();
 }
 
+// A micro-step's part of a step (Note [Gradient accumulation]): which one it is and how many
+// samples it took, so that a timeline shows how a step was cut; its forward and backward spans
+// carry it. (At namespace scope: a nested class's member initialisers cannot serve as a default
+// argument of its enclosing class's members.)
+struct TimelineMicroStep {
+  int64_t index = -1;  // -1: the span is not a micro-step's
+  int64_t samples = 0;
+};
+
 class Timeline {
  public:
   enum Track { compute = 0, bucketer = 1, comm = 2, metrics = 3 };
   explicit Timeline(bool enabled) : enabled_(enabled) {}
   bool enabled() const { return enabled_; }
-  void add(const std::string& name, const char* category, Track track, int64_t begin_us, int64_t end_us, int64_t step);
+  using MicroStep = TimelineMicroStep;
+  void add(const std::string& name, const char* category, Track track, int64_t begin_us, int64_t end_us, int64_t step,
+           MicroStep micro = {});
   // This rank's events as comma-separated JSON objects (no brackets), times relative to base_us.
   std::string events_json(int rank, int64_t base_us) const;
 
@@ -31,6 +42,7 @@ class Timeline {
     const char* category;
     Track track;
     int64_t begin, end, step;
+    MicroStep micro;
   };
   bool enabled_;
   mutable std::mutex mutex_;
