@@ -41,8 +41,18 @@ namespace tnt::trainer {
 // not bound apart all have the same mask: their masks together then hold more cores than the
 // host has (TNT_HOST_CORES where tnt-launch says, else the CPUs online), and each takes its
 // share, the mask's cores divided by the ranks on the host (at least 1). A user on a 48-core node
-// who forgets --threads used to get 1/48 of it (issue 26). Measured on this 2-core machine:
-// actors/trainer/README.md, "Threads per rank".
+// who forgets --threads used to get 1/48 of it (issue 26). Measured on this 2-core machine on
+// 2026-11-28 03:26-03:30 UTC, while other sessions built on it (load average 4 to 6), with
+// bench/trainer/threads_compare.sh (--parts ab --rounds 5, then --parts cd --model-rounds 3),
+// samples/s, medians of alternating rounds:
+//   main job, 1 rank:  defaults 39,923 (2 threads), --threads 1 26,666, --threads 2 41,330: 0.966
+//                      of the best (the same setting as the default: the gap is a 10,101 round)
+//   main job, 2 ranks: defaults 43,504 (1 thread each), --threads 1 43,535, --threads 2 4,502
+//                      (4 threads on 2 cores): 0.999 of the best
+//   1 rank x 2 threads against 2 ranks x 1 thread: LeNet-5 37,389 / 44,690, ResNet-20 574 / 991,
+//   Transformer 5,234 / 5,985 sentence pairs/s
+// so the default is within 5 % of the best at both rank counts, and the rule is ranks first,
+// threads for the cores a rank is left with. More: actors/trainer/README.md, "Threads per rank".
 AutomaticThreads automatic_threads(int local_size) {
   AutomaticThreads a;
   a.mask_cores = available_cores();
