@@ -123,6 +123,9 @@ struct RingLayout {
   int copy_steps = 0;
   int first_send_chunk = 0;
   ReduceFn reduce = nullptr;
+  // Note [bf16 on the ring] in ring.cpp: the elements are float32 that hold bfloat16 values and
+  // their sums, and they travel as bfloat16.
+  bool bfloat16_on_wire = false;
 };
 
 class RingOperation : public Operation {
@@ -148,6 +151,8 @@ class RingOperation : public Operation {
   };
   Span segment_of(int chunk, std::size_t segment) const;
   void check_done();
+  std::size_t wire_element_size() const;
+  bfloat16* wire_at(int step, std::size_t offset);
 
   RingLayout layout_;
   int total_steps_ = 0;
@@ -159,6 +164,11 @@ class RingOperation : public Operation {
   std::uint64_t sends_done_ = 0;
   std::vector<std::byte> slots_;
   std::vector<int> free_slots_;
+  // Note [bf16 on the ring]: what travels, one half for the reduce steps and one for the copy
+  // steps, and a received segment widened.
+  std::vector<std::byte> wire_;
+  std::size_t wire_count_ = 0;
+  std::vector<float> widened_;
 };
 
 }  // namespace tnt::detail

@@ -137,6 +137,30 @@ void check_type(tnt::Communicator& comm, const std::vector<std::size_t>& counts)
   }
 }
 
+// Note [bf16 on the ring]: on two ranks a bfloat16 sum travels as bfloat16 and must still be
+// bitwise the float32 sum of the two inputs rounded once, for values that bfloat16 sums round.
+void check_bfloat16_bitwise(tnt::Communicator& comm) {
+  if (comm.size() != 2) return;
+  const std::size_t count = (std::size_t{1} << 20) + 3;  // the ring's size, not the small path's
+  const auto input = [](int rank, std::size_t i) {
+    return bfloat16(std::sin(static_cast<float>(i) * 0.37f + static_cast<float>(rank)) * 3.1f);
+  };
+  for (ReduceOp op : {ReduceOp::sum, ReduceOp::avg}) {
+    std::vector<bfloat16> data(count);
+    for (std::size_t i = 0; i < count; ++i) data[i] = input(comm.rank(), i);
+    comm.allreduce(data.data(), count, DataType::bfloat16, op);
+    for (std::size_t i = 0; i < count; ++i) {
+      float want = static_cast<float>(input(0, i)) + static_cast<float>(input(1, i));
+      if (op == ReduceOp::avg) want /= 2;
+      ++checks;
+      if (static_cast<float>(data[i]) != static_cast<float>(bfloat16(want))) {
+        report("bfloat16 " + std::string(tnt::name_of(op)) + " on 2 ranks not bitwise at " + std::to_string(i));
+        break;
+      }
+    }
+  }
+}
+
 // The types and operations beyond the five above (MPI's): inputs chosen so that every result is
 // exact whatever the order of the reduction (products of multiples of 1/4 near 1, small
 // integers, few distinct values so that min_loc and max_loc meet ties).
@@ -1412,6 +1436,7 @@ int main(int argc, char** argv) {
       check_type<std::int32_t>(comm, counts);
       check_type<std::int64_t>(comm, counts);
       check_type<bfloat16>(comm, counts);
+      check_bfloat16_bitwise(comm);
       check_new_types(comm);
       check_async(comm, 1000);
       check_async(comm, (std::size_t{1} << 20) + 3);
