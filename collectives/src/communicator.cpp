@@ -345,7 +345,7 @@ Group::Group(Communicator::Impl& world, std::vector<int> members, std::uint32_t 
 // posted for each peer's next envelope, a credit receive the peer answers late. Pairs cannot
 // cancel them, so a destroyed group's engines are failed (they then ignore every completion and
 // touch no group) and kept by the world until its channels close, with their envelope inboxes
-// (16 bytes plus TNT_P2P_EAGER_KB each: one per open channel, up to 64 spares) per communicator
+// (16 bytes plus the channel's eager limit each: one per open channel, up to 64 spares) per communicator
 // freed. Destroying them at once crashed the next completion: MPI_Comm_free across two hosts,
 // mpi_layer.netns_hosts_2x2.
 Group::~Group() {
