@@ -71,20 +71,7 @@ class TcpPair final : public Pair {
     if (writing_.empty()) write_more();
   }
 
-  void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override {
-    if (failed_) return;
-    const auto completed = inbox_.post(TcpInbox::Receive{tag, data, capacity, &sink, cookie});
-    if (!inbox_.violation().empty()) {
-      fail(inbox_.violation());
-      return;
-    }
-    if (!completed) return;
-    // Its message came before it. Complete later, never inside the caller's own call (it may
-    // hold state mid-update).
-    asio::post(socket_.get_executor(), [this, completed] {
-      if (!failed_) completed->sink->on_recv_complete(completed->cookie, completed->bytes);
-    });
-  }
+  void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
 
   void start_reading() { read_more(); }
 
@@ -207,7 +194,8 @@ void TcpPair::write_more() {
   owner_.begin_io();
   asio::async_write(socket_, buffers_, Remaining{asio::buffer_size(buffers_)},
                     [this](const boost::system::error_code& ec, std::size_t) {
-                      owner_.end_io();
+                      // Counted until it returns (IoScope): it touches the pair to the end.
+                      TcpTransport::IoScope counted{owner_};
                       if (ec) {
                         fail("sending to " + peer_name_ + " failed: " + error_text(ec));
                         return;
@@ -220,12 +208,29 @@ void TcpPair::write_more() {
                     });
 }
 
+void TcpPair::recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) {
+  if (failed_) return;
+  const auto completed = inbox_.post(TcpInbox::Receive{tag, data, capacity, &sink, cookie});
+  if (!inbox_.violation().empty()) {
+    fail(inbox_.violation());
+    return;
+  }
+  if (!completed) return;
+  // Its message came before it. Complete later, never inside the caller's own call (it may
+  // hold state mid-update); counted, so that the transport outlives it.
+  owner_.begin_io();
+  asio::post(socket_.get_executor(), [this, completed] {
+    TcpTransport::IoScope counted{owner_};
+    if (!failed_) completed->sink->on_recv_complete(completed->cookie, completed->bytes);
+  });
+}
+
 // Note [Buffered reads] in tcp_inbox.cpp.
 void TcpPair::read_more() {
   bool whole = false;
   const std::span<std::byte> target = inbox_.read_target(whole);
   auto done = [this](const boost::system::error_code& ec, std::size_t bytes) {
-    owner_.end_io();
+    TcpTransport::IoScope counted{owner_};  // it touches the pair to the end
     if (ec) {
       fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
       return;
