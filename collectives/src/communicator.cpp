@@ -428,8 +428,10 @@ Algorithm Group::choose(Collective what, std::size_t bytes, bool blocking) {
 std::shared_ptr<OperationState> Group::new_state(Waiter waiter, CompletionCallback done, const char* what) {
   auto state = std::make_shared<OperationState>(world_.loop(), std::move(done));
   state->held = waiter == Waiter::unknown;
+  state->awaited = waiter == Waiter::issuer_soon;
   if (world_.finished()) throw LogicError(std::string(what) + " was issued after Communicator::finish()");
   if (state->held) world_.loop().hold();
+  if (state->awaited) world_.loop().expect_waiter();
   return state;
 }
 
@@ -603,7 +605,12 @@ Request Group::issue_p2p(Waiter waiter, Start start, bool start_here) {
 
 // ---- Request -----------------------------------------------------------------------------------
 
-bool Request::test() const { return state_ && state_->done(); }
+bool Request::test() const {
+  if (!state_) return false;
+  if (state_->done()) return true;
+  state_->loop.poll_here();  // Note [Awaited work] in transport/src/event_loop.cpp
+  return state_->done();
+}
 
 namespace {
 void throw_failure(const OperationState& state) {
@@ -665,7 +672,13 @@ std::size_t Request::wait_any(std::span<const Request> requests) {
                                     [&](const Request& r) { return !r.valid() || &r.state_->loop == &loop; });
   while (!done) {
     if (one_loop) {
-      loop.wait_until([&] { return (done = test_any(requests)).has_value(); });
+      // done(), not test(): this runs while the wait holds the loop's mutex.
+      loop.wait_until([&] {
+        for (std::size_t i = 0; i < requests.size() && !done; ++i) {
+          if (requests[i].valid() && requests[i].state_->done()) done = i;
+        }
+        return done.has_value();
+      });
     } else {
       for (const Request& r : requests) {
         if (r.valid() && !r.test()) r.wait_for(std::chrono::milliseconds(1));
@@ -1162,20 +1175,24 @@ Request Communicator::isend(const void* data, std::size_t bytes, int peer, int t
   check_peer("isend", peer, size(), false);
   check_tag("isend", tag, false);
   check_data(data, bytes, "isend");
-  return group_->issue_p2p(detail::Group::Waiter::unknown,
-                           [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
-                             p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
-                           });
+  return group_->issue_p2p(
+      detail::Group::Waiter::issuer_soon,
+      [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+        p2p.send(state, peer, tag, data, bytes, mode == SendMode::synchronous);
+      },
+      /*start_here=*/true);
 }
 
 Request Communicator::irecv(void* data, std::size_t capacity, int peer, int tag) {
   check_peer("irecv", peer, size(), true);
   check_tag("irecv", tag, true);
   check_data(data, capacity, "irecv");
-  return group_->issue_p2p(detail::Group::Waiter::unknown,
-                           [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
-                             p2p.receive(state, peer, tag, data, capacity);
-                           });
+  return group_->issue_p2p(
+      detail::Group::Waiter::issuer_soon,
+      [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {
+        p2p.receive(state, peer, tag, data, capacity);
+      },
+      /*start_here=*/true);
 }
 
 void Communicator::send(const void* data, std::size_t bytes, int peer, int tag, SendMode mode) {

@@ -46,8 +46,10 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   Algorithm choose(Collective what, std::size_t bytes, bool blocking);
 
   // Who waits for an operation: its caller, at once (a blocking call runs the data loop
-  // itself), or possibly nobody (then the progress thread must run the loop until it ends).
-  enum class Waiter { caller, unknown };
+  // itself); most likely its issuer, soon, in a wait or test of its request (a nonblocking
+  // point-to-point call: Note [Awaited work] in event_loop.cpp); or possibly nobody (then the
+  // progress thread must run the loop until it ends).
+  enum class Waiter { caller, issuer_soon, unknown };
   template <class Op, class... Args>
   Request issue(Waiter waiter, CompletionCallback done, const CallSignature& call, Args... args);
   // A point-to-point operation: `start(engine, state)` runs on the strand, or at once on the

@@ -27,6 +27,7 @@ struct OperationState {
   transport::EventLoop& loop;
   CompletionCallback callback;
   bool held = false;            // holds the loop (EventLoop::hold) until complete()
+  bool awaited = false;         // EventLoop::expect_waiter() until complete()
   std::uint16_t tag_check = 0;  // Note [Tags]: 12 bits from the call's signature
   mutable std::mutex mutex;
   bool completing = false;  // complete() has begun: later calls do nothing

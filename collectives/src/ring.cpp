@@ -34,6 +34,7 @@ void OperationState::complete(const std::string& failure) {
       }
       state.loop.wake();
       if (state.held) state.loop.release();
+      if (state.awaited) state.loop.waiter_expected_done();
     }
   } finish{*this};
   if (to_call) to_call(failure);

@@ -116,6 +116,18 @@ class EventLoop {
   void linger();
   void unlinger();
   int lingering() const { return lingering_.load(); }
+  // on_demand: work whose issuer will most likely wait for it or test it soon (a nonblocking
+  // point-to-point request). The progress thread runs the loop for it only once it has stayed
+  // pending without progress, as for lingering work, but ending a communicator does not wait
+  // for it (Note [Awaited work] in event_loop.cpp). Any thread; a no-op for the other kinds of
+  // loop.
+  void expect_waiter();
+  void waiter_expected_done();
+
+  // Runs what is ready on the loop now, on this thread, where it may be the loop's runner
+  // (as run_here()); returns at once otherwise. For test()-style calls, which must make
+  // progress where nobody else runs the loop.
+  void poll_here();
 
   // On the strand. Pollers are used only where the blocked caller is the one thread that runs
   // the loop (on_demand with a loop of its own); elsewhere they are never polled.
@@ -150,6 +162,9 @@ class EventLoop {
   };
 
   bool take_for_running_here();
+  void set_pollers_looked_at(bool looked_at);
+  void poll_pollers();
+  void let_progress_thread_see_done();
   void progress_thread_main();
   void drive_until(const std::function<bool()>& ready, std::optional<std::chrono::steady_clock::time_point> deadline);
 
@@ -168,9 +183,11 @@ class EventLoop {
   bool driven_ = false;  // on_demand: some thread runs the loop now
   int holds_ = 0;
   std::atomic<int> lingering_{0};
-  std::atomic<std::uint64_t> unlingered_{0};  // unlinger() calls so far: progress made
+  std::atomic<int> awaited_{0};               // expect_waiter() not yet done
+  std::atomic<std::uint64_t> unlingered_{0};  // lingering or awaited work done so far: progress made
   bool stopping_ = false;
-  std::vector<Poller*> pollers_;                       // strand-confined
+  std::vector<Poller*> pollers_;   // strand-confined
+  bool pollers_looked_at_ = true;  // strand-confined: Note [Looking before sleeping] in event_loop.cpp
   static thread_local const EventLoop* running_here_;  // run_here() runs a task of this loop
 };
 
