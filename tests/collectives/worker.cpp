@@ -518,6 +518,36 @@ void expect_status(const tnt::MessageStatus& status, int source, int tag, std::s
 
 // Every rank sends to every other and to itself, at every size, with the receive posted before
 // the send on one side of each pair and after it on the other.
+// Note [Awaited work]: a nonblocking request whose issuer calls nothing still completes, the
+// progress thread stepping in once it has made no progress. Request::status() observes the
+// completion without running the loop, as test() would. 1 MiB: over every eager limit, so the
+// sender's loop must answer the receiver's clear-to-send (TCP) or read (shared memory).
+void check_p2p_progress(tnt::Communicator& comm) {
+  const int me = comm.rank(), n = comm.size();
+  const std::size_t bytes = std::size_t{1} << 20;
+  const auto out = pattern(me, 77, bytes);
+  std::vector<std::byte> in(bytes);
+  comm.barrier();
+  tnt::Request receive = comm.irecv(in.data(), in.size(), (me + n - 1) % n, 77);
+  tnt::Request send = comm.isend(out.data(), out.size(), (me + 1) % n, 77);
+  ++checks;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (receive.status().bytes != bytes && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (receive.status().bytes != bytes) report("irecv: not done after 20 s while its issuer called nothing");
+  tnt::Request::wait_all(std::vector<tnt::Request>{receive, send});
+  expect_pattern(in, bytes, (me + n - 1) % n, 77, "irecv completed with nobody waiting");
+  // A loop of test() progresses as a wait does.
+  receive = comm.irecv(in.data(), in.size(), (me + n - 1) % n, 78);
+  send = comm.isend(out.data(), out.size(), (me + 1) % n, 78);
+  ++checks;
+  while (!(receive.test() && send.test()) && std::chrono::steady_clock::now() < give_up + std::chrono::seconds(20)) {
+  }
+  if (!receive.test() || !send.test()) report("test() loop: not done after 20 s");
+  comm.barrier();
+}
+
 void check_p2p_sizes(tnt::Communicator& comm, const std::vector<std::size_t>& sizes) {
   const int me = comm.rank();
   const int n = comm.size();
@@ -1442,6 +1472,7 @@ int main(int argc, char** argv) {
       check_async(comm, (std::size_t{1} << 20) + 3);
       check_data_movement(comm);
       check_progress(comm);
+      check_p2p_progress(comm);
       std::printf("rank %d: %lld checks, %d failures\n", comm.rank(), checks, failures);
       return failures == 0 ? 0 : 1;
     }
