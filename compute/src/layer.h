@@ -47,9 +47,16 @@ struct ForwardContext {
   Tensor* d_memory = nullptr;
   // Training passes of a model with a ReplicaSum (Note [Synchronized BatchNorm] in model.h).
   const ReplicaSum* replica_sum = nullptr;
+  // Whether BatchNorm layers without a `sync` option of their own use it (Model::set_replica_sum).
+  bool sync_unmarked_batch_norm = true;
 };
 
 using ReadyFn = std::function<void(size_t)>;
+
+// Whether a BatchNorm layer of this spec takes its statistics over every replica where a
+// ReplicaSum is set: its own `sync` option decides, and without one `sync_unmarked` (the run's
+// setting). Note [Synchronized BatchNorm] in layers_dnnl.cpp.
+bool batch_norm_synchronizes(const LayerSpec& spec, bool sync_unmarked);
 
 // Note [Roofline]: a layer states the work of one pass at its current batch
 // size: flops (a multiply-add counts 2) and the bytes it must move at least
@@ -174,7 +181,7 @@ class Layer {
   // Note [Synchronized BatchNorm] in layers_dnnl.cpp: a training pass without samples on this
   // replica; the layer (and those nested in it, in the order their passes would run) makes the
   // replica sums its forward (backward = false) or backward pass would make.
-  virtual void pass_without_samples(const ReplicaSum& sum, bool backward) {}
+  virtual void pass_without_samples(const ReplicaSum& sum, bool sync_unmarked, bool backward) {}
 
  protected:
   Parameter& add_parameter(const std::string& suffix, Shape shape, std::string init, int64_t fan_in, int64_t fan_out);
@@ -210,7 +217,7 @@ class Chain {
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready);
   void collect(std::vector<Parameter*>& params, std::vector<StateBuffer*>& states);
   // Layer::pass_without_samples for each layer: in order forward, in reverse backward.
-  void pass_without_samples(const ReplicaSum& sum, bool backward);
+  void pass_without_samples(const ReplicaSum& sum, bool sync_unmarked, bool backward);
   // Floats per sample of every layer's output, nested layers included (after setup).
   int64_t activation_floats() const;
   void set_precision(Precision precision);

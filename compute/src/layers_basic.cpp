@@ -298,10 +298,10 @@ class Residual final : public Layer {
   }
 
   // As forward() and backward() run the branches: main first forward, shortcut first backward.
-  void pass_without_samples(const ReplicaSum& sum, bool backward) override {
-    if (!backward) main_.pass_without_samples(sum, backward);
-    shortcut_.pass_without_samples(sum, backward);
-    if (backward) main_.pass_without_samples(sum, backward);
+  void pass_without_samples(const ReplicaSum& sum, bool sync_unmarked, bool backward) override {
+    if (!backward) main_.pass_without_samples(sum, sync_unmarked, backward);
+    shortcut_.pass_without_samples(sum, sync_unmarked, backward);
+    if (backward) main_.pass_without_samples(sum, sync_unmarked, backward);
   }
 
   void set_precision(Precision precision) override {
@@ -463,11 +463,11 @@ const Tensor* Chain::backward(const Tensor& dy, bool need_dx, const ReadyFn& rea
   return g;
 }
 
-void Chain::pass_without_samples(const ReplicaSum& sum, bool backward) {
+void Chain::pass_without_samples(const ReplicaSum& sum, bool sync_unmarked, bool backward) {
   for (size_t k = 0; k < layers_.size(); ++k) {
     const size_t i = backward ? layers_.size() - 1 - k : k;
     if (!absorbed_[i]) {
-      layers_[i]->pass_without_samples(sum, backward);
+      layers_[i]->pass_without_samples(sum, sync_unmarked, backward);
     }
   }
 }

@@ -1129,7 +1129,11 @@ class Activation final : public Layer {
 // sum, so that their allreduce may overlap it. Every replica makes the same
 // sums in the same order: one without samples runs pass_without_samples,
 // adding zeros. The trainer sets no ReplicaSum on one rank (its batch is the
-// global one): the plain path below, at no cost.
+// global one): the plain path below, at no cost. A layer whose spec says
+// `sync = false` never sums, one that says `sync = true` always does where a
+// ReplicaSum is set, and one that says nothing follows the Model's
+// every_batch_norm (batch_norm_synchronizes); every replica holds the same spec,
+// so all make the same sums.
 //
 // Without one: statistics over the local batch in training (biased variance,
 // as oneDNN computes it); running averages for inference, updated Keras-style:
@@ -1248,7 +1252,8 @@ class BatchNorm final : public Layer {
 
   Shape setup(const Shape& sample) override {
     OptionReader opt(spec_, name_);
-    opt.check_known({"momentum", "epsilon"});
+    opt.check_known({"momentum", "epsilon", "sync"});
+    opt.boolean("sync", false);  // checks its type; batch_norm_synchronizes() reads it
     momentum_ = static_cast<float>(opt.number("momentum", 0.99));
     epsilon_ = static_cast<float>(opt.number("epsilon", 1e-3));
     if (!(momentum_ >= 0.0f && momentum_ <= 1.0f) || !(epsilon_ > 0.0f)) {
@@ -1336,7 +1341,9 @@ class BatchNorm final : public Layer {
     }
     args.emplace(DNNL_ARG_MEAN, wrap(stat_, mean_.data()));
     args.emplace(DNNL_ARG_VARIANCE, wrap(stat_, var_.data()));
-    replica_sum_ = context.replica_sum;
+    replica_sum_ = context.replica_sum && batch_norm_synchronizes(spec_, context.sync_unmarked_batch_norm)
+                       ? context.replica_sum
+                       : nullptr;
     if (replica_sum_) {
       // Note [Synchronized BatchNorm]: the statistics of every replica's batch.
       sums_.resize(static_cast<size_t>(2 * channels_ + 1));
@@ -1365,7 +1372,8 @@ class BatchNorm final : public Layer {
     return y_;
   }
 
-  void pass_without_samples(const ReplicaSum& sum, bool backward) override {
+  void pass_without_samples(const ReplicaSum& sum, bool sync_unmarked, bool backward) override {
+    if (!batch_norm_synchronizes(spec_, sync_unmarked)) return;
     if (backward) {
       sums_.assign(static_cast<size_t>(2 * channels_), 0.0);
       sum(sums_);
@@ -1499,6 +1507,13 @@ class BatchNorm final : public Layer {
 };
 
 }  // namespace
+
+bool batch_norm_synchronizes(const LayerSpec& spec, bool sync_unmarked) {
+  const auto found = spec.options.find("sync");
+  if (found == spec.options.end()) return sync_unmarked;
+  const bool* sync = std::get_if<bool>(&found->second);
+  return sync != nullptr && *sync;
+}
 
 // Cost of a layer that multiplies its input by `weights` values,
 // `macs_per_output` multiply-adds per output (Note [Roofline]). Backward

@@ -69,8 +69,9 @@ struct Model::Registry {
   std::vector<Parameter*> params;
   std::vector<StateBuffer*> states;
   int64_t total = 0;
-  std::unique_ptr<Profiler> profiler;  // while profiling
-  ReplicaSum replica_sum;              // Note [Synchronized BatchNorm] in model.h
+  std::unique_ptr<Profiler> profiler;    // while profiling
+  ReplicaSum replica_sum;                // Note [Synchronized BatchNorm] in model.h
+  bool sync_unmarked_batch_norm = true;  // and which layers use it
 };
 
 // Note [Channels-last hint]: NumPy arrays of images are often (N, H, W, C), which tnt reads as
@@ -308,6 +309,7 @@ const Tensor& Model::forward(const Tensor& x, Mode mode, const BatchInfo& batch)
     ++training_passes_;
     if (r.replica_sum) {
       context.replica_sum = &r.replica_sum;
+      context.sync_unmarked_batch_norm = r.sync_unmarked_batch_norm;
     }
   }
   Profiler::Activate profiling(r.profiler.get(), false);
@@ -349,12 +351,14 @@ const Tensor& Model::forward(const Tensor& source, const Tensor& target, Mode mo
   ForwardContext context{mode, batch.step, batch.first_sample, batch.lengths};
   if (mode == Mode::training && r.replica_sum) {
     context.replica_sum = &r.replica_sum;
+    context.sync_unmarked_batch_norm = r.sync_unmarked_batch_norm;
   }
   const Tensor& memory = r.chain.forward(source, context);
   r.d_memory.resize(memory.shape());
   ForwardContext decoder_context{mode,    batch.step,    batch.first_sample, batch.target_lengths,
                                  &memory, batch.lengths, &r.d_memory};
   decoder_context.replica_sum = context.replica_sum;
+  decoder_context.sync_unmarked_batch_norm = context.sync_unmarked_batch_norm;
   const Tensor& y = r.decoder.forward(target, decoder_context);
   return finish_forward(y);
 }
@@ -409,7 +413,24 @@ const Tensor* Model::backward(const Tensor& d_output, const GradientReadyFn& on_
   return nullptr;
 }
 
-void Model::set_replica_sum(ReplicaSum sum) { registry_->replica_sum = std::move(sum); }
+void Model::set_replica_sum(ReplicaSum sum, bool every_batch_norm) {
+  registry_->replica_sum = std::move(sum);
+  registry_->sync_unmarked_batch_norm = every_batch_norm;
+}
+
+Model::BatchNormLayers Model::batch_norm_layers(bool every_batch_norm) const {
+  BatchNormLayers found;
+  const std::function<void(const std::vector<LayerSpec>&)> count = [&](const std::vector<LayerSpec>& layers) {
+    for (const auto& l : layers) {
+      if (l.type == "batch_norm")
+        ++(batch_norm_synchronizes(l, every_batch_norm) ? found.synchronized : found.per_replica);
+      for (const auto& branch : l.branches) count(branch);
+    }
+  };
+  count(spec_.layers);
+  count(spec_.decoder);
+  return found;
+}
 
 bool Model::has_replica_sum() const { return static_cast<bool>(registry_->replica_sum); }
 
@@ -419,10 +440,11 @@ void Model::pass_without_samples() {
     return;
   }
   // In the order a pass runs its layers: the encoder, then the decoder; backward the other way.
-  r.chain.pass_without_samples(r.replica_sum, false);
-  r.decoder.pass_without_samples(r.replica_sum, false);
-  r.decoder.pass_without_samples(r.replica_sum, true);
-  r.chain.pass_without_samples(r.replica_sum, true);
+  const bool unmarked = r.sync_unmarked_batch_norm;
+  r.chain.pass_without_samples(r.replica_sum, unmarked, false);
+  r.decoder.pass_without_samples(r.replica_sum, unmarked, false);
+  r.decoder.pass_without_samples(r.replica_sum, unmarked, true);
+  r.chain.pass_without_samples(r.replica_sum, unmarked, true);
 }
 
 void Model::set_precision(Precision precision) {

@@ -15,6 +15,7 @@
 
 #include "test_util.h"
 #include "tnt/compute/model.h"
+#include "tnt/core/error.h"
 
 namespace tnt::compute {
 namespace {
@@ -201,6 +202,63 @@ TEST(SynchronizedBatchNorm, ALoneReplicaIsThePlainPass) {
   // Inference uses the running statistics and sums nothing.
   synchronized.forward(x, Mode::inference);
   EXPECT_EQ(calls, 10);
+}
+
+TEST(SynchronizedBatchNorm, LayersChooseForThemselves) {
+  // The first BatchNorm says sync = false, the one after the Dense layer sync = true, the other
+  // three nothing: with every_batch_norm false only the marked one sums, with true all but one.
+  ModelSpec marked = spec();
+  marked.layers[0].options["sync"] = false;
+  marked.layers[7].options["sync"] = true;
+  ASSERT_EQ(marked.layers[7].type, "batch_norm");
+  EXPECT_EQ(Model(marked).batch_norm_layers(false).synchronized, 1u);
+  EXPECT_EQ(Model(marked).batch_norm_layers(false).per_replica, 4u);
+  EXPECT_EQ(Model(marked).batch_norm_layers(true).synchronized, 4u);
+  EXPECT_EQ(Model(spec()).batch_norm_layers(false).synchronized, 0u);
+  ModelSpec wrong = spec();
+  wrong.layers[0].options["sync"] = std::string("yes");
+  EXPECT_THROW(Model{wrong}, ConfigError);
+
+  for (const bool every : {false, true}) {
+    const Tensor x = random_tensor({9, 3, 6, 6}, 5, -1.0f, 3.0f);
+    const Tensor dy = random_tensor({9, 4}, 6);
+    InProcessSum sum(3);
+    std::vector<Model> models;
+    for (int k = 0; k < 3; ++k) {
+      models.emplace_back(marked);
+      models.back().initialize(11);
+      models.back().set_replica_sum([&sum](std::span<double> v) { sum(v); }, every);
+    }
+    const int64_t begin[] = {0, 5, 9}, end[] = {5, 9, 9};
+    std::vector<Tensor> inputs(3);
+    std::vector<std::thread> threads;
+    for (int k = 0; k < 3; ++k) {
+      threads.emplace_back([&, k] {
+        if (begin[k] == end[k]) {
+          models[k].pass_without_samples();
+          return;
+        }
+        inputs[k] = rows(x, begin[k], end[k]);
+        models[k].forward(inputs[k], Mode::training);
+        models[k].backward(rows(dy, begin[k], end[k]), {}, true);
+      });
+    }
+    for (auto& t : threads) t.join();
+    const int summing = every ? 4 : 1;
+    EXPECT_EQ(sum.calls(), 3 * 2 * summing) << "every_batch_norm " << every;
+    // Running statistics: equal on the replicas with samples where the layer sums, apart where
+    // it does not (their batches differ).
+    int equal = 0, apart = 0;
+    for (size_t s = 0; s < models[0].state_count(); ++s) {
+      const float* a = models[0].state_data(s);
+      const float* b = models[1].state_data(s);
+      (std::equal(a, a + models[0].state(s).size, b) ? equal : apart) += 1;
+      const bool first = models[0].state(s).name.rfind("batch_norm_0.", 0) == 0;
+      if (first) EXPECT_FALSE(std::equal(a, a + models[0].state(s).size, b)) << models[0].state(s).name;
+    }
+    EXPECT_EQ(equal, 2 * summing) << "every_batch_norm " << every;  // mean and variance per layer
+    EXPECT_EQ(apart, 2 * (5 - summing)) << "every_batch_norm " << every;
+  }
 }
 
 }  // namespace

@@ -144,21 +144,23 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
   if (options.precision == compute::Precision::bf16 && environment.output) {
     report_bf16_peaks(s_.session.threads());
   }
-  const bool batch_norm = has_batch_norm(s_.model.spec());
-  if (options.sync_batch_norm && !batch_norm) {
+  // Layers may say `sync = true` or `sync = false` themselves (Note [Synchronized BatchNorm]).
+  const auto batch_norm = s_.model.batch_norm_layers(options.sync_batch_norm);
+  if (options.sync_batch_norm && batch_norm.synchronized == 0) {
     throw ConfigError(fmt::format(
         "sync_batch_norm ([model] sync_batch_norm, --sync-batch-norm): model '{}' has no BatchNorm layer to "
-        "synchronize",
-        s_.model.spec().name));
+        "synchronize{}",
+        s_.model.spec().name, batch_norm.per_replica > 0 ? " (every one says sync = false)" : ""));
   }
   // With gradient accumulation BatchNorm sees each micro-step's rows (Note [Gradient accumulation]).
   const std::size_t micro_steps = std::max<std::size_t>(1, options.accumulation_steps);
   const std::size_t batch_norm_rows = (plan_.max_local_batch() + micro_steps - 1) / micro_steps;
-  if (batch_norm && !options.sync_batch_norm && batch_norm_rows < 16) {
+  if (batch_norm.per_replica > 0 && batch_norm_rows < 16) {
     spdlog::warn(
-        "micro-batch of {} samples per rank{} in a model with BatchNorm: BatchNorm statistics "
-        "are computed per rank{} and get noisy below 16 samples; use a larger global batch{}",
-        batch_norm_rows, micro_steps > 1 ? " and micro-step" : "", micro_steps > 1 ? " and micro-step" : "",
+        "micro-batch of {} samples per rank{} in a model with BatchNorm: the statistics of {} of its BatchNorm "
+        "layers are computed per rank{} and get noisy below 16 samples; use a larger global batch{}",
+        batch_norm_rows, micro_steps > 1 ? " and micro-step" : "", batch_norm.per_replica,
+        micro_steps > 1 ? " and micro-step" : "",
         state.session.size() > 1 ? ", or synchronized BatchNorm (--sync-batch-norm)" : "");
   }
 }
@@ -241,15 +243,17 @@ void FitRun::prepare() {
   control_.emplace(setup, s_.rate_factor);
   control_->at(s_.position.epoch, s_.optimizer->steps());
   broadcast_model(s_.model, s_.comm());
-  if (options_.sync_batch_norm && s_.session.size() > 1) {
+  if (s_.model.batch_norm_layers(options_.sync_batch_norm).synchronized > 0 && s_.session.size() > 1) {
     // Note [Synchronized BatchNorm] in compute/src/layers_dnnl.cpp. The compute thread sums the
     // statistics while the CommActor issues the gradients' allreduces in an order of its own
     // (Note [Collective order]): a communicator of their own keeps the two from matching each
     // other's calls. Blocking: the layer cannot go on without the sums.
     statistics_comm_ = std::make_unique<Communicator>(s_.comm().dup());
-    s_.model.set_replica_sum([comm = statistics_comm_.get()](std::span<double> values) {
-      comm->allreduce(values.data(), values.size(), DataType::float64, ReduceOp::sum);
-    });
+    s_.model.set_replica_sum(
+        [comm = statistics_comm_.get()](std::span<double> values) {
+          comm->allreduce(values.data(), values.size(), DataType::float64, ReduceOp::sum);
+        },
+        options_.sync_batch_norm);
   }
   layout_ = make_bucket_layout(s_.model, environment_.fusion_threshold_bytes);
   bind_gradients(s_.model, layout_);

@@ -161,7 +161,8 @@ const std::vector<RunKey>& run_keys() {
       {"model", "sync_batch_norm", +[](RunConfig& c) -> auto& { return c.sync_batch_norm; }, "--sync-batch-norm",
        "Synchronized BatchNorm: training normalises with the statistics of the global batch (an allreduce per "
        "BatchNorm layer forward and backward), not of each rank's samples; running statistics equal on every "
-       "rank. Refused for a model without BatchNorm", true},
+       "rank. A model file's batch_norm layer may say sync = true or false itself, which wins. Refused for a model "
+       "without a BatchNorm layer to synchronize", true},
       {"data", "dataset", +[](RunConfig& c) -> auto& { return c.dataset; }, "--dataset",
        "fashion-mnist, mnist, cifar10, synthetic, freedict (English-German sentence pairs), or your own: idx, npy, "
        "image-folder"},

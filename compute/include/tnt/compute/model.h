@@ -183,8 +183,16 @@ class Model {
                          bool input_gradient = false);
 
   // Note [Synchronized BatchNorm]: training passes from now on take BatchNorm statistics over
-  // every replica through `sum` (empty: over this process's batch alone, the default).
-  void set_replica_sum(ReplicaSum sum);
+  // every replica through `sum` (empty: over this process's batch alone, the default): in the
+  // BatchNorm layers whose spec says `sync = true`, and in those that say nothing where
+  // `every_batch_norm`; never in those that say `sync = false`.
+  void set_replica_sum(ReplicaSum sum, bool every_batch_norm = true);
+  // The BatchNorm layers that set_replica_sum(sum, every_batch_norm) would synchronize, and
+  // those it would leave to each replica's own batch.
+  struct BatchNormLayers {
+    std::size_t synchronized = 0, per_replica = 0;
+  };
+  BatchNormLayers batch_norm_layers(bool every_batch_norm) const;
   bool has_replica_sum() const;
   // A training pass (forward and backward) in which this replica has no samples while others
   // have: takes part in every replica sum the others' pass makes, contributing nothing, and
