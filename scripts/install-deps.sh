@@ -35,6 +35,7 @@ packages=(
 # Benchmark comparisons only (PyTorch CPU with OpenBLAS); skipped with TNT_MINIMAL_DEPS=1.
 if [[ "${TNT_MINIMAL_DEPS:-0}" != 1 ]]; then
   packages+=(python3-torch python3-torchvision libopenblas0-pthread)
+  packages+=(time)  # /usr/bin/time -v: peak resident memory in bench/trainer/accumulation_memory.sh
 fi
 
 sudo_cmd=()
