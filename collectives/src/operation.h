@@ -1,6 +1,7 @@
 #pragma once
 // What every collective shares: its completion state, its tags, and the ring engine that
 // allreduce, reduce-scatter, allgather and barrier are built on.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -19,10 +20,9 @@ struct OperationState {
   OperationState(transport::EventLoop& event_loop, CompletionCallback on_done)
       : loop(event_loop), callback(std::move(on_done)) {}
   void complete(const std::string& failure);
-  bool done() const {
-    std::lock_guard lock(mutex);
-    return finished;
-  }
+  // Without the mutex: polling waits ask on every spin (Note [Cheap spins] in event_loop.cpp).
+  // What complete() wrote before is visible to whoever sees `finished` true.
+  bool done() const { return finished.load(std::memory_order_acquire); }
 
   transport::EventLoop& loop;
   CompletionCallback callback;
@@ -30,8 +30,8 @@ struct OperationState {
   bool awaited = false;         // EventLoop::expect_waiter() until complete()
   std::uint16_t tag_check = 0;  // Note [Tags]: 12 bits from the call's signature
   mutable std::mutex mutex;
-  bool completing = false;  // complete() has begun: later calls do nothing
-  bool finished = false;    // and has run the callback: test() and wait() see it done
+  bool completing = false;            // complete() has begun: later calls do nothing
+  std::atomic<bool> finished{false};  // and has run the callback: test() and wait() see it done
   std::string error;
   MessageStatus status;         // point-to-point: set before complete()
   bool error_is_local = false;  // a receive's own failure (truncation): TruncationError, not the job's JobError

@@ -236,10 +236,12 @@ class ShmPair final : public Pair, private Poller {
 
   // Poller
   void set_polling(bool polling) override { in_.control->reader_polling.store(polling ? 1 : 0); }
-  void poll() override {
-    if (failed_) return;
-    read_some();
-    if (!queue_.empty() || !acks_.empty()) write_some();
+  bool poll() override {
+    if (failed_) return false;
+    const bool read = read_some();
+    const bool writing = !queue_.empty() || !acks_.empty();
+    if (writing) write_some();
+    return read || writing;
   }
 
   void write_some();
@@ -249,7 +251,7 @@ class ShmPair final : public Pair, private Poller {
   bool read_control(const ChunkHeader& header, std::uint64_t at);
   bool read_remote(Tag tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity);
   bool room_for(std::uint64_t head, std::size_t need);
-  void read_some();
+  bool read_some();  // true when it took a chunk
   bool begin_message(const ChunkHeader& header);
   void finish_message();
   void watch();
@@ -496,7 +498,7 @@ void ShmPair::complete_sends() {
   }
 }
 
-void ShmPair::read_some() {
+bool ShmPair::read_some() {
   bool freed = false;
   while (!failed_) {
     const std::uint64_t tail = in_.control->tail.load(std::memory_order_relaxed);
@@ -505,24 +507,24 @@ void ShmPair::read_some() {
     ChunkHeader header{};
     if (available < sizeof header) {
       fail("protocol violation: " + peer_name_ + " published a partial chunk header");
-      return;
+      return freed;
     }
     in_.copy_out(tail, &header, sizeof header);
     if (header.chunk_bytes > kMaxChunk || header.message_bytes > kMaxMessageBytes ||
         available < sizeof header + header.chunk_bytes) {
       fail("protocol violation: " + peer_name_ + " published a malformed chunk");
-      return;
+      return freed;
     }
     if (header.kind != kData) {
-      if (!read_control(header, tail)) return;
+      if (!read_control(header, tail)) return freed;
       freed = true;
       continue;
     }
-    if (!arriving_ && !begin_message(header)) return;
+    if (!arriving_ && !begin_message(header)) return freed;
     if (header.full_tag() != arriving_->tag || header.message_bytes != arriving_->bytes ||
         arriving_->received + header.chunk_bytes > arriving_->bytes) {
       fail("protocol violation: " + peer_name_ + " interleaved two messages");
-      return;
+      return freed;
     }
     in_.copy_out(tail + sizeof header, arriving_->destination + arriving_->received, header.chunk_bytes);
     arriving_->received += header.chunk_bytes;
@@ -531,6 +533,7 @@ void ShmPair::read_some() {
     if (arriving_->received == arriving_->bytes) finish_message();
   }
   if (freed && in_.control->writer_waiting.load() != 0 && in_.control->writer_waiting.exchange(0) != 0) notify();
+  return freed;
 }
 
 // A kReadMe or kReadDone chunk at `at` (Note [Single copy]); false once this pair failed.

@@ -34,7 +34,8 @@ class Poller {
   // true when a blocked caller starts polling; false before it sleeps in epoll, after which it
   // polls once more: a peer that saw the flag down must then wake it through a descriptor.
   virtual void set_polling(bool polling) = 0;
-  virtual void poll() = 0;
+  // True when it moved anything (took or wrote data): its completions may wait on the loop.
+  virtual bool poll() = 0;
 
  protected:
   ~Poller() = default;
@@ -163,7 +164,7 @@ class EventLoop {
 
   bool take_for_running_here();
   void set_pollers_looked_at(bool looked_at);
-  void poll_pollers();
+  bool poll_pollers();  // true when any poller moved anything
   void let_progress_thread_see_done();
   void progress_thread_main();
   void drive_until(const std::function<bool()>& ready, std::optional<std::chrono::steady_clock::time_point> deadline);
