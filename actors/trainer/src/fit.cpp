@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "exact_sum.h"
 #include "tnt/compute/peaks.h"
 #include "tnt/core/error.h"
 #include "tnt/core/fail_point.h"
@@ -39,6 +40,47 @@ void check_accumulation(const FitOptions& options, int world_size) {
   }
 }
 
+// Note [Bitwise-reproducible mode] in exact_sum.cpp: what the mode cannot make the same on every
+// number of ranks is refused, naming the setting (the model's BatchNorm and sentence pairs are
+// looked at in FitRun's constructor).
+void check_bitwise(const FitOptions& options, int world_size) {
+  if (!options.bitwise) return;
+  const auto refuse = [](const std::string& why) {
+    throw ConfigError("bitwise-reproducible mode ([train] reproducible = \"bitwise\", --bitwise): " + why);
+  };
+  const std::size_t v = options.bitwise_shards, ranks = static_cast<std::size_t>(world_size);
+  if (v == 0 || v > kExactMaxAddends) {
+    refuse(fmt::format("bitwise_shards (--bitwise-shards) {} must be between 1 and {}", v, kExactMaxAddends));
+  }
+  if (options.accumulation_steps > 1) {
+    refuse(fmt::format("accumulation_steps (--accumulate) {} is refused: the {} shards are the micro-steps already",
+                       options.accumulation_steps, v));
+  }
+  if (options.micro_batch != 0) {
+    refuse(
+        fmt::format("micro_batch (--micro-batch) {} is refused: the global batch would change with the ranks; "
+                    "give the global batch (--global-batch)",
+                    options.micro_batch));
+  }
+  if (!options.distribute_dataset) {
+    refuse(
+        "distribute_dataset = false (--no-distribute-dataset) is refused: each rank's own data depends on the ranks");
+  }
+  if (options.gradient_compression != GradientCompression::none) {
+    refuse("gradient compression bf16 (--gradient-compression bf16) is refused: the gradients are summed exactly");
+  }
+  if (ranks > v) {
+    refuse(fmt::format("{} ranks are more than the {} shards (bitwise_shards, --bitwise-shards) of each global batch",
+                       ranks, v));
+  }
+  if (options.global_batch < v) {
+    refuse(
+        fmt::format("the global batch of {} is smaller than the {} shards (bitwise_shards, --bitwise-shards) it "
+                    "is cut into",
+                    options.global_batch, v));
+  }
+}
+
 // Batches the loader keeps ahead. A batch holds the rank's whole share of a step, N micro-steps
 // with accumulation, so `prefetch` batches would hold N times the plain run's samples: ResNet-50
 // at global batch 64 with --accumulate 4 kept 4 batches of 38.5 MB where the plain run at 16
@@ -52,6 +94,7 @@ std::size_t prefetch_batches(const FitOptions& options) {
 data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& options, int rank, int world_size) {
   if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
   check_accumulation(options, world_size);
+  check_bitwise(options, world_size);
   data::BatchPlanOptions plan;
   plan.num_samples = samples;
   plan.global_batch = options.global_batch;
@@ -62,6 +105,7 @@ data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& 
   plan.shuffle = options.shuffle;
   plan.drop_remainder = options.drop_remainder;
   plan.distribute = options.distribute_dataset;
+  if (options.bitwise) plan.shards = options.bitwise_shards;
   return plan;
 }
 
@@ -150,6 +194,18 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
         "sync_batch_norm ([model] sync_batch_norm, --sync-batch-norm): model '{}' has no BatchNorm layer to "
         "synchronize",
         s_.model.spec().name));
+  }
+  if (options.bitwise && batch_norm) {
+    throw ConfigError(fmt::format(
+        "bitwise-reproducible mode ([train] reproducible = \"bitwise\", --bitwise): model '{}' has BatchNorm, whose "
+        "statistics (per rank, or synchronized in float64 over ranks) depend on how the batch is split; use a model "
+        "without BatchNorm",
+        s_.model.spec().name));
+  }
+  if (options.bitwise && train_.sequences) {
+    throw ConfigError(
+        "bitwise-reproducible mode ([train] reproducible = \"bitwise\", --bitwise): sentence pairs are refused: "
+        "their padding follows each rank's share of the batch");
   }
   // With gradient accumulation BatchNorm sees each micro-step's rows (Note [Gradient accumulation]).
   const std::size_t micro_steps = std::max<std::size_t>(1, options.accumulation_steps);
@@ -253,6 +309,11 @@ void FitRun::prepare() {
   }
   layout_ = make_bucket_layout(s_.model, environment_.fusion_threshold_bytes);
   bind_gradients(s_.model, layout_);
+  if (options_.bitwise) {
+    exact_buckets_.clear();
+    for (const auto& bucket : layout_.buckets)
+      exact_buckets_.emplace_back(kExactLimbs * bucket.count + ExactFlags::count);
+  }
   bound_ = true;
   spdlog::debug("{} gradient buckets over {} parameters ({} floats)", layout_.buckets.size(),
                 s_.model.parameter_count(), layout_.memory.size());
@@ -303,6 +364,10 @@ EngineContext FitRun::engine_context() {
   context.overlap = options_.overlap;
   context.accumulation_steps = options_.accumulation_steps;
   context.synchronized_batch_norm = s_.model.has_replica_sum();
+  if (options_.bitwise) {
+    context.exact_buckets = &exact_buckets_;
+    context.bitwise_shards = options_.bitwise_shards;
+  }
   context.bf16_gradients = options_.gradient_compression == GradientCompression::bf16;
   context.gradient_bytes = &gradient_bytes_;
   context.skip_gradient_allreduce = environment_.skip_gradient_allreduce;

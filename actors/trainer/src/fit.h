@@ -84,6 +84,8 @@ class FitRun {
   // Sums BatchNorm statistics (FitOptions::sync_batch_norm on more than one rank).
   std::unique_ptr<Communicator> statistics_comm_;
   BucketLayout layout_;
+  // FitOptions::bitwise: each bucket's exact sum (EngineContext::exact_buckets).
+  std::vector<std::vector<std::int64_t>> exact_buckets_;
   std::uint64_t gradient_bytes_ = 0;  // handed to the gradients' allreduces in this call
   bool bound_ = false;                // gradients bound into layout_ (undone by the destructor)
   Timeline timeline_;

@@ -285,6 +285,17 @@ struct FitOptions {
   // false: each rank's own samples (Note [Synchronized BatchNorm] in compute/src/layers_dnnl.cpp).
   // A model without BatchNorm is refused (ConfigError); on one rank it changes nothing.
   bool sync_batch_norm = false;
+  // Bitwise-reproducible mode: the final weights are bitwise the same on 1 to bitwise_shards
+  // ranks, for the same seed, global batch and threads per rank (the compute threads must be
+  // the same number on every run compared: oneDNN's sums depend on them). Each global batch is
+  // cut into bitwise_shards shards, fixed in the batch; each rank computes whole shards, one
+  // micro-step each, and their gradients are summed in exact fixed point over shards and ranks
+  // and rounded once (Note [Bitwise-reproducible mode] in src/exact_sum.cpp). Refused
+  // (ConfigError, naming why) with BatchNorm, accumulation_steps > 1, micro_batch, without
+  // distribute_dataset, bf16 gradient compression, sentence pairs, more ranks than shards or a
+  // global batch smaller than bitwise_shards.
+  bool bitwise = false;
+  std::size_t bitwise_shards = 12;  // lcm(1, 2, 3, 4): 1 to 4 ranks take equal shares
 
   // Distribution switches, as Tarantella's (Note [Distribution switches] in src/trainer_io.cpp).
   // false: `train` is this rank's own data, each rank passing its own source (all of the same
