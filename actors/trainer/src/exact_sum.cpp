@@ -67,9 +67,9 @@ void exact_add(std::span<const float> values, std::span<std::int64_t> limbs, std
     const std::uint32_t biased = (bits >> 23) & 0xffu, fraction = bits & 0x7fffffu;
     const bool negative = (bits >> 31) != 0;
     if (biased == 0xffu) {
-      ++flags[fraction != 0                ? ExactFlags::nan
-              : negative                   ? ExactFlags::negative_infinity
-                                           : ExactFlags::positive_infinity];
+      ++flags[fraction != 0 ? ExactFlags::nan
+              : negative    ? ExactFlags::negative_infinity
+                            : ExactFlags::positive_infinity];
       continue;
     }
     if (biased == 0 && fraction == 0) continue;  // zero, either sign

@@ -40,6 +40,19 @@ void check_accumulation(const FitOptions& options, int world_size) {
   }
 }
 
+}  // namespace
+
+std::size_t bitwise_shards(const FitOptions& options) {
+  if (options.bitwise_shards != 0) return options.bitwise_shards;
+  const std::size_t batch = options.global_batch;
+  for (std::size_t d = std::min<std::size_t>(12, batch); d < batch; ++d) {
+    if (batch % d == 0) return d;
+  }
+  return batch;
+}
+
+namespace {
+
 // Note [Bitwise-reproducible mode] in exact_sum.cpp: what the mode cannot make the same on every
 // number of ranks is refused, naming the setting (the model's BatchNorm and sentence pairs are
 // looked at in FitRun's constructor).
@@ -48,19 +61,19 @@ void check_bitwise(const FitOptions& options, int world_size) {
   const auto refuse = [](const std::string& why) {
     throw ConfigError("bitwise-reproducible mode ([train] reproducible = \"bitwise\", --bitwise): " + why);
   };
-  const std::size_t v = options.bitwise_shards, ranks = static_cast<std::size_t>(world_size);
-  if (v == 0 || v > kExactMaxAddends) {
-    refuse(fmt::format("bitwise_shards (--bitwise-shards) {} must be between 1 and {}", v, kExactMaxAddends));
-  }
-  if (options.accumulation_steps > 1) {
-    refuse(fmt::format("accumulation_steps (--accumulate) {} is refused: the {} shards are the micro-steps already",
-                       options.accumulation_steps, v));
-  }
   if (options.micro_batch != 0) {
     refuse(
         fmt::format("micro_batch (--micro-batch) {} is refused: the global batch would change with the ranks; "
                     "give the global batch (--global-batch)",
                     options.micro_batch));
+  }
+  const std::size_t v = bitwise_shards(options), ranks = static_cast<std::size_t>(world_size);
+  if (v > kExactMaxAddends) {
+    refuse(fmt::format("bitwise_shards (--bitwise-shards) {} must be at most {}", v, kExactMaxAddends));
+  }
+  if (options.accumulation_steps > 1) {
+    refuse(fmt::format("accumulation_steps (--accumulate) {} is refused: the {} shards are the micro-steps already",
+                       options.accumulation_steps, v));
   }
   if (!options.distribute_dataset) {
     refuse(
@@ -105,7 +118,7 @@ data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& 
   plan.shuffle = options.shuffle;
   plan.drop_remainder = options.drop_remainder;
   plan.distribute = options.distribute_dataset;
-  if (options.bitwise) plan.shards = options.bitwise_shards;
+  if (options.bitwise) plan.shards = bitwise_shards(options);
   return plan;
 }
 
@@ -201,6 +214,14 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
         "statistics (per rank, or synchronized in float64 over ranks) depend on how the batch is split; use a model "
         "without BatchNorm",
         s_.model.spec().name));
+  }
+  if (options.bitwise && environment.output) {
+    const std::size_t shards = bitwise_shards(options), ranks = static_cast<std::size_t>(state.session.size());
+    spdlog::info(
+        "bitwise-reproducible mode: each global batch of {} in {} shards of {}{} samples, summed exactly; "
+        "the first rank of {} computes {} of them",
+        options.global_batch, shards, options.global_batch / shards,
+        options.global_batch % shards != 0 ? " or one more" : "", ranks, (shards + ranks - 1) / ranks);
   }
   if (options.bitwise && train_.sequences) {
     throw ConfigError(
@@ -366,7 +387,7 @@ EngineContext FitRun::engine_context() {
   context.synchronized_batch_norm = s_.model.has_replica_sum();
   if (options_.bitwise) {
     context.exact_buckets = &exact_buckets_;
-    context.bitwise_shards = options_.bitwise_shards;
+    context.bitwise_shards = bitwise_shards(options_);
   }
   context.bf16_gradients = options_.gradient_compression == GradientCompression::bf16;
   context.gradient_bytes = &gradient_bytes_;

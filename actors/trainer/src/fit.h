@@ -28,6 +28,12 @@
 
 namespace tnt::trainer {
 
+// The shards of the bitwise-reproducible mode (Note [Bitwise-reproducible mode] in
+// exact_sum.cpp): FitOptions::bitwise_shards, or where that is 0 the smallest divisor of the
+// global batch from 12 on (the batch itself if none is smaller). Shards of one size keep the
+// model's passes at one shape: each change of the batch shape rebuilds its oneDNN primitives.
+std::size_t bitwise_shards(const FitOptions& options);
+
 // What fit trains on: images with a label each, or sentence pairs; exactly one is set.
 struct FitData {
   std::shared_ptr<const data::Source> images;

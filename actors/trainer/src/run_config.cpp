@@ -211,8 +211,8 @@ const std::vector<RunKey>& run_keys() {
        "ranks for the same seed, global batch and --threads (required); each global batch is cut into fixed "
        "shards summed exactly. Refused with BatchNorm, --accumulate, --micro-batch, bf16 gradients, sentence pairs"},
       {"train", "bitwise_shards", +[](RunConfig& c) -> auto& { return c.bitwise_shards; }, "--bitwise-shards",
-       "Bitwise-reproducible mode: shards per global batch, the most ranks it runs on (default 12: 1, 2, 3, 4 "
-       "and 6 ranks take equal shares)"},
+       "Bitwise-reproducible mode: shards per global batch, the most ranks it runs on (default 0: the smallest "
+       "divisor of the global batch from 12 on, so that shards have one size)"},
       {"train", "epochs", +[](RunConfig& c) -> auto& { return c.epochs; }, "--epochs", "Epochs"},
       {"train", "max_steps", +[](RunConfig& c) -> auto& { return c.max_steps; }, "--max-steps",
        "Stop after this many optimizer steps in all (0 = no limit)"},
