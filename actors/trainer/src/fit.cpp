@@ -520,7 +520,9 @@ void FitRun::finish() {
   for (auto* cb : callbacks_) cb->on_train_end(last_logs_);
   if (environment_.output && history_.steps > 0 && !environment_.skip_gradient_allreduce) {
     spdlog::info("gradient allreduce: {} bytes per optimizer step on each rank ({})", gradient_bytes_ / history_.steps,
-                 options_.gradient_compression == GradientCompression::bf16 ? "bf16" : "fp32");
+                 options_.bitwise                                             ? "exact: 3 int64 limbs per value"
+                 : options_.gradient_compression == GradientCompression::bf16 ? "bf16"
+                                                                              : "fp32");
   }
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
 }
