@@ -1,5 +1,6 @@
 #include "step_actors.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -372,7 +373,7 @@ CommActor::CommActor(EngineContext& context, Refs* refs, Collectives& collective
       float* g = c_.layout->memory.data() + bucket.offset;
       for (std::size_t i = 0; i < bucket.count; ++i) g[i] = static_cast<float>((*m.wire)[i]);
     }
-    if (c_.exact_buckets) round_exact(m.bucket);
+    if (c_.exact_buckets) round_exact(m.bucket, m.step);
     if (c_.timeline->enabled()) {
       c_.timeline->add("allreduce " + std::to_string(m.bucket), "allreduce", Timeline::comm, m.begin_us, m.end_us,
                        static_cast<int64_t>(m.step));
@@ -410,7 +411,7 @@ void CommActor::bucket_full(const BucketFull& m) {
                      static_cast<int64_t>(m.step));
   }
   if (c_.skip_gradient_allreduce) {
-    if (c_.exact_buckets) round_exact(m.bucket);
+    if (c_.exact_buckets) round_exact(m.bucket, m.step);
     refs_->backprop.send(Reduced{m.bucket});
     return;
   }
@@ -453,13 +454,14 @@ void CommActor::bucket_full(const BucketFull& m) {
                              });
 }
 
-void CommActor::round_exact(std::size_t k) {
+void CommActor::round_exact(std::size_t k, std::size_t step) {
   const auto& bucket = c_.layout->buckets.at(k);
   const auto& limbs = (*c_.exact_buckets)[k];
   const std::size_t count = kExactLimbs * bucket.count;
   const std::string error = exact_result(std::span(limbs).first(count), std::span(limbs).subspan(count),
                                          std::span(c_.layout->memory).subspan(bucket.offset, bucket.count));
-  if (!error.empty()) throw JobError(error);  // every rank holds the same sums: every rank stops here
+  // Every rank holds the same sums: every rank stops here.
+  if (!error.empty()) throw JobError(fmt::format("optimizer step {}, gradient bucket {}: {}", step, k, error));
 }
 
 void CommActor::step_end(const StepEnd& m) {

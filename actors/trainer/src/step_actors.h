@@ -198,7 +198,7 @@ class CommActor : public actors::Actor {
   void step_end(const StepEnd& m);
   void completed(std::size_t n = 1);
   // Bucket k's reduced limbs into its floats (Note [Bitwise-reproducible mode] in exact_sum.cpp).
-  void round_exact(std::size_t k);
+  void round_exact(std::size_t k, std::size_t step);
 
   EngineContext& c_;
   Refs* refs_;
