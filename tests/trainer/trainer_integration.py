@@ -997,8 +997,9 @@ def bitwise_runs(args, model_args, steps, name, ranks_list, extra):
 def bitwise(args):
     """Issue 26, item 5: with --bitwise (and --threads 1 everywhere) LeNet-5 for 100 steps and
     ResNet-20 without BatchNorm for 100 steps end with every weight bitwise equal on 1, 2, 3 and 4
-    ranks (tnt-ckpt diff --rtol 0 --atol 0 prints "same (rtol 0, atol 0)"); LeNet-5 without the
-    mode on 1 and 2 ranks does not (so the comparison can fail)."""
+    ranks (tnt-ckpt diff --rtol 0 --atol 0 prints "same (rtol 0, atol 0)"), and so does LeNet-5
+    for 50 steps on 2 ranks resumed to 100 on 4 without overlap; LeNet-5 without the mode on 1
+    and 2 ranks does not (so the comparison can fail)."""
     resnet = ["--model", os.path.join(args.conf, "models", "resnet20_no_batch_norm.toml"), "--dataset",
               "synthetic", "--shape", "3", "32", "32", "--num-classes", "10", "--train-size", "250",
               "--test-size", "0", "--global-batch", "24", "--epochs", "10", "--seed", "7", "--optimizer", "sgd",
@@ -1013,6 +1014,20 @@ def bitwise(args):
             if code != 0 or text.strip() != "same (rtol 0, atol 0)":
                 print(text)
                 fail(f"{name} with --bitwise on {ranks} ranks is not bitwise the 1-rank run's weights")
+    # Half the steps on 2 ranks, resumed on 4 to the end, without overlap: the 1-rank run's bits.
+    half = bitwise_runs(args, lenet, BITWISE_STEPS["lenet5"] // 2, "lenet5_half", [2], ["--bitwise"])[2]
+    cmd = ([args.launch, "-n", "4", "--", args.train] + lenet +
+           ["--max-steps", str(BITWISE_STEPS["lenet5"]), "--threads", "1", "--bitwise", "--no-overlap",
+            "--checkpoint", half, "--resume", half])
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       cwd=args.workdir)
+    if p.returncode != 0:
+        print(p.stdout)
+        fail(f"the resumed run on 4 ranks exited with {p.returncode}")
+    code, text = ckpt_diff(args, os.path.join(args.workdir, "lenet5_1.ckpt"), half, 0, 0)
+    print(f"lenet5 --bitwise, 1 rank vs 2 ranks resumed on 4 (--no-overlap): {text.strip().splitlines()[-1]}")
+    if code != 0:
+        fail("lenet5 with --bitwise, 2 ranks resumed on 4, is not bitwise the 1-rank run's weights")
     plain = bitwise_runs(args, lenet, BITWISE_STEPS["lenet5"], "lenet5_plain", [1, 2], [])
     code, text = ckpt_diff(args, plain[1], plain[2], 0, 0)
     print(f"lenet5 without --bitwise, 1 vs 2 ranks: {text.strip().splitlines()[-1]}")
