@@ -997,7 +997,8 @@ def bitwise_runs(args, model_args, steps, name, ranks_list, extra):
 def bitwise(args):
     """Issue 26, item 5: with --bitwise (and --threads 1 everywhere) LeNet-5 for 100 steps and
     ResNet-20 without BatchNorm for 100 steps end with every weight bitwise equal on 1, 2, 3 and 4
-    ranks (tnt-ckpt diff --rtol 0 --atol 0 prints "same (rtol 0, atol 0)"), and so does LeNet-5
+    ranks (tnt-ckpt diff --rtol 0 --atol 0 prints "same (rtol 0, atol 0)"), so does an MLP with
+    Dropout on 1 and 3 ranks, and so does LeNet-5
     for 50 steps on 2 ranks resumed to 100 on 4 without overlap; LeNet-5 without the mode on 1
     and 2 ranks does not (so the comparison can fail)."""
     resnet = ["--model", os.path.join(args.conf, "models", "resnet20_no_batch_norm.toml"), "--dataset",
@@ -1014,6 +1015,16 @@ def bitwise(args):
             if code != 0 or text.strip() != "same (rtol 0, atol 0)":
                 print(text)
                 fail(f"{name} with --bitwise on {ranks} ranks is not bitwise the 1-rank run's weights")
+    # Dropout masks are keyed by the global sample: a model with Dropout too.
+    dropout_model = os.path.join(args.workdir, "mlp_dropout.toml")
+    with open(dropout_model, "w") as f:
+        f.write(DROPOUT_MODEL)
+    dropout = bitwise_runs(args, lenet + ["--model", dropout_model], BITWISE_STEPS["lenet5"], "dropout", [1, 3],
+                           ["--bitwise"])
+    code, text = ckpt_diff(args, dropout[1], dropout[3], 0, 0)
+    print(f"MLP with Dropout --bitwise, 1 vs 3 ranks: {text.strip().splitlines()[-1]}")
+    if code != 0:
+        fail("the MLP with Dropout with --bitwise on 3 ranks is not bitwise the 1-rank run's weights")
     # Half the steps on 2 ranks, resumed on 4 to the end, without overlap: the 1-rank run's bits.
     half = bitwise_runs(args, lenet, BITWISE_STEPS["lenet5"] // 2, "lenet5_half", [2], ["--bitwise"])[2]
     cmd = ([args.launch, "-n", "4", "--", args.train] + lenet +
