@@ -60,101 +60,139 @@ constexpr std::int64_t kLimbMask = (std::int64_t{1} << kExactLimbBits) - 1;
 
 }  // namespace
 
-void exact_add(std::span<const float> values, std::span<std::int64_t> limbs, std::span<std::int64_t> flags) {
+namespace {
+
+// Every case of exact_add: zero, subnormal, below the grid, out of range, NaN and infinities.
+void add_any(float x, std::int64_t* at, std::span<std::int64_t> flags) {
   constexpr int kTop = kExactHighestExponent - kExactLowestExponent;  // grid bits in all limbs
+  const auto bits = std::bit_cast<std::uint32_t>(x);
+  const std::uint32_t biased = (bits >> 23) & 0xffu, fraction = bits & 0x7fffffu;
+  const bool negative = (bits >> 31) != 0;
+  if (biased == 0xffu) {
+    ++flags[fraction != 0 ? ExactFlags::nan : negative ? ExactFlags::negative_infinity : ExactFlags::positive_infinity];
+    return;
+  }
+  if (biased == 0 && fraction == 0) return;  // zero, either sign
+  // value = mantissa * 2^exponent, mantissa < 2^24; its bit 0 sits at grid position `shift`.
+  std::int64_t mantissa = biased != 0 ? (fraction | 0x800000u) : fraction;
+  int shift = (biased != 0 ? static_cast<int>(biased) : 1) - 150 - kExactLowestExponent;
+  if (shift < 0) {
+    // Below the grid's unit: round to it, ties to even (a value below half a unit is 0).
+    if (shift < -24) return;
+    const int drop = -shift;
+    const std::int64_t kept = mantissa >> drop, rest = mantissa & ((std::int64_t{1} << drop) - 1);
+    const std::int64_t half = std::int64_t{1} << (drop - 1);
+    mantissa = kept + ((rest > half || (rest == half && (kept & 1) != 0)) ? 1 : 0);
+    shift = 0;
+    if (mantissa == 0) return;
+  }
+  if (shift + 24 > kTop) {  // 2^(kTop - 24 + 24) and above, in grid units: beyond the top limb
+    ++flags[ExactFlags::out_of_range];
+    return;
+  }
+  const int limb = shift / kExactLimbBits, offset = shift % kExactLimbBits;
+  // The low part fits the limb's 42 bits; the high part (0 when the mantissa fits) goes to the
+  // next limb, which exists whenever it is not 0 (the range check above).
+  const std::int64_t low = (mantissa & (kLimbMask >> offset)) << offset;
+  const std::int64_t high = mantissa >> (kExactLimbBits - offset);
+  at += limb;
+  if (negative) {
+    at[0] -= low;
+    if (high != 0) at[1] -= high;
+  } else {
+    at[0] += low;
+    if (high != 0) at[1] += high;
+  }
+}
+
+}  // namespace
+
+void exact_add(std::span<const float> values, std::span<std::int64_t> limbs, std::span<std::int64_t> flags) {
+  // The common case without branches that depend on the data (signs are random): a normal
+  // float on the grid and in range. Everything else goes to add_any.
+  constexpr std::uint32_t kLowestBiased = 150 + kExactLowestExponent;  // shift 0
+  constexpr std::uint32_t kHighestBiased = kLowestBiased + 102;        // shift + 24 = 126
+  static_assert(kExactLimbs == 3 && kExactHighestExponent - kExactLowestExponent == 126);
   for (std::size_t i = 0; i < values.size(); ++i) {
     const auto bits = std::bit_cast<std::uint32_t>(values[i]);
-    const std::uint32_t biased = (bits >> 23) & 0xffu, fraction = bits & 0x7fffffu;
-    const bool negative = (bits >> 31) != 0;
-    if (biased == 0xffu) {
-      ++flags[fraction != 0 ? ExactFlags::nan
-              : negative    ? ExactFlags::negative_infinity
-                            : ExactFlags::positive_infinity];
+    const std::uint32_t biased = (bits >> 23) & 0xffu;
+    std::int64_t* at = limbs.data() + kExactLimbs * i;
+    if (biased - kLowestBiased > kHighestBiased - kLowestBiased) {  // unsigned: below or above
+      add_any(values[i], at, flags);
       continue;
     }
-    if (biased == 0 && fraction == 0) continue;  // zero, either sign
-    // value = mantissa * 2^exponent, mantissa < 2^24; its bit 0 sits at grid position `shift`.
-    std::int64_t mantissa = biased != 0 ? (fraction | 0x800000u) : fraction;
-    int shift = (biased != 0 ? static_cast<int>(biased) : 1) - 150 - kExactLowestExponent;
-    if (shift < 0) {
-      // Below the grid's unit: round to it, ties to even (a value below half a unit is 0).
-      if (shift < -24) continue;
-      const int drop = -shift;
-      const std::int64_t kept = mantissa >> drop, rest = mantissa & ((std::int64_t{1} << drop) - 1);
-      const std::int64_t half = std::int64_t{1} << (drop - 1);
-      mantissa = kept + ((rest > half || (rest == half && (kept & 1) != 0)) ? 1 : 0);
-      shift = 0;
-      if (mantissa == 0) continue;
-    }
-    if (shift + 24 > kTop) {  // 2^(kTop - 24 + 24) and above, in grid units: beyond the top limb
-      ++flags[ExactFlags::out_of_range];
-      continue;
-    }
-    const int limb = shift / kExactLimbBits, offset = shift % kExactLimbBits;
-    // The low part fits the limb's 42 bits; the high part (0 when the mantissa fits) goes to the
-    // next limb, which exists whenever it is not 0 (the range check above).
+    const std::int64_t mantissa = (bits & 0x7fffffu) | 0x800000u;
+    const auto shift = biased - kLowestBiased;
+    const auto limb = shift / kExactLimbBits, offset = shift % kExactLimbBits;
     const std::int64_t low = (mantissa & (kLimbMask >> offset)) << offset;
-    const std::int64_t high = mantissa >> (kExactLimbBits - offset);
-    std::int64_t* at = limbs.data() + kExactLimbs * i + static_cast<std::size_t>(limb);
-    if (negative) {
-      at[0] -= low;
-      if (high != 0) at[1] -= high;
-    } else {
-      at[0] += low;
-      if (high != 0) at[1] += high;
-    }
+    const std::int64_t high = mantissa >> (kExactLimbBits - offset);   // 0 in the top limb
+    const std::int64_t sign = -static_cast<std::int64_t>(bits >> 31);  // 0 or -1: x ^ sign - sign negates
+    at[limb] += (low ^ sign) - sign;
+    at[limb + 1 < kExactLimbs ? limb + 1 : limb] += (high ^ sign) - sign;
   }
 }
 
 namespace {
 
-__extension__ typedef unsigned __int128 Magnitude;
-
-// Limbs 0..n-2 into [0, 2^42), the carries into the next; the top limb keeps the sign.
-void normalise(std::int64_t (&l)[kExactLimbs]) {
-  for (std::size_t k = 0; k + 1 < kExactLimbs; ++k) {
-    const std::int64_t carry = l[k] >> kExactLimbBits;  // arithmetic: rounds toward -infinity
-    l[k] -= carry * (std::int64_t{1} << kExactLimbBits);
-    l[k + 1] += carry;
-  }
+// Limbs 0 and 1 into [0, 2^42), their carries up; the top limb keeps the sign.
+void normalise(std::int64_t& l0, std::int64_t& l1, std::int64_t& l2) {
+  l1 += l0 >> kExactLimbBits;  // arithmetic: the carry rounds toward -infinity
+  l0 &= kLimbMask;
+  l2 += l1 >> kExactLimbBits;
+  l1 &= kLimbMask;
 }
 
 // One element's sum, rounded to float32; false where it is out of range.
 bool round_one(const std::int64_t* sum, float& out) {
-  std::int64_t l[kExactLimbs];
-  std::copy(sum, sum + kExactLimbs, l);
-  normalise(l);
-  const bool negative = l[kExactLimbs - 1] < 0;
-  if (negative) {
-    for (auto& limb : l) limb = -limb;
-    normalise(l);  // now the top limb is >= 0 too
-  }
-  // The magnitude must stay below 2^kTop grid units, so that it fits the 128 bits below.
+  std::int64_t l0 = sum[0], l1 = sum[1], l2 = sum[2];
+  normalise(l0, l1, l2);
+  // The magnitude, without a branch on the (random) sign: x ^ sign - sign negates where sign is -1.
+  const std::int64_t sign = l2 >> 63;
+  l0 = (l0 ^ sign) - sign;
+  l1 = (l1 ^ sign) - sign;
+  l2 = (l2 ^ sign) - sign;
+  normalise(l0, l1, l2);  // l2 >= 0 now
   constexpr int kTop = kExactHighestExponent - kExactLowestExponent;
-  constexpr int kTopLimbBits = kTop - static_cast<int>(kExactLimbs - 1) * kExactLimbBits;
-  if (l[kExactLimbs - 1] >= (std::int64_t{1} << kTopLimbBits)) return false;
-  Magnitude m = 0;
-  for (std::size_t k = kExactLimbs; k-- > 0;) m = (m << kExactLimbBits) | static_cast<Magnitude>(l[k]);
-  if (m == 0) {
-    out = 0.0f;
-    return true;
-  }
-  const auto high = static_cast<std::uint64_t>(m >> 64), low = static_cast<std::uint64_t>(m);
-  const int top = high != 0 ? 127 - std::countl_zero(high) : 63 - std::countl_zero(low);  // highest set bit
-  int exponent = kExactLowestExponent;
-  std::uint64_t mantissa;
-  if (top <= 23) {
-    mantissa = low;
+  if (l2 >= (std::int64_t{1} << (kTop - 2 * kExactLimbBits))) return false;  // >= 2^kTop grid units
+  // The magnitude (below 2^126) as two 64-bit words.
+  const auto low = static_cast<std::uint64_t>(l0) | (static_cast<std::uint64_t>(l1) << kExactLimbBits);
+  const auto high = (static_cast<std::uint64_t>(l1) >> (64 - kExactLimbBits)) |
+                    (static_cast<std::uint64_t>(l2) << (2 * kExactLimbBits - 64));
+  float magnitude;
+  if (high == 0 && low < (std::uint64_t{1} << 24)) {
+    // Exact: below 2^24 grid units; 2^-96 times it is a normal float.
+    magnitude = static_cast<float>(low) * std::ldexp(1.0f, kExactLowestExponent);
   } else {
-    const int drop = top - 23;
-    mantissa = static_cast<std::uint64_t>(m >> drop);
-    const Magnitude rest = m & ((Magnitude{1} << drop) - 1), half = Magnitude{1} << (drop - 1);
-    if (rest > half || (rest == half && (mantissa & 1) != 0)) ++mantissa;  // 2^24 is a float too
-    exponent += drop;
+    // The 64 bits from the highest set one down, and whether any bit below them is set.
+    int top;
+    std::uint64_t window;
+    bool sticky;
+    if (high != 0) {
+      const int zeros = std::countl_zero(high);
+      top = 127 - zeros;
+      window = zeros == 0 ? high : (high << zeros) | (low >> (64 - zeros));
+      sticky = zeros == 0 ? low != 0 : (low << zeros) != 0;
+    } else {
+      const int zeros = std::countl_zero(low);
+      top = 63 - zeros;
+      window = low << zeros;
+      sticky = false;
+    }
+    // 24 bits kept, 40 dropped from the window: to nearest, ties to even.
+    std::uint64_t mantissa = window >> 40;
+    const std::uint64_t rest = window & ((std::uint64_t{1} << 40) - 1), half = std::uint64_t{1} << 39;
+    mantissa += static_cast<std::uint64_t>((rest > half) | ((rest == half) & (sticky | ((mantissa & 1) != 0))));
+    int exponent = top - 23 + kExactLowestExponent;  // of the mantissa's last bit
+    if (mantissa == (std::uint64_t{1} << 24)) {
+      mantissa >>= 1;
+      ++exponent;
+    }
+    // mantissa in [2^23, 2^24) times 2^exponent: the exponent field and fraction written directly.
+    const auto biased = static_cast<std::uint32_t>(exponent + 23 + 127);
+    magnitude = std::bit_cast<float>((biased << 23) | (static_cast<std::uint32_t>(mantissa) & 0x7fffffu));
   }
-  // mantissa <= 2^24 and the exponent keeps the result within float32's normal range: exact.
-  const float value = std::ldexp(static_cast<float>(mantissa), exponent);
-  out = negative ? -value : value;
+  out =
+      std::bit_cast<float>(std::bit_cast<std::uint32_t>(magnitude) | (static_cast<std::uint32_t>(sign) & 0x80000000u));
   return true;
 }
 
