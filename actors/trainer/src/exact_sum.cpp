@@ -44,7 +44,8 @@ namespace tnt::trainer {
 // summed with them: a bucket that met one is reduced to NaN / infinity, so the NaN guard
 // (TerminateOnNaN) stops every rank at the same step as in the plain mode.
 //
-// What it cannot make bitwise is refused (fit.cpp, check_bitwise): a model with BatchNorm (each
+// What it cannot make bitwise is refused (fit.cpp, check_bitwise; run_config.cpp, validate, for
+// tnt-train's --threads 0 and schedule.scale_with_ranks): a model with BatchNorm (each
 // rank's statistics, or synchronized ones summed in float64 over ranks, depend on the split),
 // gradient accumulation (the shards are the micro-steps), a micro-batch or each rank's own data
 // (the global batch and its split would depend on the ranks), bf16 gradients on the wire,
