@@ -297,7 +297,8 @@ TEST_F(StepActorsTest, ANonFiniteReducedBucketIsReportedWithIt) {
 }
 
 // Note [Bitwise-reproducible mode]: a bucket's limbs go to an int64 allreduce and come back
-// rounded into the bucket's floats; a sum out of range fails the segment naming step and bucket.
+// rounded into the bucket's floats; NaN and infinities counted beside them reach the NaN guard;
+// a sum out of range fails the segment naming step and bucket.
 TEST_F(StepActorsTest, ExactBucketsAreReducedAsLimbsAndRoundedIntoTheBucket) {
   FakeCollectives collectives(layout);  // the "other rank" doubles every limb
   std::vector<std::vector<std::int64_t>> exact;
@@ -319,10 +320,20 @@ TEST_F(StepActorsTest, ExactBucketsAreReducedAsLimbsAndRoundedIntoTheBucket) {
   run_until_idle();
   EXPECT_EQ(backprop_got, (Events{"reduced 0"}));
   for (std::size_t i = 0; i < values.size(); ++i) EXPECT_EQ(layout.memory[bucket.offset + i], 2 * values[i]) << i;
+  // A NaN and an infinity met on some rank reach the NaN guard as in the plain mode.
+  context.check_finite = true;
+  exact[1][kExactLimbs * layout.buckets[1].count + ExactFlags::nan] = 1;
+  exact[1][kExactLimbs * layout.buckets[1].count + ExactFlags::negative_infinity] = 1;
+  refs.comm.send(BucketFull{1, 1, 2, 6});
+  run_until_idle();
+  collectives.complete(1);
+  run_until_idle();
+  EXPECT_EQ(backprop_got, (Events{"reduced 0", "reduced 1 NaN inf"}));
+  std::fill(exact[1].begin(), exact[1].end(), 0);
   exact[1][kExactLimbs * layout.buckets[1].count + ExactFlags::out_of_range] = 1;
   refs.comm.send(BucketFull{1, 1, 2, 7});
   run_until_idle();
-  collectives.complete(1);
+  collectives.complete(2);
   run_until_idle();
   try {
     system.wait_for(0ms);
