@@ -49,7 +49,19 @@ BatchPlan::BatchPlan(const BatchPlanOptions& options) : options_(options) {
                       global_batch_, w));
     }
     stride_ = global_batch_;
+    if (o.shards != 0 && o.shards < w) {
+      throw DataError(
+          fmt::format("batch plan: {} shards cannot be split over {} ranks: every rank needs a shard", o.shards, w));
+    }
+    if (o.shards != 0 && global_batch_ < o.shards) {
+      throw DataError(fmt::format(
+          "batch plan: global batch size {} is smaller than the {} shards it is cut into: every shard needs a sample",
+          global_batch_, o.shards));
+    }
   } else {
+    if (o.shards != 0) {
+      throw DataError("batch plan: shards split the global batch over the ranks: they need distribution");
+    }
     // Each rank walks its own shard; a global batch size must split evenly into the ranks.
     if (o.micro_batch == 0 && o.global_batch % w != 0) {
       throw DataError(
@@ -67,7 +79,21 @@ BatchPlan::BatchPlan(const BatchPlanOptions& options) : options_(options) {
 std::size_t BatchPlan::max_local_batch() const {
   if (!options_.distribute) return stride_;
   const auto w = static_cast<std::size_t>(options_.world_size);
+  if (options_.shards != 0) {
+    const std::size_t v = options_.shards;
+    return ((v + w - 1) / w) * ((global_batch_ + v - 1) / v);
+  }
   return (global_batch_ + w - 1) / w;
+}
+
+std::size_t BatchPlan::span(std::size_t step) const {
+  return std::min(stride_, options_.num_samples - span_begin(step));
+}
+
+std::size_t BatchPlan::first_shard(std::size_t rank) const {
+  const auto w = static_cast<std::size_t>(options_.world_size);
+  const std::size_t v = options_.shards;
+  return rank * (v / w) + std::min(rank, v % w);
 }
 
 void BatchPlan::check_step(std::size_t step) const {
@@ -95,20 +121,25 @@ std::size_t BatchPlan::global_count(std::size_t step) const {
 
 std::size_t BatchPlan::local_count(std::size_t step) const {
   check_step(step);
-  const std::size_t span = std::min(stride_, options_.num_samples - span_begin(step));
-  if (!options_.distribute) return span;
+  const std::size_t n = span(step);
+  if (!options_.distribute) return n;
   const auto w = static_cast<std::size_t>(options_.world_size);
   const auto r = static_cast<std::size_t>(options_.rank);
-  return span / w + (r < span % w ? 1 : 0);
+  if (options_.shards != 0) {
+    const std::size_t v = options_.shards;
+    return first_shard(r + 1) * n / v - first_shard(r) * n / v;
+  }
+  return n / w + (r < n % w ? 1 : 0);
 }
 
 std::size_t BatchPlan::local_offset(std::size_t step) const {
   check_step(step);
   const auto r = static_cast<std::size_t>(options_.rank);
-  const std::size_t span = std::min(stride_, options_.num_samples - span_begin(step));
-  if (!options_.distribute) return r * span;
+  const std::size_t n = span(step);
+  if (!options_.distribute) return r * n;
+  if (options_.shards != 0) return first_shard(r) * n / options_.shards;
   const auto w = static_cast<std::size_t>(options_.world_size);
-  return r * (span / w) + std::min(r, span % w);
+  return r * (n / w) + std::min(r, n % w);
 }
 
 std::uint64_t BatchPlan::fingerprint() const {

@@ -176,6 +176,52 @@ TEST(BatchPlan, WithoutDistributionEachRankWalksItsOwnShard) {
   EXPECT_EQ(BatchPlan(o).local_count(0), 3u);
 }
 
+// The trainer's bitwise-reproducible mode: with shards, every rank's share is a contiguous block
+// of whole shards (positions [s*n/V, (s+1)*n/V) of the batch, whatever the ranks), the shares
+// still partition the serial global batch, and the first V mod W ranks take one shard more.
+TEST(BatchPlan, ShardsGoToRanksWhole) {
+  for (std::size_t n : {50u, 61u}) {
+    for (std::size_t v : {4u, 12u}) {
+      for (int w = 1; w <= static_cast<int>(std::min<std::size_t>(v, 5)); ++w) {
+        const std::size_t b = 16;
+        const BatchPlan serial(options(n, b, 0, 1, false));
+        SCOPED_TRACE(testing::Message() << "n=" << n << " V=" << v << " W=" << w);
+        for (std::size_t step = 0; step < serial.steps_per_epoch(); ++step) {
+          const auto expected = serial.share(0, step);
+          const std::size_t count = expected.global_count;
+          std::vector<std::size_t> joined;
+          std::size_t shard = 0;
+          for (int r = 0; r < w; ++r) {
+            auto o = options(n, b, r, w, false);
+            o.shards = v;
+            const BatchPlan plan(o);
+            const auto share = plan.share(0, step);
+            const std::size_t shards = v / w + (static_cast<std::size_t>(r) < v % w ? 1 : 0);
+            ASSERT_EQ(share.global_offset, shard * count / v);
+            ASSERT_EQ(share.local_count(), (shard + shards) * count / v - shard * count / v);
+            ASSERT_LE(share.local_count(), plan.max_local_batch());
+            shard += shards;
+            joined.insert(joined.end(), share.indices.begin(), share.indices.end());
+          }
+          ASSERT_EQ(shard, v);
+          ASSERT_EQ(joined, expected.indices);
+        }
+      }
+    }
+  }
+}
+
+TEST(BatchPlan, ShardsFewerThanRanksOrSamplesAreErrors) {
+  auto o = options(100, 16, 0, 3, false);
+  o.shards = 2;
+  expect_data_error([&] { BatchPlan{o}; }, {"2 shards cannot be split over 3 ranks"});
+  o.shards = 17;
+  expect_data_error([&] { BatchPlan{o}; }, {"global batch size 16 is smaller than the 17 shards"});
+  o.shards = 4;
+  o.distribute = false;
+  expect_data_error([&] { BatchPlan{o}; }, {"they need distribution"});
+}
+
 TEST(BatchPlan, EmptySourceHasNoSteps) {
   EXPECT_EQ(BatchPlan(options(0, 4, 0, 2, false)).steps_per_epoch(), 0u);
   EXPECT_EQ(BatchPlan(options(3, 4, 0, 2, true)).steps_per_epoch(), 0u);

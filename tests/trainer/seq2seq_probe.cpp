@@ -4,7 +4,8 @@
 // and writes a full checkpoint. Run under tnt-launch with 1, 2 and 3 ranks it must give the
 // same weights up to float summation order, and twice on the same ranks the same bits
 // (trainer.seq2seq_reproducibility). Then it translates two of the sources greedily and with a
-// beam of 3, the same on every rank.
+// beam of 3, the same on every rank. With a third argument, `bitwise`, it asks for the
+// bitwise-reproducible mode, which refuses sentence pairs (trainer.bitwise_sequences_refused).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -38,12 +39,12 @@ std::vector<tnt::data::TextPair> pairs() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || argc > 3) {
-    std::fprintf(stderr, "usage: %s CHECKPOINT [STEPS]\n", argv[0]);
+  if (argc < 2 || argc > 4 || (argc == 4 && std::string(argv[3]) != "bitwise")) {
+    std::fprintf(stderr, "usage: %s CHECKPOINT [STEPS [bitwise]]\n", argv[0]);
     return 2;
   }
   try {
-    const std::size_t steps = argc == 3 ? std::strtoul(argv[2], nullptr, 10) : 30;
+    const std::size_t steps = argc >= 3 ? std::strtoul(argv[2], nullptr, 10) : 30;
     auto texts = tnt::data::vocabulary_texts(pairs());
     auto vocabulary = std::make_shared<const tnt::data::Vocabulary>(tnt::data::Vocabulary::learn(texts, {}));
     auto source = std::make_shared<const tnt::data::SequenceSource>(pairs(), vocabulary, "probe pairs");
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
     options.progress_bar = false;
     options.print_steps = true;
     options.bucket_batches = 2;
+    options.bitwise = argc == 4;
     trainer.fit(source, options);
     const std::vector<std::string> probe{"good dog", "red tree"};
     for (long beam : {1L, 3L}) {

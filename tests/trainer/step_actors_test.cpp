@@ -6,13 +6,16 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <cmath>
 #include <future>
 #include <limits>
 #include <memory>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "exact_sum.h"
 #include "step_actors.h"
 #include "tnt/actors/actor_system.h"
 #include "tnt/compute/model.h"
@@ -76,6 +79,13 @@ class FakeCollectives : public Collectives {
     issued.push_back("bf16 bucket of " + std::to_string(count));
     pending.push_back([data, count, done = std::move(done)](const std::string& error) {
       for (std::size_t i = 0; i < count; ++i) data[i] = bfloat16(2 * static_cast<float>(data[i]));
+      done(error);
+    });
+  }
+  void allreduce_sum(std::int64_t* data, std::size_t count, Done done) override {
+    issued.push_back("exact bucket of " + std::to_string(count));
+    pending.push_back([data, count, done = std::move(done)](const std::string& error) {
+      for (std::size_t i = 0; i < count; ++i) data[i] *= 2;
       done(error);
     });
   }
@@ -284,6 +294,54 @@ TEST_F(StepActorsTest, ANonFiniteReducedBucketIsReportedWithIt) {
   collectives.complete(1);
   run_until_idle();
   EXPECT_EQ(backprop_got, (Events{"reduced 0", "reduced 1 NaN inf"}));
+}
+
+// Note [Bitwise-reproducible mode]: a bucket's limbs go to an int64 allreduce and come back
+// rounded into the bucket's floats; NaN and infinities counted beside them reach the NaN guard;
+// a sum out of range fails the segment naming step and bucket.
+TEST_F(StepActorsTest, ExactBucketsAreReducedAsLimbsAndRoundedIntoTheBucket) {
+  FakeCollectives collectives(layout);  // the "other rank" doubles every limb
+  std::vector<std::vector<std::int64_t>> exact;
+  for (const auto& bucket : layout.buckets) exact.emplace_back(kExactLimbs * bucket.count + ExactFlags::count, 0);
+  context.exact_buckets = &exact;
+  refs.backprop = system.spawn<Probe>("backprop", &backprop_got);
+  refs.comm = system.spawn<CommActor>("comm", context, &refs, collectives, nullptr);
+  system.start();
+  const auto& bucket = layout.buckets[0];
+  std::vector<float> values(bucket.count);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = std::ldexp(1.0f + static_cast<float>(i), -20) - 0.25f;
+  const std::span<std::int64_t> limbs(exact[0]);
+  exact_add(values, limbs.first(kExactLimbs * bucket.count), limbs.subspan(kExactLimbs * bucket.count));
+  refs.comm.send(BucketFull{0, 1, 2, 0});
+  run_until_idle();
+  ASSERT_EQ(collectives.issued,
+            (Events{"exact bucket of " + std::to_string(kExactLimbs * bucket.count + ExactFlags::count)}));
+  collectives.complete(0);
+  run_until_idle();
+  EXPECT_EQ(backprop_got, (Events{"reduced 0"}));
+  for (std::size_t i = 0; i < values.size(); ++i) EXPECT_EQ(layout.memory[bucket.offset + i], 2 * values[i]) << i;
+  // A NaN and an infinity met on some rank reach the NaN guard as in the plain mode.
+  context.check_finite = true;
+  exact[1][kExactLimbs * layout.buckets[1].count + ExactFlags::nan] = 1;
+  exact[1][kExactLimbs * layout.buckets[1].count + ExactFlags::negative_infinity] = 1;
+  refs.comm.send(BucketFull{1, 1, 2, 6});
+  run_until_idle();
+  collectives.complete(1);
+  run_until_idle();
+  EXPECT_EQ(backprop_got, (Events{"reduced 0", "reduced 1 NaN inf"}));
+  std::fill(exact[1].begin(), exact[1].end(), 0);
+  exact[1][kExactLimbs * layout.buckets[1].count + ExactFlags::out_of_range] = 1;
+  refs.comm.send(BucketFull{1, 1, 2, 7});
+  run_until_idle();
+  collectives.complete(2);
+  run_until_idle();
+  try {
+    system.wait_for(0ms);
+    FAIL() << "a sum out of range was not reported";
+  } catch (const actors::ActorFailed& e) {
+    EXPECT_NE(std::string(e.what()).find("optimizer step 7, gradient bucket 1"), std::string::npos) << e.what();
+    EXPECT_THROW(std::rethrow_exception(e.cause()), JobError);
+  }
 }
 
 TEST_F(StepActorsTest, TheSegmentEndsOnlyOnceEveryCollectiveItIssuedHasCompleted) {

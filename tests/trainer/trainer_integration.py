@@ -970,6 +970,112 @@ def sync_batch_norm(args):
         fail(f"--sync-batch-norm with LeNet-5 (no BatchNorm) was not refused clearly (exit {p.returncode})")
 
 
+# Issue 26, item 5 (Note [Bitwise-reproducible mode] in actors/trainer/src/exact_sum.cpp).
+# LeNet-5 on COMMON's data crosses epochs (a last batch of 40 in 13 shards of 3 or 4 samples);
+# ResNet-20 without BatchNorm at global batch 24 over 250 samples ends each epoch with a batch
+# of 10 in 12 shards, some empty, so on 4 ranks a rank may have 1 sample of a step.
+BITWISE_STEPS = {"lenet5": 100, "resnet20_no_batch_norm": 100}
+
+
+def bitwise_runs(args, model_args, steps, name, ranks_list, extra):
+    ckpts = {}
+    for ranks in ranks_list:
+        ckpts[ranks] = os.path.join(args.workdir, f"{name}_{ranks}.ckpt")
+        cmd = ([args.launch, "-n", str(ranks), "--", args.train] + model_args +
+               ["--max-steps", str(steps), "--threads", "1", "--checkpoint", ckpts[ranks]] + extra)
+        print("$ " + " ".join(cmd), flush=True)
+        start = time.time()
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                           cwd=args.workdir)
+        if p.returncode != 0:
+            print(p.stdout)
+            fail(f"{name} on {ranks} rank(s) exited with {p.returncode}")
+        print(f"  {time.time() - start:.1f} s", flush=True)
+    return ckpts
+
+
+def bitwise(args):
+    """Issue 26, item 5: with --bitwise (and --threads 1 everywhere) LeNet-5 for 100 steps and
+    ResNet-20 without BatchNorm for 100 steps end with every weight bitwise equal on 1, 2, 3 and 4
+    ranks (tnt-ckpt diff --rtol 0 --atol 0 prints "same (rtol 0, atol 0)"), so does an MLP with
+    Dropout on 1 and 3 ranks, and so does LeNet-5
+    for 50 steps on 2 ranks resumed to 100 on 4 without overlap; LeNet-5 without the mode on 1
+    and 2 ranks does not (so the comparison can fail)."""
+    resnet = ["--model", os.path.join(args.conf, "models", "resnet20_no_batch_norm.toml"), "--dataset",
+              "synthetic", "--shape", "3", "32", "32", "--num-classes", "10", "--train-size", "250",
+              "--test-size", "0", "--global-batch", "24", "--epochs", "10", "--seed", "7", "--optimizer", "sgd",
+              "--momentum", "0.9", "--learning-rate", "0.01", "--no-progress", "--validation-frequency", "0"]
+    lenet = COMMON + ["--epochs", "10", "--momentum", "0.9"]
+    for name, model_args in [("lenet5", lenet), ("resnet20_no_batch_norm", resnet)]:
+        steps = BITWISE_STEPS[name]
+        ckpts = bitwise_runs(args, model_args, steps, name, [1, 2, 3, 4], ["--bitwise"])
+        for ranks in (2, 3, 4):
+            code, text = ckpt_diff(args, ckpts[1], ckpts[ranks], 0, 0)
+            print(f"{name} --bitwise, 1 vs {ranks} ranks after {steps} steps: {text.strip().splitlines()[-1]}")
+            if code != 0 or text.strip() != "same (rtol 0, atol 0)":
+                print(text)
+                fail(f"{name} with --bitwise on {ranks} ranks is not bitwise the 1-rank run's weights")
+    # Dropout masks are keyed by the global sample: a model with Dropout too.
+    dropout_model = os.path.join(args.workdir, "mlp_dropout.toml")
+    with open(dropout_model, "w") as f:
+        f.write(DROPOUT_MODEL)
+    dropout = bitwise_runs(args, lenet + ["--model", dropout_model], BITWISE_STEPS["lenet5"], "dropout", [1, 3],
+                           ["--bitwise"])
+    code, text = ckpt_diff(args, dropout[1], dropout[3], 0, 0)
+    print(f"MLP with Dropout --bitwise, 1 vs 3 ranks: {text.strip().splitlines()[-1]}")
+    if code != 0:
+        fail("the MLP with Dropout with --bitwise on 3 ranks is not bitwise the 1-rank run's weights")
+    # Half the steps on 2 ranks, resumed on 4 to the end, without overlap: the 1-rank run's bits.
+    half = bitwise_runs(args, lenet, BITWISE_STEPS["lenet5"] // 2, "lenet5_half", [2], ["--bitwise"])[2]
+    cmd = ([args.launch, "-n", "4", "--", args.train] + lenet +
+           ["--max-steps", str(BITWISE_STEPS["lenet5"]), "--threads", "1", "--bitwise", "--no-overlap",
+            "--checkpoint", half, "--resume", half])
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300,
+                       cwd=args.workdir)
+    if p.returncode != 0:
+        print(p.stdout)
+        fail(f"the resumed run on 4 ranks exited with {p.returncode}")
+    code, text = ckpt_diff(args, os.path.join(args.workdir, "lenet5_1.ckpt"), half, 0, 0)
+    print(f"lenet5 --bitwise, 1 rank vs 2 ranks resumed on 4 (--no-overlap): {text.strip().splitlines()[-1]}")
+    if code != 0:
+        fail("lenet5 with --bitwise, 2 ranks resumed on 4, is not bitwise the 1-rank run's weights")
+    plain = bitwise_runs(args, lenet, BITWISE_STEPS["lenet5"], "lenet5_plain", [1, 2], [])
+    code, text = ckpt_diff(args, plain[1], plain[2], 0, 0)
+    print(f"lenet5 without --bitwise, 1 vs 2 ranks: {text.strip().splitlines()[-1]}")
+    if code == 0:
+        fail("LeNet-5 without --bitwise gave the same bits on 1 and 2 ranks: the comparison cannot tell")
+
+
+def bitwise_refused(args):
+    """Issue 26, item 5: what the bitwise-reproducible mode cannot make bitwise is refused (exit 2),
+    naming the setting: a model with BatchNorm, accumulation, a micro-batch, bf16 gradients, no
+    --threads, more ranks than shards, a batch smaller than the shards; --bitwise-shards without
+    the mode."""
+    cases = [
+        (1, ["--bitwise", "--threads", "1", "--model", "resnet20", "--shape", "3", "32", "32"],
+         "model 'resnet20' has BatchNorm"),
+        (2, ["--bitwise", "--threads", "1", "--accumulate", "2"], "accumulation_steps (--accumulate) 2 is refused"),
+        (2, ["--bitwise", "--threads", "1", "--micro-batch", "32", "--global-batch", "0"],
+         "micro_batch (--micro-batch) 32 is refused"),
+        (2, ["--bitwise", "--threads", "1", "--gradient-compression", "bf16"],
+         "gradient compression bf16 (--gradient-compression bf16) is refused"),
+        (1, ["--bitwise"], "needs train.threads (--threads) set"),
+        (3, ["--bitwise", "--threads", "1", "--bitwise-shards", "2"], "3 ranks are more than the 2 shards"),
+        (1, ["--bitwise", "--threads", "1", "--bitwise-shards", "100"],
+         "the global batch of 64 is smaller than the 100 shards"),
+        (1, ["--reproducible", "exact", "--threads", "1"], "train.reproducible (--reproducible) 'exact'"),
+        (1, ["--bitwise-shards", "4", "--threads", "1"], "train.bitwise_shards (--bitwise-shards) is given but not used"),
+    ]
+    for ranks, extra, expected in cases:
+        cmd = [args.launch, "-n", str(ranks), "--", args.train] + COMMON + ["--max-steps", "2"] + extra
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120,
+                           cwd=args.workdir)
+        print(f"{' '.join(extra)} on {ranks} rank(s): exit {p.returncode}")
+        if p.returncode != 2 or expected not in p.stdout:
+            print(p.stdout.strip()[-800:])
+            fail(f"{extra} on {ranks} rank(s) was not refused with '{expected}' (exit {p.returncode})")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("test", choices=["reproducibility", "dropout_reproducibility", "resume", "failure",
@@ -977,7 +1083,8 @@ def main():
                                             "seq2seq_reproducibility", "export_pairs", "bf16_reproducibility",
                                             "precision_refused", "callback_resume", "unused_setting_refused",
                                             "threads_follow_cores", "accumulation", "accumulation_timeline",
-                                            "bf16_gradients", "max_restarts", "min_ranks_refused", "sync_batch_norm"])
+                                            "bf16_gradients", "max_restarts", "min_ranks_refused", "sync_batch_norm", "bitwise",
+                                            "bitwise_refused"])
     parser.add_argument("--conf", help="the conf/ folder (nan_guard, export_pairs)")
     parser.add_argument("--launch", required=True)
     parser.add_argument("--train", required=True)

@@ -107,6 +107,9 @@ class CommunicatorCollectives final : public Collectives {
   void allreduce_sum(bfloat16* data, std::size_t count, Done done) override {
     allreduce(data, count, DataType::bfloat16, std::move(done));
   }
+  void allreduce_sum(std::int64_t* data, std::size_t count, Done done) override {
+    allreduce(data, count, DataType::int64, std::move(done));
+  }
 
  private:
   void allreduce(void* data, std::size_t count, DataType type, Done done) {

@@ -127,6 +127,12 @@ struct EngineContext {
   // Note [bf16 gradients on the wire] in step_actors.cpp: buckets are rounded to bfloat16 for
   // their allreduce (summed in float32 by the Communicator) and widened back.
   bool bf16_gradients = false;
+  // Note [Bitwise-reproducible mode] in exact_sum.cpp (not null: the mode is on): each rank's
+  // share is whole shards of the global batch cut into bitwise_shards, each run as a micro-step;
+  // every bucket's gradient is summed exactly as int64 limbs (kExactLimbs per float, then
+  // ExactFlags::count flags), over the shards and then over the ranks, and rounded once.
+  std::vector<std::vector<std::int64_t>>* exact_buckets = nullptr;
+  std::size_t bitwise_shards = 0;
   // Bytes of gradient buckets this rank handed to allreduces (added to when not null).
   std::uint64_t* gradient_bytes = nullptr;
   // Benchmarks only: buckets count as reduced the moment they are full, no collective is issued

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "exact_sum.h"
 #include "tnt/compute/peaks.h"
 #include "tnt/core/error.h"
 #include "tnt/core/fail_point.h"
@@ -39,6 +40,60 @@ void check_accumulation(const FitOptions& options, int world_size) {
   }
 }
 
+}  // namespace
+
+std::size_t bitwise_shards(const FitOptions& options) {
+  if (options.bitwise_shards != 0) return options.bitwise_shards;
+  const std::size_t batch = options.global_batch;
+  for (std::size_t d = std::min<std::size_t>(12, batch); d < batch; ++d) {
+    if (batch % d == 0) return d;
+  }
+  return batch;
+}
+
+namespace {
+
+// Note [Bitwise-reproducible mode] in exact_sum.cpp: what the mode cannot make the same on every
+// number of ranks is refused, naming the setting (the model's BatchNorm and sentence pairs are
+// looked at in FitRun's constructor).
+void check_bitwise(const FitOptions& options, int world_size) {
+  if (!options.bitwise) return;
+  const auto refuse = [](const std::string& why) {
+    throw ConfigError("bitwise-reproducible mode ([train] reproducible = \"bitwise\", --bitwise): " + why);
+  };
+  if (options.micro_batch != 0) {
+    refuse(
+        fmt::format("micro_batch (--micro-batch) {} is refused: the global batch would change with the ranks; "
+                    "give the global batch (--global-batch)",
+                    options.micro_batch));
+  }
+  const std::size_t v = bitwise_shards(options), ranks = static_cast<std::size_t>(world_size);
+  if (v > kExactMaxAddends) {
+    refuse(fmt::format("bitwise_shards (--bitwise-shards) {} must be at most {}", v, kExactMaxAddends));
+  }
+  if (options.accumulation_steps > 1) {
+    refuse(fmt::format("accumulation_steps (--accumulate) {} is refused: the {} shards are the micro-steps already",
+                       options.accumulation_steps, v));
+  }
+  if (!options.distribute_dataset) {
+    refuse(
+        "distribute_dataset = false (--no-distribute-dataset) is refused: each rank's own data depends on the ranks");
+  }
+  if (options.gradient_compression != GradientCompression::none) {
+    refuse("gradient compression bf16 (--gradient-compression bf16) is refused: the gradients are summed exactly");
+  }
+  if (ranks > v) {
+    refuse(fmt::format("{} ranks are more than the {} shards (bitwise_shards, --bitwise-shards) of each global batch",
+                       ranks, v));
+  }
+  if (options.global_batch < v) {
+    refuse(
+        fmt::format("the global batch of {} is smaller than the {} shards (bitwise_shards, --bitwise-shards) it "
+                    "is cut into",
+                    options.global_batch, v));
+  }
+}
+
 // Batches the loader keeps ahead. A batch holds the rank's whole share of a step, N micro-steps
 // with accumulation, so `prefetch` batches would hold N times the plain run's samples: ResNet-50
 // at global batch 64 with --accumulate 4 kept 4 batches of 38.5 MB where the plain run at 16
@@ -52,6 +107,7 @@ std::size_t prefetch_batches(const FitOptions& options) {
 data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& options, int rank, int world_size) {
   if (options.epochs == 0) throw ConfigError("epochs must be at least 1");
   check_accumulation(options, world_size);
+  check_bitwise(options, world_size);
   data::BatchPlanOptions plan;
   plan.num_samples = samples;
   plan.global_batch = options.global_batch;
@@ -62,6 +118,7 @@ data::BatchPlanOptions make_plan_options(std::size_t samples, const FitOptions& 
   plan.shuffle = options.shuffle;
   plan.drop_remainder = options.drop_remainder;
   plan.distribute = options.distribute_dataset;
+  if (options.bitwise) plan.shards = bitwise_shards(options);
   return plan;
 }
 
@@ -151,6 +208,26 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
         "sync_batch_norm ([model] sync_batch_norm, --sync-batch-norm): model '{}' has no BatchNorm layer to "
         "synchronize{}",
         s_.model.spec().name, batch_norm.per_replica > 0 ? " (every one says sync = false)" : ""));
+  }
+  if (options.bitwise && batch_norm) {
+    throw ConfigError(fmt::format(
+        "bitwise-reproducible mode ([train] reproducible = \"bitwise\", --bitwise): model '{}' has BatchNorm, whose "
+        "statistics (per rank, or synchronized in float64 over ranks) depend on how the batch is split; use a model "
+        "without BatchNorm",
+        s_.model.spec().name));
+  }
+  if (options.bitwise && environment.output) {
+    const std::size_t shards = bitwise_shards(options), ranks = static_cast<std::size_t>(state.session.size());
+    spdlog::info(
+        "bitwise-reproducible mode: each global batch of {} in {} shards of {}{} samples, summed exactly; "
+        "the first rank of {} computes {} of them",
+        options.global_batch, shards, options.global_batch / shards,
+        options.global_batch % shards != 0 ? " or one more" : "", ranks, (shards + ranks - 1) / ranks);
+  }
+  if (options.bitwise && train_.sequences) {
+    throw ConfigError(
+        "bitwise-reproducible mode ([train] reproducible = \"bitwise\", --bitwise): sentence pairs are refused: "
+        "their padding follows each rank's share of the batch");
   }
   // With gradient accumulation BatchNorm sees each micro-step's rows (Note [Gradient accumulation]).
   const std::size_t micro_steps = std::max<std::size_t>(1, options.accumulation_steps);
@@ -257,6 +334,11 @@ void FitRun::prepare() {
   }
   layout_ = make_bucket_layout(s_.model, environment_.fusion_threshold_bytes);
   bind_gradients(s_.model, layout_);
+  if (options_.bitwise) {
+    exact_buckets_.clear();
+    for (const auto& bucket : layout_.buckets)
+      exact_buckets_.emplace_back(kExactLimbs * bucket.count + ExactFlags::count);
+  }
   bound_ = true;
   spdlog::debug("{} gradient buckets over {} parameters ({} floats)", layout_.buckets.size(),
                 s_.model.parameter_count(), layout_.memory.size());
@@ -307,6 +389,10 @@ EngineContext FitRun::engine_context() {
   context.overlap = options_.overlap;
   context.accumulation_steps = options_.accumulation_steps;
   context.synchronized_batch_norm = s_.model.has_replica_sum();
+  if (options_.bitwise) {
+    context.exact_buckets = &exact_buckets_;
+    context.bitwise_shards = bitwise_shards(options_);
+  }
   context.bf16_gradients = options_.gradient_compression == GradientCompression::bf16;
   context.gradient_bytes = &gradient_bytes_;
   context.skip_gradient_allreduce = environment_.skip_gradient_allreduce;
@@ -438,7 +524,9 @@ void FitRun::finish() {
   for (auto* cb : callbacks_) cb->on_train_end(last_logs_);
   if (environment_.output && history_.steps > 0 && !environment_.skip_gradient_allreduce) {
     spdlog::info("gradient allreduce: {} bytes per optimizer step on each rank ({})", gradient_bytes_ / history_.steps,
-                 options_.gradient_compression == GradientCompression::bf16 ? "bf16" : "fp32");
+                 options_.bitwise                                             ? "exact: 3 int64 limbs per value"
+                 : options_.gradient_compression == GradientCompression::bf16 ? "bf16"
+                                                                              : "fp32");
   }
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
 }

@@ -28,6 +28,12 @@
 
 namespace tnt::trainer {
 
+// The shards of the bitwise-reproducible mode (Note [Bitwise-reproducible mode] in
+// exact_sum.cpp): FitOptions::bitwise_shards, or where that is 0 the smallest divisor of the
+// global batch from 12 on (the batch itself if none is smaller). Shards of one size keep the
+// model's passes at one shape: each change of the batch shape rebuilds its oneDNN primitives.
+std::size_t bitwise_shards(const FitOptions& options);
+
 // What fit trains on: images with a label each, or sentence pairs; exactly one is set.
 struct FitData {
   std::shared_ptr<const data::Source> images;
@@ -84,6 +90,8 @@ class FitRun {
   // Sums BatchNorm statistics (FitOptions::sync_batch_norm on more than one rank).
   std::unique_ptr<Communicator> statistics_comm_;
   BucketLayout layout_;
+  // FitOptions::bitwise: each bucket's exact sum (EngineContext::exact_buckets).
+  std::vector<std::vector<std::int64_t>> exact_buckets_;
   std::uint64_t gradient_bytes_ = 0;  // handed to the gradients' allreduces in this call
   bool bound_ = false;                // gradients bound into layout_ (undone by the destructor)
   Timeline timeline_;

@@ -219,6 +219,8 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
     if (key.option) o.add(key);
   app.get_option("--shape")->expected(3);
   app.get_option("--transport")->check(CLI::IsMember({"tcp", "ib"}));
+  bool bitwise = false;
+  app.add_flag("--bitwise", bitwise, "The same as --reproducible bitwise (train.reproducible)");
   std::vector<std::string> settings;
   app.add_option("--set", settings,
                  "Set any run-file key, TOML syntax: --set optimizer.nesterov=true --set "
@@ -249,6 +251,10 @@ std::optional<int> parse(int argc, char** argv, CommandLine& command) {
     if (command.print_job) return std::nullopt;
     if (!file.empty() || !settings.empty()) command.config = tnt::trainer::load_run_config(file, settings);
     o.apply(command.config);
+    if (bitwise) {
+      command.config.reproducible = "bitwise";
+      command.config.given["train.reproducible"] = tnt::trainer::SettingSource::command_line;
+    }
     tnt::trainer::validate(command.config);
     apply_restart(command.config);
     const bool pairs = tnt::trainer::is_sentence_pairs(command.config);

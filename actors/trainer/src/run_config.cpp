@@ -207,6 +207,13 @@ const std::vector<RunKey>& run_keys() {
       {"train", "accumulation_steps", +[](RunConfig& c) -> auto& { return c.accumulation_steps; }, "--accumulate",
        "Gradient accumulation: each rank runs its share of a step as N micro-steps of global batch / (ranks x N) "
        "samples and the optimizer steps once (default 1; BatchNorm sees the smaller micro-steps)"},
+      {"train", "reproducible", +[](RunConfig& c) -> auto& { return c.reproducible; }, "--reproducible",
+       "none (default) or bitwise (also --bitwise): the final weights are bitwise the same on 1 to bitwise_shards "
+       "ranks for the same seed, global batch and --threads (required); each global batch is cut into fixed "
+       "shards summed exactly. Refused with BatchNorm, --accumulate, --micro-batch, bf16 gradients, sentence pairs"},
+      {"train", "bitwise_shards", +[](RunConfig& c) -> auto& { return c.bitwise_shards; }, "--bitwise-shards",
+       "Bitwise-reproducible mode: shards per global batch, the most ranks it runs on (default 0: the smallest "
+       "divisor of the global batch from 12 on, so that shards have one size)"},
       {"train", "epochs", +[](RunConfig& c) -> auto& { return c.epochs; }, "--epochs", "Epochs"},
       {"train", "max_steps", +[](RunConfig& c) -> auto& { return c.max_steps; }, "--max-steps",
        "Stop after this many optimizer steps in all (0 = no limit)"},
@@ -446,6 +453,17 @@ void validate(const RunConfig& c) {
   if (c.epochs == 0) bad("epochs must be at least 1");
   if (c.accumulation_steps == 0) bad("train.accumulation_steps (--accumulate) must be at least 1");
   if (c.threads < 0) bad("train.threads (--threads) must be at least 1, or 0 for one per core");
+  if (c.reproducible != "none" && c.reproducible != "bitwise") {
+    bad(fmt::format("train.reproducible (--reproducible) '{}': expected none or bitwise", c.reproducible));
+  }
+  if (c.reproducible == "bitwise" && c.threads == 0) {
+    bad("train.reproducible = \"bitwise\" (--bitwise) needs train.threads (--threads) set: with 0 the threads "
+        "follow the cores each rank gets, which change with the ranks, and oneDNN's sums change with the threads");
+  }
+  if (c.reproducible == "bitwise" && c.scale_rate_with_ranks) {
+    bad("train.reproducible = \"bitwise\" (--bitwise) is refused with schedule.scale_with_ranks = true: the "
+        "learning rate would change with the ranks");
+  }
   if (compute::parse_precision(c.precision, "train.precision (--precision)") == compute::Precision::bf16) {
     if (const std::string why = compute::bf16_unsupported_reason(); !why.empty()) {
       bad("train.precision bf16 (--precision bf16) is refused: " + why);
@@ -531,7 +549,8 @@ std::string canonical_text(const RunConfig& c) {
     << ";load_weights=" << !c.load_weights.empty() << callbacks_canonical_text(c.callbacks) << ";pairs=" << c.max_chars
     << ',' << c.tokenizer << ',' << c.merges << ',' << c.bucket_batches << ',' << c.label_smoothing
     << ";translate=" << c.beam << ',' << c.translate_sentences;
-  s << ";sync_batch_norm=" << c.sync_batch_norm;
+  s << ";sync_batch_norm=" << c.sync_batch_norm << ";reproducible=" << c.reproducible
+    << ";bitwise_shards=" << c.bitwise_shards;
   return s.str();
 }
 
@@ -761,6 +780,8 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.micro_batch = c.micro_batch;
   fit.accumulation_steps = c.accumulation_steps;
   fit.sync_batch_norm = c.sync_batch_norm;
+  fit.bitwise = c.reproducible == "bitwise";
+  fit.bitwise_shards = c.bitwise_shards;
   fit.epochs = c.epochs;
   fit.max_steps = c.max_steps;
   fit.seed = c.seed;

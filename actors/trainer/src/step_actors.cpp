@@ -1,5 +1,6 @@
 #include "step_actors.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "exact_sum.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
 
@@ -94,24 +96,28 @@ void BackpropActor::run(StepBatch batch) {
   figures.global_step = c_.optimizer->steps();
   step_begin_us_ = now_us();
   const auto n = c_.model->parameter_count();
-  const std::size_t local_count = std::visit([](const auto& b) -> std::size_t { return b.local_count; }, batch_);
-  if (local_count > 0) {
+  const auto [local_count, global_offset, global_count] = std::visit(
+      [](const auto& b) {
+        return std::array<std::size_t, 3>{b.local_count, b.global_offset, b.global_count};
+      },
+      batch_);
+  if (c_.exact_buckets) {
+    for (auto& limbs : *c_.exact_buckets) std::fill(limbs.begin(), limbs.end(), 0);
+  }
+  const std::vector<Rows> micro = micro_steps(local_count, global_offset, global_count);
+  if (!micro.empty()) {
     const std::size_t parts = std::max<std::size_t>(1, c_.accumulation_steps);
-    std::vector<Rows> micro;
-    for (std::size_t k = 0; k < parts; ++k) {
-      const Rows rows{k * local_count / parts, (k + 1) * local_count / parts};
-      if (rows.end > rows.begin) micro.push_back(rows);  // a short last batch may leave some empty
-    }
     // A step counts as one training pass however many micro-steps it took, so that a
     // checkpoint's pass count (compute::Model::training_passes) is the plain run's.
     const auto passes = c_.model->training_passes();
     std::vector<double> part(figures.sums.size());
     for (std::size_t k = 0; k < micro.size(); ++k) {
       const bool last = k + 1 == micro.size();
-      const Gradients g = micro.size() == 1 ? Gradients::announce
-                          : last            ? Gradients::add_kept_and_announce
-                          : k == 0          ? Gradients::keep
-                                            : Gradients::add_to_kept;
+      const Gradients g = c_.exact_buckets    ? (last ? Gradients::exact_and_announce : Gradients::exact)
+                          : micro.size() == 1 ? Gradients::announce
+                          : last              ? Gradients::add_kept_and_announce
+                          : k == 0            ? Gradients::keep
+                                              : Gradients::add_to_kept;
       micro_step(k, micro[k], g, part);
       for (std::size_t i = 0; i < part.size(); ++i) figures.sums[i] += part[i];
     }
@@ -130,14 +136,54 @@ void BackpropActor::run(StepBatch batch) {
   refs_->bucketer.send(StepEnd{figures});
 }
 
+std::vector<BackpropActor::Rows> BackpropActor::micro_steps(std::size_t local_count, std::size_t global_offset,
+                                                            std::size_t global_count) const {
+  std::vector<Rows> micro;
+  if (c_.exact_buckets) {
+    // The shards of the global batch that lie in this rank's rows (the batch plan gave it whole
+    // ones: Note [Bitwise-reproducible mode] in exact_sum.cpp); empty ones (a short last batch) add nothing.
+    const std::size_t shards = c_.bitwise_shards, end = global_offset + local_count;
+    for (std::size_t s = 0; s < shards; ++s) {
+      const std::size_t begin_row = s * global_count / shards, end_row = (s + 1) * global_count / shards;
+      if (end_row == begin_row || begin_row < global_offset || begin_row >= end) continue;
+      if (end_row > end) {
+        throw LogicError("shard " + std::to_string(s) + " of the global batch (rows " + std::to_string(begin_row) +
+                         " to " + std::to_string(end_row) + ") crosses this rank's rows " +
+                         std::to_string(global_offset) + " to " + std::to_string(end));
+      }
+      micro.push_back({begin_row - global_offset, end_row - global_offset});
+    }
+    // Larger shards first: shards of two sizes then change the model's shape (which rebuilds its
+    // primitives) once in the step, not at every other shard; the exact sum is the same in any order.
+    std::stable_sort(micro.begin(), micro.end(),
+                     [](const Rows& a, const Rows& b) { return a.end - a.begin > b.end - b.begin; });
+    return micro;
+  }
+  const std::size_t parts = std::max<std::size_t>(1, c_.accumulation_steps);
+  for (std::size_t k = 0; k < parts; ++k) {
+    const Rows rows{k * local_count / parts, (k + 1) * local_count / parts};
+    if (rows.end > rows.begin) micro.push_back(rows);  // a short last batch may leave some empty
+  }
+  return micro;
+}
+
 void BackpropActor::micro_step(std::size_t index, Rows rows, Gradients gradients, std::span<double> sums) {
   const int64_t begin_us = now_us();
   auto& layout = *c_.layout;
-  if (gradients != Gradients::announce && kept_.size() != layout.memory.size()) kept_.assign(layout.memory.size(), 0);
-  const compute::Model::GradientReadyFn on_gradient = [this, gradients, &layout](std::size_t i) {
+  const bool exact = gradients == Gradients::exact || gradients == Gradients::exact_and_announce;
+  if (gradients != Gradients::announce && !exact && kept_.size() != layout.memory.size())
+    kept_.assign(layout.memory.size(), 0);
+  const compute::Model::GradientReadyFn on_gradient = [this, gradients, exact, &layout](std::size_t i) {
     float* g = layout.memory.data() + layout.offset_of[i];
     const std::size_t count = layout.size_of[i];
-    if (gradients != Gradients::announce) {
+    if (exact) {
+      const auto& bucket = layout.buckets[layout.bucket_of[i]];
+      auto& limbs = (*c_.exact_buckets)[layout.bucket_of[i]];
+      const std::size_t at = kExactLimbs * (layout.offset_of[i] - bucket.offset);
+      exact_add(std::span<const float>(g, count), std::span(limbs).subspan(at, kExactLimbs * count),
+                std::span(limbs).subspan(kExactLimbs * bucket.count));
+      if (gradients == Gradients::exact) return;
+    } else if (gradients != Gradients::announce) {
       // kept_ is empty without accumulation: no pointer into it is made then.
       float* kept = kept_.data() + layout.offset_of[i];
       switch (gradients) {
@@ -148,7 +194,9 @@ void BackpropActor::micro_step(std::size_t index, Rows rows, Gradients gradients
         case Gradients::add_kept_and_announce:
           for (std::size_t j = 0; j < count; ++j) g[j] += kept[j];
           break;
-        case Gradients::announce: break;
+        case Gradients::announce:
+        case Gradients::exact:
+        case Gradients::exact_and_announce: break;
       }
     }
     refs_->bucketer.send(GradReady{i, now_us()});
@@ -325,6 +373,7 @@ CommActor::CommActor(EngineContext& context, Refs* refs, Collectives& collective
       float* g = c_.layout->memory.data() + bucket.offset;
       for (std::size_t i = 0; i < bucket.count; ++i) g[i] = static_cast<float>((*m.wire)[i]);
     }
+    if (c_.exact_buckets) round_exact(m.bucket, m.step);
     if (c_.timeline->enabled()) {
       c_.timeline->add("allreduce " + std::to_string(m.bucket), "allreduce", Timeline::comm, m.begin_us, m.end_us,
                        static_cast<int64_t>(m.step));
@@ -362,12 +411,23 @@ void CommActor::bucket_full(const BucketFull& m) {
                      static_cast<int64_t>(m.step));
   }
   if (c_.skip_gradient_allreduce) {
+    if (c_.exact_buckets) round_exact(m.bucket, m.step);
     refs_->backprop.send(Reduced{m.bucket});
     return;
   }
   ++in_flight_;
   const int64_t begin = now_us();
   float* g = c_.layout->memory.data() + bucket.offset;
+  if (c_.exact_buckets) {
+    // Note [Bitwise-reproducible mode] in exact_sum.cpp: the limbs, summed exactly; rounded on arrival.
+    auto& limbs = (*c_.exact_buckets)[m.bucket];
+    if (c_.gradient_bytes) *c_.gradient_bytes += limbs.size() * sizeof(std::int64_t);
+    collectives_.allreduce_sum(limbs.data(), limbs.size(),
+                               [me = self(), k = m.bucket, begin, step = m.step](const std::string& error) {
+                                 hand_over(me, AllreduceDone{k, begin, now_us(), step, error});
+                               });
+    return;
+  }
   if (!c_.bf16_gradients) {
     if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(float);
     collectives_.allreduce_sum(g, bucket.count,
@@ -392,6 +452,16 @@ void CommActor::bucket_full(const BucketFull& m) {
                              [me = self(), k = m.bucket, begin, step = m.step, wire](const std::string& error) {
                                hand_over(me, AllreduceDone{k, begin, now_us(), step, error, wire});
                              });
+}
+
+void CommActor::round_exact(std::size_t k, std::size_t step) {
+  const auto& bucket = c_.layout->buckets.at(k);
+  const auto& limbs = (*c_.exact_buckets)[k];
+  const std::size_t count = kExactLimbs * bucket.count;
+  const std::string error = exact_result(std::span(limbs).first(count), std::span(limbs).subspan(count),
+                                         std::span(c_.layout->memory).subspan(bucket.offset, bucket.count));
+  // Every rank holds the same sums: every rank stops here.
+  if (!error.empty()) throw JobError(fmt::format("optimizer step {}, gradient bucket {}: {}", step, k, error));
 }
 
 void CommActor::step_end(const StepEnd& m) {

@@ -102,6 +102,8 @@ class Collectives {
   virtual void allreduce_sum(double* data, std::size_t count, Done done) = 0;
   // Summed in float32, rounded to bfloat16 (Communicator's DataType::bfloat16).
   virtual void allreduce_sum(bfloat16* data, std::size_t count, Done done) = 0;
+  // Exact (the bitwise-reproducible mode's fixed-point limbs).
+  virtual void allreduce_sum(std::int64_t* data, std::size_t count, Done done) = 0;
 };
 
 // --- actors --------------------------------------------------------------------------------------
@@ -133,7 +135,10 @@ class BackpropActor : public actors::Actor {
     std::size_t begin = 0, end = 0;
   };
   // What the gradient callback of a micro-step does with each final gradient.
-  enum class Gradients { announce, keep, add_to_kept, add_kept_and_announce };
+  // exact_*: into the bucket's limbs (Note [Bitwise-reproducible mode] in exact_sum.cpp).
+  enum class Gradients { announce, keep, add_to_kept, add_kept_and_announce, exact, exact_and_announce };
+  // This rank's rows of a step: its whole shards in bitwise mode, else accumulation_steps parts.
+  std::vector<Rows> micro_steps(std::size_t local_count, std::size_t global_offset, std::size_t global_count) const;
   void micro_step(std::size_t index, Rows rows, Gradients gradients, std::span<double> sums);
   // Forward and backward of `rows` (not empty); their figures into `sums`.
   void images(const data::MicroBatch& batch, Rows rows, std::span<double> sums,
@@ -192,6 +197,8 @@ class CommActor : public actors::Actor {
   void bucket_full(const BucketFull& m);
   void step_end(const StepEnd& m);
   void completed(std::size_t n = 1);
+  // Bucket k's reduced limbs into its floats (Note [Bitwise-reproducible mode] in exact_sum.cpp).
+  void round_exact(std::size_t k, std::size_t step);
 
   EngineContext& c_;
   Refs* refs_;

@@ -57,6 +57,12 @@ const std::vector<UnusedRule>& unused_rules() {
          return unless(c.schedule.kind == "exponential",
                        fmt::format("schedule.kind is \"{}\"; only \"exponential\" uses them", c.schedule.kind));
        }},
+      {{"train.bitwise_shards"},
+       [](const RunConfig& c) {
+         return unless(c.reproducible == "bitwise",
+                       "train.reproducible is not \"bitwise\" (--bitwise): only the bitwise-reproducible mode cuts "
+                       "batches into shards");
+       }},
       {{"optimizer.momentum"},
        [](const RunConfig& c) {
          return unless(one_of(c.optimizer.kind, {"sgd", "rmsprop"}),

@@ -31,6 +31,12 @@ struct BatchPlanOptions {
   bool shuffle = true;  // false: the identity order (validation and test data)
   bool drop_remainder = false;
   bool distribute = true;
+  // Not 0: the ranks split each global batch of n samples by whole shards instead of samples.
+  // Shard s is positions [s*n/shards, (s+1)*n/shards) of the batch, whatever the ranks; rank r
+  // takes a contiguous block of floor(shards/W) shards, one more for the first shards mod W
+  // ranks (the trainer's bitwise-reproducible mode). Needs distribute, shards >= W and a
+  // global batch of at least `shards` samples.
+  std::size_t shards = 0;
 };
 
 struct StepShare {
@@ -75,6 +81,9 @@ class BatchPlan {
  private:
   void check_step(std::size_t step) const;
   std::size_t span_begin(std::size_t step) const;  // first permutation position of `step`
+  std::size_t span(std::size_t step) const;        // samples of `step` on this rank's source
+  // With shards: the first of rank r's shards (r = W: the number of shards).
+  std::size_t first_shard(std::size_t rank) const;
 
   BatchPlanOptions options_;
   std::size_t global_batch_ = 0;

@@ -285,6 +285,23 @@ struct FitOptions {
   // false: each rank's own samples (Note [Synchronized BatchNorm] in compute/src/layers_dnnl.cpp).
   // A model without BatchNorm is refused (ConfigError); on one rank it changes nothing.
   bool sync_batch_norm = false;
+  // Bitwise-reproducible mode: the final weights are bitwise the same on 1 to bitwise_shards
+  // ranks, for the same seed, global batch and threads per rank (the compute threads must be
+  // the same number on every run compared: oneDNN's sums depend on them). Each global batch is
+  // cut into bitwise_shards shards, fixed in the batch; each rank computes whole shards, one
+  // micro-step each, and their gradients are summed in exact fixed point over shards and ranks
+  // and rounded once (Note [Bitwise-reproducible mode] in src/exact_sum.cpp). Refused
+  // (ConfigError, naming why) with BatchNorm, accumulation_steps > 1, micro_batch, without
+  // distribute_dataset, bf16 gradient compression, sentence pairs, more ranks than shards or a
+  // global batch smaller than bitwise_shards.
+  // bitwise_shards 0 (automatic): the smallest divisor of the global batch from 12 on, so that
+  // every shard of a full batch has the same size (a change of shape between passes rebuilds
+  // the model's oneDNN primitives: shards of 21 and 22 samples took 1.9x the plain step time,
+  // shards of 16 1.1x; LeNet-5, global batch 256, 2 ranks). Also refused where the learning rate
+  // scales with the ranks (CompileOptions::scale_rate_with_ranks) by tnt-train; the API leaves
+  // that to the caller.
+  bool bitwise = false;
+  std::size_t bitwise_shards = 0;
 
   // Distribution switches, as Tarantella's (Note [Distribution switches] in src/trainer_io.cpp).
   // false: `train` is this rank's own data, each rank passing its own source (all of the same
