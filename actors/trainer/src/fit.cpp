@@ -209,7 +209,7 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
         "synchronize{}",
         s_.model.spec().name, batch_norm.per_replica > 0 ? " (every one says sync = false)" : ""));
   }
-  if (options.bitwise && batch_norm) {
+  if (options.bitwise && batch_norm.synchronized + batch_norm.per_replica > 0) {
     throw ConfigError(fmt::format(
         "bitwise-reproducible mode ([train] reproducible = \"bitwise\", --bitwise): model '{}' has BatchNorm, whose "
         "statistics (per rank, or synchronized in float64 over ranks) depend on how the batch is split; use a model "
