@@ -30,6 +30,8 @@ class Communicator;
 
 namespace tnt::trainer {
 
+class OptimizerShard;
+
 // Gradients fused into flat buckets, laid out once in reverse parameter order.
 struct BucketLayout {
   struct Bucket {
@@ -127,6 +129,9 @@ struct EngineContext {
   // Note [bf16 gradients on the wire] in step_actors.cpp: buckets are rounded to bfloat16 for
   // their allreduce (summed in float32 by the Communicator) and widened back.
   bool bf16_gradients = false;
+  // Note [Optimizer-state sharding] in optimizer_shard.h: buckets are reduce-scattered, the
+  // optimizer steps this rank's shard and the weights are allgathered (none: allreduce, whole step).
+  OptimizerShard* shard = nullptr;
   // Bytes of gradient buckets this rank handed to allreduces (added to when not null).
   std::uint64_t* gradient_bytes = nullptr;
   // Benchmarks only: buckets count as reduced the moment they are full, no collective is issued

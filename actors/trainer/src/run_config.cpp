@@ -206,6 +206,11 @@ const std::vector<RunKey>& run_keys() {
       {"train", "accumulation_steps", +[](RunConfig& c) -> auto& { return c.accumulation_steps; }, "--accumulate",
        "Gradient accumulation: each rank runs its share of a step as N micro-steps of global batch / (ranks x N) "
        "samples and the optimizer steps once (default 1; BatchNorm sees the smaller micro-steps)"},
+      {"train", "shard_optimizer", +[](RunConfig& c) -> auto& { return c.shard_optimizer; }, "--shard-optimizer",
+       "Optimizer-state sharding (ZeRO stage 1): gradients are reduce-scattered, each rank updates its 1/ranks of "
+       "the parameters with its part of the optimizer state, the weights are allgathered; checkpoints hold the "
+       "whole state. Refused for plain SGD, with clipnorm and with bf16 gradient compression; no-op on one rank",
+       true},
       {"train", "epochs", +[](RunConfig& c) -> auto& { return c.epochs; }, "--epochs", "Epochs"},
       {"train", "max_steps", +[](RunConfig& c) -> auto& { return c.max_steps; }, "--max-steps",
        "Stop after this many optimizer steps in all (0 = no limit)"},
@@ -530,7 +535,7 @@ std::string canonical_text(const RunConfig& c) {
     << ";load_weights=" << !c.load_weights.empty() << callbacks_canonical_text(c.callbacks) << ";pairs=" << c.max_chars
     << ',' << c.tokenizer << ',' << c.merges << ',' << c.bucket_batches << ',' << c.label_smoothing
     << ";translate=" << c.beam << ',' << c.translate_sentences;
-  s << ";sync_batch_norm=" << c.sync_batch_norm;
+  s << ";sync_batch_norm=" << c.sync_batch_norm << ";shard_optimizer=" << c.shard_optimizer;
   return s.str();
 }
 
@@ -760,6 +765,7 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.micro_batch = c.micro_batch;
   fit.accumulation_steps = c.accumulation_steps;
   fit.sync_batch_norm = c.sync_batch_norm;
+  fit.shard_optimizer = c.shard_optimizer;
   fit.epochs = c.epochs;
   fit.max_steps = c.max_steps;
   fit.seed = c.seed;

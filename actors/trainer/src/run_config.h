@@ -66,6 +66,7 @@ struct RunConfig {
   std::vector<std::string> metrics{"accuracy"};
   std::size_t global_batch = 0, micro_batch = 0;
   std::size_t accumulation_steps = 1;  // micro-steps per optimizer step (FitOptions)
+  bool shard_optimizer = false;        // optimizer-state sharding, ZeRO stage 1 (FitOptions)
   std::size_t epochs = 1;
   std::size_t max_steps = 0;
   std::size_t validation_frequency = 1;  // epochs; 0 = no validation

@@ -24,6 +24,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -102,6 +103,9 @@ class Collectives {
   virtual void allreduce_sum(double* data, std::size_t count, Done done) = 0;
   // Summed in float32, rounded to bfloat16 (Communicator's DataType::bfloat16).
   virtual void allreduce_sum(bfloat16* data, std::size_t count, Done done) = 0;
+  // Rank r's `recv` gets the sum of block r of every rank's `send` (blocks of counts[0],
+  // counts[1], ... elements): Note [Optimizer-state sharding] in optimizer_shard.h.
+  virtual void reduce_scatter_sum(const float* send, float* recv, std::span<const std::size_t> counts, Done done) = 0;
 };
 
 // --- actors --------------------------------------------------------------------------------------

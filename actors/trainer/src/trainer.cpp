@@ -15,6 +15,7 @@
 
 #include "fit.h"
 #include "fit_parts.h"
+#include "optimizer_shard.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/loss.h"
@@ -212,8 +213,17 @@ void Trainer::save_checkpoint(const std::string& path) {
   auto& s = *state_;
   if (!s.optimizer) throw LogicError("save_checkpoint: compile() first");
   fail_point("checkpoint_write", s.session.rank());
+  // Sharded: every rank sends its part of the optimizer state to the master, which writes the
+  // whole state, as an unsharded run would (Note [Optimizer-state sharding]).
+  std::optional<compute::OptimizerState> whole;
+  if (s.optimizer_shard) {
+    whole = s.optimizer_shard->gather_state();
+  } else if (s.optimizer->sharded()) {
+    throw LogicError("save_checkpoint: the optimizer state is still sharded by a fit that failed");
+  }
   if (!s.master()) return;
   auto checkpoint = compute::capture(s.model, s.optimizer.get(), compute::CheckpointKind::full);
+  if (whole) checkpoint.optimizer_state = std::move(*whole);
   checkpoint.epoch = s.position.epoch;
   checkpoint.step = s.position.step;
   if (s.has_fingerprint) {

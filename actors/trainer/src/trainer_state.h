@@ -16,6 +16,8 @@
 
 namespace tnt::trainer {
 
+class OptimizerShard;
+
 struct Trainer::State {
   Session& session;
   compute::Model model;
@@ -31,6 +33,9 @@ struct Trainer::State {
   double rate_factor = 1.0;
   // The callbacks of the fit in progress that keep state: save_checkpoint takes their states.
   std::vector<NamedCallback> fitting_callbacks;
+  // The fit in progress shards the optimizer state (Note [Optimizer-state sharding] in
+  // optimizer_shard.h): save_checkpoint gathers the whole state through it.
+  OptimizerShard* optimizer_shard = nullptr;
 
   ComputeThread compute;  // Note in compute_thread.h: every forward/backward runs here
 

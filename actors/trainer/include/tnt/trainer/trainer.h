@@ -285,6 +285,14 @@ struct FitOptions {
   // false: each rank's own samples (Note [Synchronized BatchNorm] in compute/src/layers_dnnl.cpp).
   // A model without BatchNorm is refused (ConfigError); on one rank it changes nothing.
   bool sync_batch_norm = false;
+  // Optimizer-state sharding (ZeRO stage 1): gradients are reduce-scattered (per bucket,
+  // overlapped with backward), each rank updates its 1/ranks of the flat parameters with state
+  // for that part only, and the weights are allgathered; NaN guard and global_clipnorm still see
+  // the whole gradient, checkpoints hold the whole state (gathered on the master) and resume on
+  // any rank count, sharded or not. Refused (ConfigError) for optimizers without state, with
+  // clipnorm and with bf16 gradient compression; on one rank it changes nothing (Note
+  // [Optimizer-state sharding] in src/optimizer_shard.h).
+  bool shard_optimizer = false;
 
   // Distribution switches, as Tarantella's (Note [Distribution switches] in src/trainer_io.cpp).
   // false: `train` is this rank's own data, each rank passing its own source (all of the same
