@@ -192,7 +192,6 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
 }
 
 FitRun::~FitRun() {
-  s_.optimizer_shard = nullptr;
   if (bound_) s_.model.unbind_gradients();
   s_.model.set_replica_sum({});  // before the communicator it uses goes
 }
@@ -250,6 +249,11 @@ History FitRun::run() {
 // Collectives, in the order every rank issues them: whether a checkpoint is there (resume
 // "auto"), the checkpoint's bytes, the model, the start time.
 void FitRun::prepare() {
+  if (s_.optimizer_shard) {
+    // Sharded by an earlier fit: whole again before this one resumes or shards anew.
+    s_.optimizer_shard->unshard();
+    s_.optimizer_shard.reset();
+  }
   s_.position = {0, 0};
   const std::string resume = resume_path();
   resumed_ = !resume.empty();
@@ -286,13 +290,13 @@ void FitRun::prepare() {
   spdlog::debug("{} gradient buckets over {} parameters ({} floats)", layout_.buckets.size(),
                 s_.model.parameter_count(), layout_.memory.size());
   if (options_.shard_optimizer && s_.session.size() > 1) {
-    shard_ = std::make_unique<OptimizerShard>(s_.comm(), layout_, s_.model, *s_.optimizer);
-    s_.optimizer_shard = shard_.get();
+    s_.optimizer_shard = std::make_unique<OptimizerShard>(s_.comm(), layout_, s_.model, *s_.optimizer);
   }
+  const auto* shard = s_.optimizer_shard.get();
   spdlog::info("optimizer state: {} bytes on this rank ({})", s_.optimizer->state_bytes(),
-               shard_ ? fmt::format("sharded 1/{}: flat gradient elements [{}, {}) of {}", s_.session.size(),
-                                    shard_->begin(), shard_->end(), layout_.memory.size())
-                      : std::string(options_.shard_optimizer ? "one rank: nothing to shard" : "not sharded"));
+               shard ? fmt::format("sharded 1/{}: flat gradient elements [{}, {}) of {}", s_.session.size(),
+                                   shard->begin(), shard->end(), layout_.memory.size())
+                     : std::string(options_.shard_optimizer ? "one rank: nothing to shard" : "not sharded"));
   base_us_ = now_us();
   s_.comm().broadcast(&base_us_, sizeof base_us_, 0);
 }
@@ -348,7 +352,7 @@ EngineContext FitRun::engine_context() {
   context.on_step_figures = [this](const StepFigures& f) { return on_step(f); };
   context.local_requests = [this] { return control_->local_requests(); };
   context.check_finite = options_.terminate_on_nan;
-  context.shard = shard_.get();
+  context.shard = s_.optimizer_shard.get();
   return context;
 }
 
@@ -475,13 +479,7 @@ void FitRun::finish() {
                  options_.gradient_compression == GradientCompression::bf16 ? "bf16" : "fp32");
   }
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
-  // The Trainer after fit holds the whole state, as without sharding (a later save_checkpoint,
-  // evaluate or fit).
-  if (shard_) {
-    shard_->unshard();
-    s_.optimizer_shard = nullptr;
-    shard_.reset();
-  }
+  if (s_.optimizer_shard) s_.optimizer_shard->release_buffers();
 }
 
 StepDecision FitRun::on_step(const StepFigures& f) {

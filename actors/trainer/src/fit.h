@@ -18,7 +18,6 @@
 #include "callback_state.h"
 #include "engine.h"
 #include "fit_parts.h"
-#include "optimizer_shard.h"
 #include "progress.h"
 #include "run_control.h"
 #include "timeline.h"
@@ -85,8 +84,6 @@ class FitRun {
   // Sums BatchNorm statistics (FitOptions::sync_batch_norm on more than one rank).
   std::unique_ptr<Communicator> statistics_comm_;
   BucketLayout layout_;
-  // FitOptions::shard_optimizer on more than one rank (Note [Optimizer-state sharding]).
-  std::unique_ptr<OptimizerShard> shard_;
   std::uint64_t gradient_bytes_ = 0;  // handed to the gradients' allreduces in this call
   bool bound_ = false;                // gradients bound into layout_ (undone by the destructor)
   Timeline timeline_;

@@ -32,7 +32,11 @@ std::pair<std::int64_t, std::uint64_t> parse_nan_target(const std::string& text)
 
 OptimizerShard::OptimizerShard(Communicator& comm, const BucketLayout& layout, compute::Model& model,
                                compute::Optimizer& optimizer)
-    : comm_(std::make_unique<Communicator>(comm.dup())), layout_(layout), model_(model), optimizer_(optimizer) {
+    : comm_(std::make_unique<Communicator>(comm.dup())), model_(model), optimizer_(optimizer) {
+  for (const auto& bucket : layout.buckets) layout_.buckets.push_back({bucket.offset, bucket.count, {}});
+  layout_.offset_of = layout.offset_of;
+  layout_.size_of = layout.size_of;
+  layout_.total = layout.memory.size();
   const std::size_t n = layout.memory.size();
   const int ranks = comm_->size();
   for (int r = 0; r < ranks; ++r) {
@@ -154,7 +158,7 @@ compute::OptimizerState OptimizerShard::gather_state() {
     offsets.push_back(kinds * run_offsets_[r]);
   }
   const bool master = comm_->rank() == 0;
-  std::vector<float> gathered(master ? kinds * layout_.memory.size() : 0);
+  std::vector<float> gathered(master ? kinds * layout_.total : 0);
   comm_->gatherv(packed.data(), packed.size() * sizeof(float), gathered.data(), bytes, offsets, 0);
   return master ? whole_state(gathered, kinds) : optimizer_.state();
 }
@@ -167,10 +171,12 @@ void OptimizerShard::unshard() {
     bytes.push_back(kinds * run_bytes_[r]);
     offsets.push_back(kinds * run_offsets_[r]);
   }
-  std::vector<float> gathered(kinds * layout_.memory.size());
+  std::vector<float> gathered(kinds * layout_.total);
   comm_->allgatherv(packed.data(), packed.size() * sizeof(float), gathered.data(), bytes, offsets);
   optimizer_.unshard(whole_state(gathered, kinds));
 }
+
+void OptimizerShard::release_buffers() { std::vector<float>().swap(run_); }
 
 void OptimizerShard::poison(std::size_t step, std::size_t bucket, float* memory) const {
   if (nan_rank_ != comm_->rank() || step != nan_step_) return;

@@ -21,8 +21,10 @@
 //     The allgather blocks the compute thread before the next forward (not overlapped).
 //   - Checkpoints: the whole state is gathered on the master (gatherv), so the file is the
 //     unsharded format, and resumes on any rank count, sharded or not (the optimizer loads the
-//     whole state and keeps its run). At the end of fit every rank gets the whole state back
-//     (allgatherv), so the Trainer after fit is as without sharding.
+//     whole state and keeps its run). The optimizer stays sharded after fit (the Trainer keeps
+//     the shard, so a later save_checkpoint gathers); a later fit makes it whole first
+//     (allgatherv): making it whole at the end of every fit would cost every rank the whole
+//     state again, more than the unsharded run holds.
 // On one rank the shard is everything: the option changes nothing there (and is allowed, so that
 // a job may resume a sharded checkpoint on one rank with the same run file).
 #include <cstddef>
@@ -66,6 +68,8 @@ class OptimizerShard {
   compute::OptimizerState gather_state();
   // Every rank's optimizer whole again (allgatherv of the state); every rank calls it.
   void unshard();
+  // After the fit: the N / P buffer goes (the shard stays, for checkpoints written later).
+  void release_buffers();
 
   // TNT_TEST_NAN_GRADIENT_AT=rank:step: that rank writes a NaN into the first element it owns of
   // the first bucket that holds one, at that optimizer step, before the bucket is reduced.
@@ -78,7 +82,12 @@ class OptimizerShard {
   std::vector<float> packed_state(std::size_t& kinds) const;
 
   std::unique_ptr<Communicator> comm_;
-  const BucketLayout& layout_;
+  // The layout's geometry (the fit's BucketLayout may be gone when a checkpoint is written later).
+  struct Geometry {
+    std::vector<BucketLayout::Bucket> buckets;  // offsets and counts (parameters left empty)
+    std::vector<std::size_t> offset_of, size_of;
+    std::size_t total = 0;
+  } layout_;
   compute::Model& model_;
   compute::Optimizer& optimizer_;
   std::size_t begin_ = 0, end_ = 0;

@@ -15,7 +15,6 @@
 
 #include "fit.h"
 #include "fit_parts.h"
-#include "optimizer_shard.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/checkpoint.h"
 #include "tnt/compute/loss.h"
@@ -216,11 +215,7 @@ void Trainer::save_checkpoint(const std::string& path) {
   // Sharded: every rank sends its part of the optimizer state to the master, which writes the
   // whole state, as an unsharded run would (Note [Optimizer-state sharding]).
   std::optional<compute::OptimizerState> whole;
-  if (s.optimizer_shard) {
-    whole = s.optimizer_shard->gather_state();
-  } else if (s.optimizer->sharded()) {
-    throw LogicError("save_checkpoint: the optimizer state is still sharded by a fit that failed");
-  }
+  if (s.optimizer_shard) whole = s.optimizer_shard->gather_state();
   if (!s.master()) return;
   auto checkpoint = compute::capture(s.model, s.optimizer.get(), compute::CheckpointKind::full);
   if (whole) checkpoint.optimizer_state = std::move(*whole);
