@@ -4,6 +4,8 @@
 //
 //   DataActor --MicroBatch--> BackpropActor --GradReady(i)--> Bucketer
 //   Bucketer --BucketFull(k)--> CommActor --allreduce(k)--> peers
+//   (with FitOptions::shard_optimizer a reduce-scatter(k) instead: Note [Optimizer-state sharding]
+//   in optimizer_shard.h)
 //   CommActor --Reduced(k)--> BackpropActor: all buckets reduced -> optimizer step
 //   Bucketer --StepEnd(metrics)--> CommActor --allreduce--> MetricsActor (sums; master prints)
 //   MetricsActor --Decided(stop, factor)--> BackpropActor: the next step, or the segment's end

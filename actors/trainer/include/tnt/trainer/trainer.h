@@ -423,7 +423,8 @@ class Trainer {
   // write is a tnt::ConfigError on every rank (compute::export_onnx's error on the master).
   void export_onnx(const std::string& path, std::optional<compute::OnnxOutput> output = {});
 
-  // Writes a full checkpoint (every rank must call it; the master writes).
+  // Writes a full checkpoint (every rank must call it; the master writes). With the optimizer
+  // state sharded (FitOptions::shard_optimizer) every rank sends the master its part first.
   void save_checkpoint(const std::string& path);
   // Throws tnt::ConfigError when the samples of `source` do not have the model's input shape
   // (C×H×W) or its classes exceed the model's outputs; `role` names it ("test split"). fit,
