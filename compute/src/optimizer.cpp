@@ -12,9 +12,12 @@ namespace tnt::compute {
 struct Optimizer::Impl {
   OptimizerOptions options;
   uint64_t steps = 0;
-  std::vector<std::string> slot_kinds;                 // e.g. {"m", "v"}
-  std::vector<ParameterInfo> params;                   // names and sizes, to check models and states
-  std::vector<std::vector<std::vector<float>>> slots;  // [slot kind][parameter][element]
+  std::vector<std::string> slot_kinds;  // e.g. {"m", "v"}
+  std::vector<ParameterInfo> params;    // names and sizes, to check models and states
+  std::vector<ElementRange> owned;      // per parameter: the elements stepped and kept
+  bool sharded = false;
+  std::vector<std::vector<std::vector<float>>> slots;  // [slot kind][parameter][owned element]
+  void step(Model& model, float learning_rate, const double* whole_gradient_square_sum);
 };
 
 namespace {
@@ -86,6 +89,7 @@ Optimizer::Optimizer(const OptimizerOptions& options, const Model& model) : impl
   impl_->slot_kinds = optimizer_slot_kinds(o);
   for (size_t i = 0; i < model.parameter_count(); ++i) {
     impl_->params.push_back(model.parameter(i));
+    impl_->owned.push_back({0, model.parameter(i).size});
   }
   const float initial = k == "adagrad" ? static_cast<float>(o.initial_accumulator) : 0.0f;
   impl_->slots.resize(impl_->slot_kinds.size());
@@ -118,8 +122,11 @@ void scale(float* g, int64_t n, double by) {
   for (int64_t j = 0; j < n; ++j) g[j] *= f;
 }
 
-// Keras's clipnorm, global_clipnorm and clipvalue (OptimizerOptions), in place.
-void clip_gradients(Model& model, const OptimizerOptions& o) {
+// Keras's clipnorm, global_clipnorm and clipvalue (OptimizerOptions), in place, on the owned
+// elements. `whole_square_sum`: the whole gradient's sum of squares where this optimizer owns
+// only part of it (Note [Optimizer-state sharding]); null: computed here.
+void clip_gradients(Model& model, const OptimizerOptions& o, const std::vector<ElementRange>& owned,
+                    const double* whole_square_sum) {
   const std::size_t count = model.parameter_count();
   if (o.clipnorm > 0) {
     for (std::size_t i = 0; i < count; ++i) {
@@ -128,20 +135,24 @@ void clip_gradients(Model& model, const OptimizerOptions& o) {
     }
   } else if (o.global_clipnorm > 0) {
     double sum = 0.0;
-    for (std::size_t i = 0; i < count; ++i) {
-      const double norm = l2_norm(model.gradient(i), model.parameter(i).size);
-      sum += norm * norm;
+    if (whole_square_sum) {
+      sum = *whole_square_sum;
+    } else {
+      for (std::size_t i = 0; i < count; ++i) {
+        const double norm = l2_norm(model.gradient(i), model.parameter(i).size);
+        sum += norm * norm;
+      }
     }
     const double norm = std::sqrt(sum);
     if (norm > o.global_clipnorm) {
       for (std::size_t i = 0; i < count; ++i)
-        scale(model.gradient(i), model.parameter(i).size, o.global_clipnorm / norm);
+        scale(model.gradient(i) + owned[i].begin, owned[i].size(), o.global_clipnorm / norm);
     }
   } else if (o.clipvalue > 0) {
     const auto v = static_cast<float>(o.clipvalue);
     for (std::size_t i = 0; i < count; ++i) {
       float* g = model.gradient(i);
-      for (int64_t j = 0; j < model.parameter(i).size; ++j) g[j] = std::clamp(g[j], -v, v);
+      for (int64_t j = owned[i].begin; j < owned[i].end; ++j) g[j] = std::clamp(g[j], -v, v);
     }
   }
 }
@@ -149,13 +160,24 @@ void clip_gradients(Model& model, const OptimizerOptions& o) {
 }  // namespace
 
 void Optimizer::step(Model& model, float learning_rate) {
-  auto& s = *impl_;
+  if (impl_->sharded && impl_->options.global_clipnorm > 0) {
+    throw LogicError("a sharded optimizer clips by the global norm only when given the whole gradient's square sum");
+  }
+  impl_->step(model, learning_rate, nullptr);
+}
+
+void Optimizer::step(Model& model, float learning_rate, double whole_gradient_square_sum) {
+  impl_->step(model, learning_rate, &whole_gradient_square_sum);
+}
+
+void Optimizer::Impl::step(Model& model, float learning_rate, const double* whole_gradient_square_sum) {
+  auto& s = *this;
   const auto& o = s.options;
   if (model.parameter_count() != s.params.size()) {
     fail(o.kind, "model has " + std::to_string(model.parameter_count()) + " parameters, optimizer was built for " +
                      std::to_string(s.params.size()));
   }
-  clip_gradients(model, o);
+  clip_gradients(model, o, s.owned, whole_gradient_square_sum);
   ++s.steps;
   const float lr = learning_rate;
   const auto wd = static_cast<float>(o.weight_decay);
@@ -171,9 +193,9 @@ void Optimizer::step(Model& model, float learning_rate) {
     if (model.parameter(i).size != s.params[i].size) {
       fail(o.kind, "parameter " + model.parameter(i).name + " changed size");
     }
-    float* w = model.weights(i);
-    const float* g = model.gradient(i);
-    const int64_t n = s.params[i].size;
+    float* w = model.weights(i) + s.owned[i].begin;
+    const float* g = model.gradient(i) + s.owned[i].begin;
+    const int64_t n = s.owned[i].size();
     if (o.kind == "sgd") {
       if (mu == 0.0f) {
         for_each_element(n, [&](int64_t j) { w[j] -= lr * (g[j] + wd * w[j]); });
@@ -258,10 +280,68 @@ void Optimizer::load_state(const OptimizerState& state) {
   at = 0;
   for (size_t k = 0; k < s.slot_kinds.size(); ++k) {
     for (size_t i = 0; i < s.params.size(); ++i, ++at) {
-      s.slots[k][i] = state.slots[at].values;
+      const auto& values = state.slots[at].values;
+      s.slots[k][i].assign(values.begin() + s.owned[i].begin, values.begin() + s.owned[i].end);
     }
   }
   s.steps = state.steps;
+}
+
+void Optimizer::shard(const std::vector<ElementRange>& owned) {
+  auto& s = *impl_;
+  if (s.options.clipnorm > 0) {
+    fail(s.options.kind,
+         "clipnorm scales each parameter by its own norm, which a sharded optimizer does not see whole");
+  }
+  if (owned.size() != s.params.size()) {
+    fail(s.options.kind,
+         "sharded over " + std::to_string(owned.size()) + " parameters, expected " + std::to_string(s.params.size()));
+  }
+  for (size_t i = 0; i < owned.size(); ++i) {
+    const auto& r = owned[i];
+    const auto& was = s.owned[i];
+    if (r.begin < was.begin || r.end > was.end || r.begin > r.end) {
+      fail(s.options.kind, "shard [" + std::to_string(r.begin) + ", " + std::to_string(r.end) + ") of parameter " +
+                               s.params[i].name + " is not within the elements it keeps");
+    }
+    for (auto& per_param : s.slots) {
+      auto& slot = per_param[i];
+      std::vector<float> kept(slot.begin() + (r.begin - was.begin), slot.begin() + (r.end - was.begin));
+      slot = std::move(kept);  // a fresh vector: the dropped elements' memory goes
+    }
+  }
+  s.owned = owned;
+  s.sharded = true;
+}
+
+void Optimizer::unshard(const OptimizerState& whole) {
+  auto& s = *impl_;
+  for (size_t i = 0; i < s.params.size(); ++i) s.owned[i] = {0, s.params[i].size};
+  for (auto& per_param : s.slots) {
+    for (size_t i = 0; i < s.params.size(); ++i) per_param[i].assign(static_cast<size_t>(s.params[i].size), 0.0f);
+  }
+  s.sharded = false;
+  load_state(whole);
+}
+
+bool Optimizer::sharded() const { return impl_->sharded; }
+const std::vector<ElementRange>& Optimizer::owned() const { return impl_->owned; }
+
+double Optimizer::owned_gradient_square_sum(Model& model) const {
+  double sum = 0.0;
+  for (size_t i = 0; i < impl_->owned.size(); ++i) {
+    const float* g = model.gradient(i);
+    for (int64_t j = impl_->owned[i].begin; j < impl_->owned[i].end; ++j) sum += static_cast<double>(g[j]) * g[j];
+  }
+  return sum;
+}
+
+std::size_t Optimizer::state_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto& per_param : impl_->slots) {
+    for (const auto& slot : per_param) bytes += slot.size() * sizeof(float);
+  }
+  return bytes;
 }
 
 }  // namespace tnt::compute

@@ -184,5 +184,62 @@ TEST(Metrics, TopKAndMeans) {
   EXPECT_DOUBLE_EQ(acc.result(), 0.75);
 }
 
+// Note [Optimizer-state sharding]: two optimizers that each own part of every parameter (one
+// cuts the weights in the middle) step to the whole optimizer's weights, bitwise, with global
+// clipping from the whole square sum; their states hold only their parts (half the bytes), a
+// whole state loads sliced, and unshard() restores the whole optimizer's state.
+TEST(Optimizer, ShardsStepTheirPartWithTheWholeNorm) {
+  auto model = [] {
+    Model m(ModelSpec{"two", {3}, {layers::dense(1, true)}});  // weights 3, bias 1
+    const float w[] = {0.5f, -0.25f, 1.0f};
+    std::copy_n(w, 3, m.weights(0));
+    m.weights(1)[0] = 0.125f;
+    return m;
+  };
+  auto set_gradient = [](Model& m, int step) {
+    m.gradient(0)[0] = 3.0f + static_cast<float>(step);
+    m.gradient(0)[1] = -4.0f;
+    m.gradient(0)[2] = 1.5f * static_cast<float>(step);
+    m.gradient(1)[0] = 12.0f;
+  };
+  const OptimizerOptions options{.kind = "adam", .global_clipnorm = 2.0};
+  Model whole_model = model(), a_model = model(), b_model = model();
+  Optimizer whole(options, whole_model), a(options, a_model), b(options, b_model);
+  a.shard({{0, 2}, {0, 0}});  // weights [0, 2)
+  b.shard({{2, 3}, {0, 1}});  // weights [2, 3) and the bias
+  EXPECT_EQ(a.state_bytes() + b.state_bytes(), whole.state_bytes());
+  EXPECT_EQ(a.state_bytes(), whole.state_bytes() / 2);
+  EXPECT_THROW(a.step(a_model, 0.1f), LogicError);  // global_clipnorm needs the whole square sum
+  for (int step = 0; step < 3; ++step) {
+    set_gradient(whole_model, step);
+    set_gradient(a_model, step);
+    set_gradient(b_model, step);
+    const double square_sum = a.owned_gradient_square_sum(a_model) + b.owned_gradient_square_sum(b_model);
+    whole.step(whole_model, 0.1f);
+    a.step(a_model, 0.1f, square_sum);
+    b.step(b_model, 0.1f, square_sum);
+    for (int j = 0; j < 2; ++j) EXPECT_EQ(a_model.weights(0)[j], whole_model.weights(0)[j]) << step << " " << j;
+    EXPECT_EQ(b_model.weights(0)[2], whole_model.weights(0)[2]) << step;
+    EXPECT_EQ(b_model.weights(1)[0], whole_model.weights(1)[0]) << step;
+  }
+  const auto same_slots = [](const OptimizerState& x, const OptimizerState& y) {
+    if (x.slots.size() != y.slots.size()) return false;
+    for (std::size_t i = 0; i < x.slots.size(); ++i) {
+      if (x.slots[i].name != y.slots[i].name || x.slots[i].values != y.slots[i].values) return false;
+    }
+    return true;
+  };
+  const auto state = whole.state();
+  Optimizer loaded(options, model());
+  loaded.shard({{2, 3}, {0, 1}});
+  loaded.load_state(state);
+  EXPECT_TRUE(same_slots(loaded.state(), b.state()));
+  loaded.unshard(state);
+  EXPECT_FALSE(loaded.sharded());
+  EXPECT_TRUE(same_slots(loaded.state(), state));
+  Optimizer clipping({.kind = "adam", .clipnorm = 1.0}, model());
+  EXPECT_THROW(clipping.shard({{0, 1}, {0, 1}}), ConfigError);
+}
+
 }  // namespace
 }  // namespace tnt::compute

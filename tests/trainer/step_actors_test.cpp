@@ -89,6 +89,10 @@ class FakeCollectives : public Collectives {
       done(error);
     });
   }
+  void reduce_scatter_sum(const float*, float*, std::span<const std::size_t> counts, Done done) override {
+    issued.push_back("reduce-scatter over " + std::to_string(counts.size()) + " ranks");
+    pending.push_back(std::move(done));
+  }
   void complete(std::size_t i, const std::string& error = "") { pending.at(i)(error); }
 
   Events issued;

@@ -171,8 +171,9 @@ TEST(RunConfig, EveryKeyOfTheTableIsReadIntoItsField) {
   // --image-fit, --decode-threads, --loss and --allow-nan; --no-distribute-dataset,
   // --no-distribute-validation-dataset, --load-weights, --save-weights and --save-architecture;
   // the four of sentence pairs; --precision; --accumulate and --gradient-compression; --model-onnx;
-  // --sync-batch-norm; --reproducible and --bitwise-shards (--bitwise is an alias outside the table).
-  EXPECT_EQ(options.size(), 56u);
+  // --sync-batch-norm; --reproducible and --bitwise-shards (--bitwise is an alias outside the table);
+  // --shard-optimizer.
+  EXPECT_EQ(options.size(), 57u);
 }
 
 TEST(RunConfig, TheUsersOwnDataAndLosses) {

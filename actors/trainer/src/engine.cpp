@@ -110,6 +110,9 @@ class CommunicatorCollectives final : public Collectives {
   void allreduce_sum(std::int64_t* data, std::size_t count, Done done) override {
     allreduce(data, count, DataType::int64, std::move(done));
   }
+  void reduce_scatter_sum(const float* send, float* recv, std::span<const std::size_t> counts, Done done) override {
+    comm_.reduce_scatter_async(send, recv, counts, DataType::float32, ReduceOp::sum, std::move(done));
+  }
 
  private:
   void allreduce(void* data, std::size_t count, DataType type, Done done) {

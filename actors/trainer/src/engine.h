@@ -30,6 +30,8 @@ class Communicator;
 
 namespace tnt::trainer {
 
+class OptimizerShard;
+
 // Gradients fused into flat buckets, laid out once in reverse parameter order.
 struct BucketLayout {
   struct Bucket {
@@ -133,6 +135,9 @@ struct EngineContext {
   // ExactFlags::count flags), over the shards and then over the ranks, and rounded once.
   std::vector<std::vector<std::int64_t>>* exact_buckets = nullptr;
   std::size_t bitwise_shards = 0;
+  // Note [Optimizer-state sharding] in optimizer_shard.h: buckets are reduce-scattered, the
+  // optimizer steps this rank's shard and the weights are allgathered (none: allreduce, whole step).
+  OptimizerShard* shard = nullptr;
   // Bytes of gradient buckets this rank handed to allreduces (added to when not null).
   std::uint64_t* gradient_bytes = nullptr;
   // Benchmarks only: buckets count as reduced the moment they are full, no collective is issued

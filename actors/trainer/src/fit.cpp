@@ -12,11 +12,38 @@
 #include "tnt/compute/peaks.h"
 #include "tnt/core/error.h"
 #include "tnt/core/fail_point.h"
+#include "tnt/core/settings.h"
 #include "trainer_state.h"
 
 namespace tnt::trainer {
 
 namespace {
+
+// Note [Optimizer-state sharding] in optimizer_shard.h: what it cannot apply to.
+void check_sharding(const FitOptions& options, const compute::Optimizer& optimizer, const FitEnvironment& environment) {
+  const auto& o = optimizer.options();
+  const std::string what = "shard_optimizer ([train] shard_optimizer, --shard-optimizer)";
+  if (compute::optimizer_slot_kinds(o).empty()) {
+    throw ConfigError(fmt::format("{}: optimizer '{}'{} keeps no state to shard", what, o.kind,
+                                  o.kind == "sgd" ? " without momentum" : ""));
+  }
+  if (o.clipnorm > 0) {
+    throw ConfigError(fmt::format(
+        "{} with clipnorm ([optimizer] clipnorm, --clipnorm): clipnorm scales each parameter by its own norm, and a "
+        "shard may hold part of a parameter; use global_clipnorm, which sharding supports",
+        what));
+  }
+  if (options.gradient_compression != GradientCompression::none) {
+    throw ConfigError(fmt::format(
+        "{} with gradient_compression bf16 ([distribution] gradient_compression, --gradient-compression): sharded "
+        "gradients are reduce-scattered in fp32; bf16 is not implemented for them",
+        what));
+  }
+  if (environment.skip_gradient_allreduce) {
+    throw ConfigError(fmt::format("{} with {}: the benchmark switch skips the reduction that sharding needs", what,
+                                  settings::kBenchSkipGradientAllreduce.name));
+  }
+}
 
 // Note [Gradient accumulation] in step_actors.cpp: a full step's share cuts into equal
 // micro-steps only where the global batch divides by ranks x N (or the micro-batch by N).
@@ -201,6 +228,13 @@ FitRun::FitRun(Trainer& trainer, Trainer::State& state, FitData train, const Fit
   if (options.precision == compute::Precision::bf16 && environment.output) {
     report_bf16_peaks(s_.session.threads());
   }
+  if (options.shard_optimizer) check_sharding(options, *state.optimizer, environment);
+  if (options.bitwise && options.shard_optimizer) {
+    throw ConfigError(
+        "bitwise-reproducible mode (--bitwise) and optimizer-state sharding (--shard-optimizer) do not go together: "
+        "the bitwise mode sums every gradient exactly as int64 limbs over all ranks, sharding reduce-scatters "
+        "float32 gradients; choose one");
+  }
   // Layers may say `sync = true` or `sync = false` themselves (Note [Synchronized BatchNorm]).
   const auto batch_norm = s_.model.batch_norm_layers(options.sync_batch_norm);
   if (options.sync_batch_norm && batch_norm.synchronized == 0) {
@@ -300,6 +334,11 @@ History FitRun::run() {
 // Collectives, in the order every rank issues them: whether a checkpoint is there (resume
 // "auto"), the checkpoint's bytes, the model, the start time.
 void FitRun::prepare() {
+  if (s_.optimizer_shard) {
+    // Sharded by an earlier fit: whole again before this one resumes or shards anew.
+    s_.optimizer_shard->unshard();
+    s_.optimizer_shard.reset();
+  }
   s_.position = {0, 0};
   const std::string resume = resume_path();
   resumed_ = !resume.empty();
@@ -342,6 +381,14 @@ void FitRun::prepare() {
   bound_ = true;
   spdlog::debug("{} gradient buckets over {} parameters ({} floats)", layout_.buckets.size(),
                 s_.model.parameter_count(), layout_.memory.size());
+  if (options_.shard_optimizer && s_.session.size() > 1) {
+    s_.optimizer_shard = std::make_unique<OptimizerShard>(s_.comm(), layout_, s_.model, *s_.optimizer);
+  }
+  const auto* shard = s_.optimizer_shard.get();
+  spdlog::info("optimizer state: {} bytes on this rank ({})", s_.optimizer->state_bytes(),
+               shard ? fmt::format("sharded 1/{}: flat gradient elements [{}, {}) of {}", s_.session.size(),
+                                   shard->begin(), shard->end(), layout_.memory.size())
+                     : std::string(options_.shard_optimizer ? "one rank: nothing to shard" : "not sharded"));
   base_us_ = now_us();
   s_.comm().broadcast(&base_us_, sizeof base_us_, 0);
 }
@@ -401,6 +448,7 @@ EngineContext FitRun::engine_context() {
   context.on_step_figures = [this](const StepFigures& f) { return on_step(f); };
   context.local_requests = [this] { return control_->local_requests(); };
   context.check_finite = options_.terminate_on_nan;
+  context.shard = s_.optimizer_shard.get();
   return context;
 }
 
@@ -529,6 +577,7 @@ void FitRun::finish() {
                                                                               : "fp32");
   }
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
+  if (s_.optimizer_shard) s_.optimizer_shard->release_buffers();
 }
 
 StepDecision FitRun::on_step(const StepFigures& f) {

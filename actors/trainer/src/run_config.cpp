@@ -214,6 +214,11 @@ const std::vector<RunKey>& run_keys() {
       {"train", "bitwise_shards", +[](RunConfig& c) -> auto& { return c.bitwise_shards; }, "--bitwise-shards",
        "Bitwise-reproducible mode: shards per global batch, the most ranks it runs on (default 0: the smallest "
        "divisor of the global batch from 12 on, so that shards have one size)"},
+      {"train", "shard_optimizer", +[](RunConfig& c) -> auto& { return c.shard_optimizer; }, "--shard-optimizer",
+       "Optimizer-state sharding (ZeRO stage 1): gradients are reduce-scattered, each rank updates its 1/ranks of "
+       "the parameters with its part of the optimizer state, the weights are allgathered; checkpoints hold the "
+       "whole state. Refused for plain SGD, with clipnorm and with bf16 gradient compression; no-op on one rank",
+       true},
       {"train", "epochs", +[](RunConfig& c) -> auto& { return c.epochs; }, "--epochs", "Epochs"},
       {"train", "max_steps", +[](RunConfig& c) -> auto& { return c.max_steps; }, "--max-steps",
        "Stop after this many optimizer steps in all (0 = no limit)"},
@@ -550,7 +555,7 @@ std::string canonical_text(const RunConfig& c) {
     << ',' << c.tokenizer << ',' << c.merges << ',' << c.bucket_batches << ',' << c.label_smoothing
     << ";translate=" << c.beam << ',' << c.translate_sentences;
   s << ";sync_batch_norm=" << c.sync_batch_norm << ";reproducible=" << c.reproducible
-    << ";bitwise_shards=" << c.bitwise_shards;
+    << ";bitwise_shards=" << c.bitwise_shards << ";shard_optimizer=" << c.shard_optimizer;
   return s.str();
 }
 
@@ -782,6 +787,7 @@ FitOptions fit_options(const RunConfig& c, const Sources& sources) {
   fit.sync_batch_norm = c.sync_batch_norm;
   fit.bitwise = c.reproducible == "bitwise";
   fit.bitwise_shards = c.bitwise_shards;
+  fit.shard_optimizer = c.shard_optimizer;
   fit.epochs = c.epochs;
   fit.max_steps = c.max_steps;
   fit.seed = c.seed;

@@ -68,6 +68,7 @@ struct RunConfig {
   std::size_t accumulation_steps = 1;  // micro-steps per optimizer step (FitOptions)
   std::string reproducible = "none";   // none | bitwise (FitOptions::bitwise)
   std::size_t bitwise_shards = 0;      // FitOptions::bitwise_shards (0: automatic)
+  bool shard_optimizer = false;        // optimizer-state sharding, ZeRO stage 1 (FitOptions)
   std::size_t epochs = 1;
   std::size_t max_steps = 0;
   std::size_t validation_frequency = 1;  // epochs; 0 = no validation

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "exact_sum.h"
+#include "optimizer_shard.h"
 #include "tnt/compute/runtime.h"
 #include "tnt/core/error.h"
 
@@ -263,6 +264,15 @@ void BackpropActor::sequences(const data::SequenceBatch& batch, Rows rows, std::
 }
 
 void BackpropActor::finish_step() {
+  double whole_square_sum = 0.0;
+  if (c_.shard) {
+    // Each rank has looked at its own shard only (Note [Optimizer-state sharding]).
+    auto& model = *c_.model;
+    const bool clip = c_.optimizer->options().global_clipnorm > 0;
+    const auto whole = c_.shard->agree(non_finite_, clip ? c_.optimizer->owned_gradient_square_sum(model) : 0.0);
+    non_finite_ = whole.non_finite;
+    whole_square_sum = whole.square_sum;
+  }
   if (non_finite_.nan || non_finite_.inf) {
     // Every rank holds the same reduced gradient, so every rank ends here, before the update.
     if (result_) {
@@ -277,7 +287,12 @@ void BackpropActor::finish_step() {
   const int64_t reduced_us = now_us();
   auto& optimizer = *c_.optimizer;
   const auto rate = static_cast<float>(c_.schedule->rate(optimizer.steps()) * factor_);
-  optimizer.step(*c_.model, rate);
+  if (c_.shard) {
+    optimizer.step(*c_.model, rate, whole_square_sum);
+    c_.shard->allgather_weights(c_.layout->memory.data());
+  } else {
+    optimizer.step(*c_.model, rate);
+  }
   const int64_t end_us = now_us();
   if (c_.timeline->enabled()) {
     const auto s = static_cast<int64_t>(optimizer.steps()) - 1;  // the step just taken
@@ -379,7 +394,9 @@ CommActor::CommActor(EngineContext& context, Refs* refs, Collectives& collective
                        static_cast<int64_t>(m.step));
     }
     NonFinite found;
-    if (c_.check_finite) {
+    if (c_.shard) {
+      found = c_.shard->keep_received(m.bucket, c_.layout->memory.data(), c_.check_finite);
+    } else if (c_.check_finite) {
       const auto& bucket = c_.layout->buckets.at(m.bucket);
       found = find_non_finite(c_.layout->memory.data() + bucket.offset, bucket.count);
     }
@@ -426,6 +443,15 @@ void CommActor::bucket_full(const BucketFull& m) {
                                [me = self(), k = m.bucket, begin, step = m.step](const std::string& error) {
                                  hand_over(me, AllreduceDone{k, begin, now_us(), step, error});
                                });
+    return;
+  }
+  if (c_.shard) {
+    c_.shard->poison(m.step, m.bucket, c_.layout->memory.data());
+    if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(float);
+    collectives_.reduce_scatter_sum(g, c_.shard->received(m.bucket), c_.shard->counts(m.bucket),
+                                    [me = self(), k = m.bucket, begin, step = m.step](const std::string& error) {
+                                      hand_over(me, AllreduceDone{k, begin, now_us(), step, error});
+                                    });
     return;
   }
   if (!c_.bf16_gradients) {

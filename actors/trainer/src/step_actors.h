@@ -4,6 +4,8 @@
 //
 //   DataActor --MicroBatch--> BackpropActor --GradReady(i)--> Bucketer
 //   Bucketer --BucketFull(k)--> CommActor --allreduce(k)--> peers
+//   (with FitOptions::shard_optimizer a reduce-scatter(k) instead: Note [Optimizer-state sharding]
+//   in optimizer_shard.h)
 //   CommActor --Reduced(k)--> BackpropActor: all buckets reduced -> optimizer step
 //   Bucketer --StepEnd(metrics)--> CommActor --allreduce--> MetricsActor (sums; master prints)
 //   MetricsActor --Decided(stop, factor)--> BackpropActor: the next step, or the segment's end
@@ -24,6 +26,7 @@
 #include <future>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -104,6 +107,9 @@ class Collectives {
   virtual void allreduce_sum(bfloat16* data, std::size_t count, Done done) = 0;
   // Exact (the bitwise-reproducible mode's fixed-point limbs).
   virtual void allreduce_sum(std::int64_t* data, std::size_t count, Done done) = 0;
+  // Rank r's `recv` gets the sum of block r of every rank's `send` (blocks of counts[0],
+  // counts[1], ... elements): Note [Optimizer-state sharding] in optimizer_shard.h.
+  virtual void reduce_scatter_sum(const float* send, float* recv, std::span<const std::size_t> counts, Done done) = 0;
 };
 
 // --- actors --------------------------------------------------------------------------------------

@@ -212,8 +212,13 @@ void Trainer::save_checkpoint(const std::string& path) {
   auto& s = *state_;
   if (!s.optimizer) throw LogicError("save_checkpoint: compile() first");
   fail_point("checkpoint_write", s.session.rank());
+  // Sharded: every rank sends its part of the optimizer state to the master, which writes the
+  // whole state, as an unsharded run would (Note [Optimizer-state sharding]).
+  std::optional<compute::OptimizerState> whole;
+  if (s.optimizer_shard) whole = s.optimizer_shard->gather_state();
   if (!s.master()) return;
   auto checkpoint = compute::capture(s.model, s.optimizer.get(), compute::CheckpointKind::full);
+  if (whole) checkpoint.optimizer_state = std::move(*whole);
   checkpoint.epoch = s.position.epoch;
   checkpoint.step = s.position.step;
   if (s.has_fingerprint) {

@@ -6,6 +6,7 @@
 #include "callback_state.h"
 #include "compute_thread.h"
 #include "objective.h"
+#include "optimizer_shard.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/compute/model.h"
 #include "tnt/compute/optimizer.h"
@@ -31,6 +32,9 @@ struct Trainer::State {
   double rate_factor = 1.0;
   // The callbacks of the fit in progress that keep state: save_checkpoint takes their states.
   std::vector<NamedCallback> fitting_callbacks;
+  // The optimizer state is sharded (Note [Optimizer-state sharding] in optimizer_shard.h), by
+  // the fit in progress or the last one: save_checkpoint gathers the whole state through it.
+  std::unique_ptr<OptimizerShard> optimizer_shard;
 
   ComputeThread compute;  // Note in compute_thread.h: every forward/backward runs here
 

@@ -2,6 +2,7 @@
 // Optimizers apply gradients that are already final (reduced and averaged by
 // whoever trains) to a model's weights; their state (moments, step count) can
 // be saved and loaded so that a resumed run continues bitwise.
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -42,6 +43,12 @@ struct OptimizerState {
   std::vector<OptimizerSlot> slots;
 };
 
+// A run of elements [begin, end) of one parameter.
+struct ElementRange {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
 // The state an optimizer keeps per parameter, one slot kind each ("m", "v" for adam); empty for
 // plain sgd and for a kind the Optimizer refuses.
 std::vector<std::string> optimizer_slot_kinds(const OptimizerOptions& options);
@@ -54,14 +61,30 @@ class Optimizer {
   Optimizer(Optimizer&&) noexcept;
   Optimizer& operator=(Optimizer&&) noexcept;
 
-  // One update of every parameter i from model.gradient(i).
+  // One update of every parameter i from model.gradient(i) (of its owned elements only when
+  // sharded: then global_clipnorm needs the whole gradient's square sum, given to the second form).
   void step(Model& model, float learning_rate);
+  void step(Model& model, float learning_rate, double whole_gradient_square_sum);
+
+  // Note [Optimizer-state sharding] (actors/trainer/src/optimizer_shard.h): the optimizer keeps
+  // state for, and updates, only `owned[i]` of each parameter i (possibly empty); the state
+  // outside is dropped. clipnorm (per tensor) needs whole tensors and is refused here. unshard()
+  // makes every element owned again, from the whole state (as state() of an unsharded optimizer).
+  void shard(const std::vector<ElementRange>& owned);
+  void unshard(const OptimizerState& whole);
+  bool sharded() const;
+  const std::vector<ElementRange>& owned() const;
+  // The sum of squares of the owned gradient elements, in double, in parameter and element order.
+  double owned_gradient_square_sum(Model& model) const;
+  // Bytes of state this optimizer holds (its slots; the step count aside).
+  std::size_t state_bytes() const;
 
   const OptimizerOptions& options() const;
   uint64_t steps() const;
+  // Sharded: each slot holds the owned elements only.
   OptimizerState state() const;
   // Refuses a state of another kind or with slots that do not match the
-  // model's parameters by name and size.
+  // model's parameters by name and size (always the whole state; sharded, the owned part is kept).
   void load_state(const OptimizerState& state);
 
  private:

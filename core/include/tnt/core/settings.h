@@ -198,5 +198,9 @@ inline constexpr Flag kBenchSkipGradientAllreduce{
 // Fault injection (core/include/tnt/core/fail_point.h): "phase:rank[,phase:rank...]".
 inline constexpr Text kTestFailAt{"TNT_TEST_FAIL_AT", "",
                                   "tests only: fail the named ranks at the named phases (e.g. checkpoint_write:0)"};
+// Note [Optimizer-state sharding] in actors/trainer/src/optimizer_shard.h: "rank:step".
+inline constexpr Text kTestNanGradientAt{
+    "TNT_TEST_NAN_GRADIENT_AT", "",
+    "tests only: with --shard-optimizer, that rank puts a NaN into its own shard of the gradient at that step"};
 
 }  // namespace tnt::settings

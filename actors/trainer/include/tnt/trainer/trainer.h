@@ -302,6 +302,14 @@ struct FitOptions {
   // that to the caller.
   bool bitwise = false;
   std::size_t bitwise_shards = 0;
+  // Optimizer-state sharding (ZeRO stage 1): gradients are reduce-scattered (per bucket,
+  // overlapped with backward), each rank updates its 1/ranks of the flat parameters with state
+  // for that part only, and the weights are allgathered; NaN guard and global_clipnorm still see
+  // the whole gradient, checkpoints hold the whole state (gathered on the master) and resume on
+  // any rank count, sharded or not. Refused (ConfigError) for optimizers without state, with
+  // clipnorm and with bf16 gradient compression; on one rank it changes nothing (Note
+  // [Optimizer-state sharding] in src/optimizer_shard.h).
+  bool shard_optimizer = false;
 
   // Distribution switches, as Tarantella's (Note [Distribution switches] in src/trainer_io.cpp).
   // false: `train` is this rank's own data, each rank passing its own source (all of the same
@@ -432,7 +440,8 @@ class Trainer {
   // write is a tnt::ConfigError on every rank (compute::export_onnx's error on the master).
   void export_onnx(const std::string& path, std::optional<compute::OnnxOutput> output = {});
 
-  // Writes a full checkpoint (every rank must call it; the master writes).
+  // Writes a full checkpoint (every rank must call it; the master writes). With the optimizer
+  // state sharded (FitOptions::shard_optimizer) every rank sends the master its part first.
   void save_checkpoint(const std::string& path);
   // Throws tnt::ConfigError when the samples of `source` do not have the model's input shape
   // (C×H×W) or its classes exceed the model's outputs; `role` names it ("test split"). fit,
