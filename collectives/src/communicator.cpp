@@ -259,8 +259,11 @@ class Communicator::Impl final {
       for (detail::Group* group : groups_) group->on_channel(peer);
     });
     world_group_ = std::make_shared<detail::Group>(*this, everyone, 0);
+    // Any thread that issues or completes a world collective calls this: close_planes() stops
+    // the calls under the mutex before the rendezvous goes.
     world_group_->calls().on_change([this] {
-      if (rendezvous_) rendezvous_->progress_changed();
+      std::lock_guard lock(progress_mutex_);
+      if (rendezvous_ && !planes_closing_) rendezvous_->progress_changed();
     });
     world_calls_ = &world_group_->calls();
     transport_->connect(book_, world_group_->ring_peers_in_world());
@@ -279,7 +282,11 @@ class Communicator::Impl final {
   void close_planes() {
     if (transport_) transport_->close();  // reports no more errors, so posts no more to the control loop
     control_loop_->call([] {});           // fence: what it posted before has run
-    rendezvous_.reset();                  // posts no more failures to the data loop
+    {
+      std::lock_guard lock(progress_mutex_);
+      planes_closing_ = true;  // no more progress reports into the rendezvous
+    }
+    rendezvous_.reset();  // posts no more failures to the data loop
     loop_->call([] {});
   }
 
@@ -288,6 +295,8 @@ class Communicator::Impl final {
   std::unique_ptr<transport::EventLoop> loop_;  // the data plane's
   transport::EventLoop* control_loop_ = nullptr;
   std::unique_ptr<transport::Transport> transport_;
+  std::mutex progress_mutex_;    // the world's call log reports into the rendezvous under it
+  bool planes_closing_ = false;  // close_planes() began: no more reports
   std::unique_ptr<transport::Rendezvous> rendezvous_;
   std::vector<transport::PeerAddress> book_;
   std::optional<boost::asio::steady_timer> verdict_timer_;
