@@ -149,14 +149,19 @@ compute::OptimizerState OptimizerShard::whole_state(const std::vector<float>& ga
   return state;
 }
 
+OptimizerShard::PackedRuns OptimizerShard::packed_runs(std::size_t kinds) const {
+  PackedRuns runs;
+  for (std::size_t r = 0; r < run_bytes_.size(); ++r) {
+    runs.bytes.push_back(kinds * run_bytes_[r]);
+    runs.offsets.push_back(kinds * run_offsets_[r]);
+  }
+  return runs;
+}
+
 compute::OptimizerState OptimizerShard::gather_state() {
   std::size_t kinds = 0;
   const auto packed = packed_state(kinds);
-  std::vector<std::size_t> bytes, offsets;
-  for (std::size_t r = 0; r < run_bytes_.size(); ++r) {
-    bytes.push_back(kinds * run_bytes_[r]);
-    offsets.push_back(kinds * run_offsets_[r]);
-  }
+  const auto [bytes, offsets] = packed_runs(kinds);
   const bool master = comm_->rank() == 0;
   std::vector<float> gathered(master ? kinds * layout_.total : 0);
   comm_->gatherv(packed.data(), packed.size() * sizeof(float), gathered.data(), bytes, offsets, 0);
@@ -166,11 +171,7 @@ compute::OptimizerState OptimizerShard::gather_state() {
 void OptimizerShard::unshard() {
   std::size_t kinds = 0;
   const auto packed = packed_state(kinds);
-  std::vector<std::size_t> bytes, offsets;
-  for (std::size_t r = 0; r < run_bytes_.size(); ++r) {
-    bytes.push_back(kinds * run_bytes_[r]);
-    offsets.push_back(kinds * run_offsets_[r]);
-  }
+  const auto [bytes, offsets] = packed_runs(kinds);
   std::vector<float> gathered(kinds * layout_.total);
   comm_->allgatherv(packed.data(), packed.size() * sizeof(float), gathered.data(), bytes, offsets);
   optimizer_.unshard(whole_state(gathered, kinds));

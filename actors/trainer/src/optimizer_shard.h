@@ -80,6 +80,11 @@ class OptimizerShard {
   // optimizer's state and, for the other ranks' runs, `gathered` (every rank's packed runs).
   compute::OptimizerState whole_state(const std::vector<float>& gathered, std::size_t kinds) const;
   std::vector<float> packed_state(std::size_t& kinds) const;
+  // Every rank's packed state (packed_state) in bytes, and where each begins: gatherv's counts.
+  struct PackedRuns {
+    std::vector<std::size_t> bytes, offsets;
+  };
+  PackedRuns packed_runs(std::size_t kinds) const;
 
   std::unique_ptr<Communicator> comm_;
   // The layout's geometry (the fit's BucketLayout may be gone when a checkpoint is written later).
