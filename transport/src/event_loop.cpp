@@ -196,7 +196,7 @@ void EventLoop::let_progress_thread_see_done() {
 void EventLoop::poll_here() {
   if (!take_for_running_here()) return;
   Handback handback{*this};
-  for (Poller* poller : pollers_) poller->poll();
+  poll_pollers();
   io_->poll();
 }
 
