@@ -1010,6 +1010,12 @@ void check_vector_forms(tnt::Communicator& comm, const std::function<std::size_t
   std::vector<std::byte> all(total);
   comm.allgatherv(my_block.data(), my_block.size(), all.data(), block_bytes, block_offsets);
   expect_blocks(all, what + ": allgatherv");
+  // In place: this rank's block already where it belongs (the sharded optimizer's weights).
+  std::vector<std::byte> in_place(total);
+  std::byte* mine = in_place.data() + block_offsets[static_cast<std::size_t>(me)];
+  std::copy(my_block.begin(), my_block.end(), mine);
+  comm.allgatherv(mine, my_block.size(), in_place.data(), block_bytes, block_offsets);
+  expect_blocks(in_place, what + ": allgatherv in place");
   for (int root = 0; root < n; ++root) {
     std::vector<std::byte> gathered(total);
     comm.gatherv(my_block.data(), my_block.size(), gathered.data(), block_bytes, block_offsets, root);

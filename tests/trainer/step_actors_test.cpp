@@ -89,8 +89,8 @@ class FakeCollectives : public Collectives {
       done(error);
     });
   }
-  void reduce_scatter_sum(const float*, float*, std::span<const std::size_t> counts, Done done) override {
-    issued.push_back("reduce-scatter over " + std::to_string(counts.size()) + " ranks");
+  void reduce_scatter_sum(float*, std::size_t count, Done done) override {
+    issued.push_back("reduce-scatter of " + std::to_string(count));
     pending.push_back(std::move(done));
   }
   void complete(std::size_t i, const std::string& error = "") { pending.at(i)(error); }

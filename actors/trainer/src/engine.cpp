@@ -110,8 +110,15 @@ class CommunicatorCollectives final : public Collectives {
   void allreduce_sum(std::int64_t* data, std::size_t count, Done done) override {
     allreduce(data, count, DataType::int64, std::move(done));
   }
-  void reduce_scatter_sum(const float* send, float* recv, std::span<const std::size_t> counts, Done done) override {
-    comm_.reduce_scatter_async(send, recv, counts, DataType::float32, ReduceOp::sum, std::move(done));
+  void reduce_scatter_sum(float* data, std::size_t count, Done done) override {
+    // Where the host board serves the bucket, its in-place allreduce leaves every block summed,
+    // this rank's among them, bitwise as the plain mode's sum; a ring's first half is no cheaper
+    // there. Elsewhere the ring stops after its first half.
+    if (comm_.host_board_serves(count * sizeof(float))) {
+      allreduce(data, count, DataType::float32, std::move(done));
+      return;
+    }
+    comm_.reduce_scatter_async(data, count, DataType::float32, ReduceOp::sum, std::move(done));
   }
 
  private:

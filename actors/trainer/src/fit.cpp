@@ -385,10 +385,11 @@ void FitRun::prepare() {
     s_.optimizer_shard = std::make_unique<OptimizerShard>(s_.comm(), layout_, s_.model, *s_.optimizer);
   }
   const auto* shard = s_.optimizer_shard.get();
-  spdlog::info("optimizer state: {} bytes on this rank ({})", s_.optimizer->state_bytes(),
-               shard ? fmt::format("sharded 1/{}: flat gradient elements [{}, {}) of {}", s_.session.size(),
-                                   shard->begin(), shard->end(), layout_.memory.size())
-                     : std::string(options_.shard_optimizer ? "one rank: nothing to shard" : "not sharded"));
+  spdlog::info(
+      "optimizer state: {} bytes on this rank ({})", s_.optimizer->state_bytes(),
+      shard ? fmt::format("sharded 1/{}: block {} of each of {} buckets, {} of {} gradient elements", s_.session.size(),
+                          s_.session.rank(), layout_.buckets.size(), shard->owned_elements(), layout_.memory.size())
+            : std::string(options_.shard_optimizer ? "one rank: nothing to shard" : "not sharded"));
   base_us_ = now_us();
   s_.comm().broadcast(&base_us_, sizeof base_us_, 0);
 }
@@ -577,7 +578,6 @@ void FitRun::finish() {
                                                                               : "fp32");
   }
   if (timeline_.enabled()) write_timeline(timeline_, s_.comm(), options_.timeline_path, base_us_);
-  if (s_.optimizer_shard) s_.optimizer_shard->release_buffers();
 }
 
 StepDecision FitRun::on_step(const StepFigures& f) {

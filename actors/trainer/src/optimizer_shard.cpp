@@ -33,52 +33,50 @@ std::pair<std::int64_t, std::uint64_t> parse_nan_target(const std::string& text)
 OptimizerShard::OptimizerShard(Communicator& comm, const BucketLayout& layout, compute::Model& model,
                                compute::Optimizer& optimizer)
     : comm_(std::make_unique<Communicator>(comm.dup())), model_(model), optimizer_(optimizer) {
+  rank_ = comm_->rank();
+  ranks_ = comm_->size();
   for (const auto& bucket : layout.buckets) layout_.buckets.push_back({bucket.offset, bucket.count, {}});
+  layout_.bucket_of = layout.bucket_of;
   layout_.offset_of = layout.offset_of;
   layout_.size_of = layout.size_of;
   layout_.total = layout.memory.size();
-  const std::size_t n = layout.memory.size();
-  const int ranks = comm_->size();
-  for (int r = 0; r < ranks; ++r) {
-    const auto block = Communicator::block(n, ranks, r);
-    run_bytes_.push_back(block.count * sizeof(float));
-    run_offsets_.push_back(block.offset * sizeof(float));
-    if (r == comm_->rank()) {
-      begin_ = block.offset;
-      end_ = block.offset + block.count;
+  const auto ranks = static_cast<std::size_t>(ranks_);
+  owned_elements_.assign(ranks, 0);
+  first_owned_bucket_ = layout_.buckets.size();
+  for (std::size_t k = 0; k < layout_.buckets.size(); ++k) {
+    packed_before_.push_back(owned_elements_);
+    std::vector<std::size_t> bytes, offsets;
+    for (int r = 0; r < ranks_; ++r) {
+      const Run run = block(k, r);
+      owned_elements_[static_cast<std::size_t>(r)] += run.count;
+      bytes.push_back(run.count * sizeof(float));
+      offsets.push_back((run.offset - layout_.buckets[k].offset) * sizeof(float));
+      if (r == rank_ && run.count > 0 && first_owned_bucket_ == layout_.buckets.size()) first_owned_bucket_ = k;
     }
-  }
-  for (const auto& bucket : layout.buckets) {
-    std::vector<std::size_t> counts;
-    for (int r = 0; r < ranks; ++r) {
-      const std::size_t lo = run_offsets_[r] / sizeof(float), hi = lo + run_bytes_[r] / sizeof(float);
-      const std::size_t a = std::max(lo, bucket.offset), b = std::min(hi, bucket.offset + bucket.count);
-      counts.push_back(b > a ? b - a : 0);
-    }
-    counts_.push_back(std::move(counts));
+    block_bytes_.push_back(std::move(bytes));
+    block_offsets_.push_back(std::move(offsets));
   }
   std::vector<compute::ElementRange> owned;
   for (std::size_t i = 0; i < model.parameter_count(); ++i) {
-    const auto off = static_cast<int64_t>(layout.offset_of[i]), size = static_cast<int64_t>(layout.size_of[i]);
-    const int64_t a = std::max<int64_t>(static_cast<int64_t>(begin_), off);
-    const int64_t b = std::min<int64_t>(static_cast<int64_t>(end_), off + size);
+    const Run run = block(layout_.bucket_of[i], rank_);
+    const auto off = static_cast<int64_t>(layout_.offset_of[i]), size = static_cast<int64_t>(layout_.size_of[i]);
+    const int64_t a = std::max<int64_t>(static_cast<int64_t>(run.offset), off);
+    const int64_t b = std::min<int64_t>(static_cast<int64_t>(run.offset + run.count), off + size);
     owned.push_back(b > a ? compute::ElementRange{a - off, b - off} : compute::ElementRange{0, 0});
   }
   optimizer.shard(owned);
-  run_.assign(end_ - begin_, 0.0f);
   std::tie(nan_rank_, nan_step_) = parse_nan_target(settings::kTestNanGradientAt.read());
 }
 
-float* OptimizerShard::received(std::size_t bucket) {
+OptimizerShard::Run OptimizerShard::block(std::size_t bucket, int rank) const {
   const auto& b = layout_.buckets.at(bucket);
-  return run_.data() + (std::max(begin_, b.offset) - begin_);
+  const auto block = Communicator::block(b.count, ranks_, rank);
+  return {b.offset + block.offset, block.count};
 }
 
-NonFinite OptimizerShard::keep_received(std::size_t bucket, float* memory, bool check_finite) {
-  const auto& b = layout_.buckets.at(bucket);
-  const std::size_t at = std::max(begin_, b.offset), count = counts_[bucket][static_cast<std::size_t>(comm_->rank())];
-  std::copy_n(run_.data() + (at - begin_), count, memory + at);
-  return check_finite ? find_non_finite(memory + at, count) : NonFinite{};
+NonFinite OptimizerShard::check_reduced(std::size_t bucket, const float* memory, bool check_finite) const {
+  const Run run = block(bucket, rank_);
+  return check_finite ? find_non_finite(memory + run.offset, run.count) : NonFinite{};
 }
 
 OptimizerShard::Whole OptimizerShard::agree(NonFinite local, double local_square_sum) {
@@ -99,10 +97,17 @@ void OptimizerShard::allgather_weights(float* memory) {
   const auto& owned = optimizer_.owned();
   for (std::size_t i = 0; i < owned.size(); ++i) {
     if (owned[i].size() == 0) continue;
-    const float* w = model_.weights(i) + owned[i].begin;
-    std::copy_n(w, owned[i].size(), run_.data() + (layout_.offset_of[i] + owned[i].begin - begin_));
+    std::copy_n(model_.weights(i) + owned[i].begin, owned[i].size(), memory + layout_.offset_of[i] + owned[i].begin);
   }
-  comm_->allgatherv(run_.data(), run_.size() * sizeof(float), memory, run_bytes_, run_offsets_);
+  // Every bucket at once (each in place: this rank's block is already where it belongs).
+  std::vector<Request> requests;
+  requests.reserve(layout_.buckets.size());
+  for (std::size_t k = 0; k < layout_.buckets.size(); ++k) {
+    const Run mine = block(k, rank_);
+    requests.push_back(comm_->allgatherv_async(memory + mine.offset, mine.count * sizeof(float),
+                                               memory + layout_.buckets[k].offset, block_bytes_[k], block_offsets_[k]));
+  }
+  Request::wait_all(requests);
   for (std::size_t i = 0; i < owned.size(); ++i) {
     const float* flat = memory + layout_.offset_of[i];
     float* w = model_.weights(i);
@@ -112,18 +117,19 @@ void OptimizerShard::allgather_weights(float* memory) {
   }
 }
 
-// Every slot kind's owned values, one run after the other, in flat-layout order.
 std::vector<float> OptimizerShard::packed_state(std::size_t& kinds) const {
   const auto state = optimizer_.state();
-  const std::size_t params = model_.parameter_count(), run = end_ - begin_;
+  const std::size_t params = model_.parameter_count(), mine = owned_elements();
   kinds = params == 0 ? 0 : state.slots.size() / params;
   const auto& owned = optimizer_.owned();
-  std::vector<float> packed(kinds * run);
+  std::vector<float> packed(kinds * mine);
   for (std::size_t k = 0; k < kinds; ++k) {
     for (std::size_t i = 0; i < params; ++i) {
       const auto& values = state.slots[k * params + i].values;
-      std::copy(values.begin(), values.end(),
-                packed.begin() + static_cast<std::ptrdiff_t>(k * run + layout_.offset_of[i] + owned[i].begin - begin_));
+      const std::size_t bucket = layout_.bucket_of[i];
+      const std::size_t at = k * mine + packed_before_[bucket][static_cast<std::size_t>(rank_)] +
+                             (layout_.offset_of[i] + owned[i].begin - block(bucket, rank_).offset);
+      std::copy(values.begin(), values.end(), packed.begin() + static_cast<std::ptrdiff_t>(at));
     }
   }
   return packed;
@@ -132,17 +138,24 @@ std::vector<float> OptimizerShard::packed_state(std::size_t& kinds) const {
 compute::OptimizerState OptimizerShard::whole_state(const std::vector<float>& gathered, std::size_t kinds) const {
   auto state = optimizer_.state();
   const std::size_t params = model_.parameter_count();
+  // Where each rank's packed runs begin in `gathered`.
+  std::vector<std::size_t> rank_begin(static_cast<std::size_t>(ranks_), 0);
+  for (std::size_t r = 1; r < rank_begin.size(); ++r)
+    rank_begin[r] = rank_begin[r - 1] + kinds * owned_elements_[r - 1];
   for (std::size_t k = 0; k < kinds; ++k) {
     for (std::size_t i = 0; i < params; ++i) {
       auto& values = state.slots[k * params + i].values;
       values.resize(layout_.size_of[i]);
-      for (std::size_t j = 0; j < layout_.size_of[i]; ++j) {
-        // Flat element p lies in rank r's run; that rank's block holds its kinds' runs in turn.
-        const std::size_t p = layout_.offset_of[i] + j;
-        std::size_t r = 0;
-        while ((run_offsets_[r] + run_bytes_[r]) / sizeof(float) <= p) ++r;
-        const std::size_t lo = run_offsets_[r] / sizeof(float), count = run_bytes_[r] / sizeof(float);
-        values[j] = gathered[kinds * lo + k * count + (p - lo)];
+      const std::size_t bucket = layout_.bucket_of[i], begin = layout_.offset_of[i], end = begin + layout_.size_of[i];
+      // The parameter's elements lie in consecutive ranks' blocks of its bucket.
+      for (int r = 0; r < ranks_; ++r) {
+        const auto u = static_cast<std::size_t>(r);
+        const Run run = block(bucket, r);
+        const std::size_t lo = std::max(begin, run.offset), hi = std::min(end, run.offset + run.count);
+        if (lo >= hi) continue;
+        const std::size_t from = rank_begin[u] + k * owned_elements_[u] + packed_before_[bucket][u] + (lo - run.offset);
+        std::copy_n(gathered.begin() + static_cast<std::ptrdiff_t>(from), hi - lo,
+                    values.begin() + static_cast<std::ptrdiff_t>(lo - begin));
       }
     }
   }
@@ -151,9 +164,11 @@ compute::OptimizerState OptimizerShard::whole_state(const std::vector<float>& ga
 
 OptimizerShard::PackedRuns OptimizerShard::packed_runs(std::size_t kinds) const {
   PackedRuns runs;
-  for (std::size_t r = 0; r < run_bytes_.size(); ++r) {
-    runs.bytes.push_back(kinds * run_bytes_[r]);
-    runs.offsets.push_back(kinds * run_offsets_[r]);
+  std::size_t offset = 0;
+  for (const std::size_t elements : owned_elements_) {
+    runs.bytes.push_back(kinds * elements * sizeof(float));
+    runs.offsets.push_back(offset);
+    offset += runs.bytes.back();
   }
   return runs;
 }
@@ -177,14 +192,9 @@ void OptimizerShard::unshard() {
   optimizer_.unshard(whole_state(gathered, kinds));
 }
 
-void OptimizerShard::release_buffers() { std::vector<float>().swap(run_); }
-
 void OptimizerShard::poison(std::size_t step, std::size_t bucket, float* memory) const {
-  if (nan_rank_ != comm_->rank() || step != nan_step_) return;
-  const auto& b = layout_.buckets.at(bucket);
-  const std::size_t at = std::max(begin_, b.offset);
-  // Only the first bucket that holds an owned element.
-  if (at >= std::min(end_, b.offset + b.count) || (bucket > 0 && begin_ < b.offset)) return;
+  if (nan_rank_ != rank_ || step != nan_step_ || bucket != first_owned_bucket_) return;
+  const std::size_t at = block(bucket, rank_).offset;
   spdlog::warn("{}: a NaN into the gradient element {} (this rank's shard) at step {}",
                settings::kTestNanGradientAt.name, at, step);
   memory[at] = std::numeric_limits<float>::quiet_NaN();

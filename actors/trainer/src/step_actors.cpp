@@ -395,7 +395,7 @@ CommActor::CommActor(EngineContext& context, Refs* refs, Collectives& collective
     }
     NonFinite found;
     if (c_.shard) {
-      found = c_.shard->keep_received(m.bucket, c_.layout->memory.data(), c_.check_finite);
+      found = c_.shard->check_reduced(m.bucket, c_.layout->memory.data(), c_.check_finite);
     } else if (c_.check_finite) {
       const auto& bucket = c_.layout->buckets.at(m.bucket);
       found = find_non_finite(c_.layout->memory.data() + bucket.offset, bucket.count);
@@ -448,7 +448,7 @@ void CommActor::bucket_full(const BucketFull& m) {
   if (c_.shard) {
     c_.shard->poison(m.step, m.bucket, c_.layout->memory.data());
     if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(float);
-    collectives_.reduce_scatter_sum(g, c_.shard->received(m.bucket), c_.shard->counts(m.bucket),
+    collectives_.reduce_scatter_sum(g, bucket.count,
                                     [me = self(), k = m.bucket, begin, step = m.step](const std::string& error) {
                                       hand_over(me, AllreduceDone{k, begin, now_us(), step, error});
                                     });

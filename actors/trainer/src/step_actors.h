@@ -107,9 +107,9 @@ class Collectives {
   virtual void allreduce_sum(bfloat16* data, std::size_t count, Done done) = 0;
   // Exact (the bitwise-reproducible mode's fixed-point limbs).
   virtual void allreduce_sum(std::int64_t* data, std::size_t count, Done done) = 0;
-  // Rank r's `recv` gets the sum of block r of every rank's `send` (blocks of counts[0],
-  // counts[1], ... elements): Note [Optimizer-state sharding] in optimizer_shard.h.
-  virtual void reduce_scatter_sum(const float* send, float* recv, std::span<const std::size_t> counts, Done done) = 0;
+  // In place: rank r's block of `data` (Communicator::block) gets the sum of that block over
+  // the ranks (Note [Optimizer-state sharding] in optimizer_shard.h).
+  virtual void reduce_scatter_sum(float* data, std::size_t count, Done done) = 0;
 };
 
 // --- actors --------------------------------------------------------------------------------------

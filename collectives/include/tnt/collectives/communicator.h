@@ -197,7 +197,7 @@ class Communicator {
   void alltoallv(const void* send, std::span<const std::size_t> send_bytes, std::span<const std::size_t> send_offsets,
                  void* recv, std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets);
   // Every rank's `send_bytes` bytes into every rank's `recv`, at recv_offsets[r] (recv_bytes[r]
-  // must be rank r's send_bytes).
+  // must be rank r's send_bytes). `send` may be this rank's own block of `recv` (in place).
   Request allgatherv_async(const void* send, std::size_t send_bytes, void* recv,
                            std::span<const std::size_t> recv_bytes, std::span<const std::size_t> recv_offsets,
                            CompletionCallback done = {});
