@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""bf16 gradients on the wire against fp32 (issue 26, item 6) across 2 namespace hosts x 1 rank
-whose links are shaped with tc tbf (cluster_bench.py's Cluster: tests/launcher/netns_hosts.sh).
+"""bf16 gradients on the wire against fp32 (issue 26, item 6) across namespace hosts (2 by
+default) x 1 rank whose links are shaped with tc tbf (cluster_bench.py's Cluster:
+tests/launcher/netns_hosts.sh).
 
-  sudo bench/cluster/compression_bench.py [--build build] [--rounds 3] [--rate 0.5] [--steps 300]
+  sudo bench/cluster/compression_bench.py [--build build] [--hosts 2] [--rounds 3] [--rate 0.5] [--steps 300]
                                           [--model main|resnet20] [-x VAR=VALUE]... [--quick] [--json]
 
 Each round runs the job once with fp32 gradients and once with --gradient-compression bf16, the
@@ -76,6 +77,7 @@ def measure(args, cluster, compression, workdir):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--hosts", type=int, default=2, help="namespace hosts, one rank each: the ring's length")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--rate", type=float, default=0.5, help="tbf rate of every host's link in Gbit/s (0: unshaped)")
     ap.add_argument("--model", choices=sorted(MODELS), default="main")
@@ -90,8 +92,8 @@ def parse_args():
     args.steps = args.steps or model["steps"]
     if args.quick:
         args.rounds, args.steps, args.warmup = 1, min(args.steps, 16), min(args.warmup, 4)
-    if args.rounds < 1 or args.rate < 0 or args.steps < args.warmup + 4:
-        ap.error(f"need --rounds >= 1, --rate >= 0 and --steps >= {args.warmup + 4} (warm-up + 4)")
+    if args.rounds < 1 or args.rate < 0 or args.steps < args.warmup + 4 or args.hosts < 2:
+        ap.error(f"need --hosts >= 2, --rounds >= 1, --rate >= 0 and --steps >= {args.warmup + 4} (warm-up + 4)")
     return args
 
 
@@ -101,7 +103,7 @@ def summarise(args, runs):
         row = {k: statistics.median(r[k] for r in rs) for k in rs[0]}
         row["samples_per_s_rounds"] = [round(r["samples_per_s"], 1) for r in rs]
         rows[compression] = row
-    return {"model": args.model, "run_file": os.path.relpath(args.run_file, ROOT), "hosts": 2, "ranks_per_host": 1,
+    return {"model": args.model, "run_file": os.path.relpath(args.run_file, ROOT), "hosts": args.hosts, "ranks_per_host": 1,
             "rate_gbit_s": args.rate or None, "rounds": args.rounds, "steps": args.steps,
             "global_batch": args.global_batch, "environment": args.export, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "load_average": os.getloadavg(), "results": rows,
@@ -110,7 +112,7 @@ def summarise(args, runs):
 
 def print_text(doc):
     rate = f"tbf {doc['rate_gbit_s']} Gbit/s" if doc["rate_gbit_s"] else "unshaped"
-    print(f"{doc['model']} ({doc['run_file']}), global batch {doc['global_batch']}, 2 hosts x 1 rank, {rate}, "
+    print(f"{doc['model']} ({doc['run_file']}), global batch {doc['global_batch']}, {doc['hosts']} hosts x 1 rank, {rate}, "
           f"{doc['steps']} steps, medians of {doc['rounds']} alternating rounds ({doc['date']}, "
           f"load {doc['load_average'][0]:.2f}){''.join(' ' + v for v in doc['environment'])}")
     print(f"{'gradients':<10}{'samples/s':>11}{'step ms':>9}{'exposed ms':>12}{'counted B/step':>16}"
@@ -127,7 +129,7 @@ def main():
     cluster_bench.preflight(args, programs=("tnt-launch", "tnt-train"))
     signal.signal(signal.SIGINT, cluster_bench.on_signal)
     signal.signal(signal.SIGTERM, cluster_bench.on_signal)
-    cluster = cluster_bench.Cluster(2)
+    cluster = cluster_bench.Cluster(args.hosts)
     runs = {name: [] for name in COMPRESSIONS}
     try:
         cluster.up()

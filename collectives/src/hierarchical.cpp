@@ -24,6 +24,7 @@ RingLayout HierarchicalAllreduceOperation::ring_over(const std::vector<int>& ran
   layout.base = carried_;
   layout.element_size = size_of(accumulation_type(type_));
   layout.reduce = reducer_for(type_, op_);
+  layout.bfloat16_on_wire = accumulation_type(type_) != type_;  // Note [bf16 on the ring] in ring.cpp
   return layout;
 }
 

@@ -41,7 +41,7 @@ RingLayout ReductionOperation::reduction_layout() {
   RingLayout layout = blocks_of(base, count_, size_of(carried), core_.topology());
   layout.reduce_steps = core_.size() - 1;
   layout.reduce = reducer_for(type_, op_);
-  layout.bfloat16_on_wire = carried != type_ && core_.size() == 2;  // Note [bf16 on the ring] in ring.cpp
+  layout.bfloat16_on_wire = carried != type_;  // Note [bf16 on the ring] in ring.cpp
   return layout;
 }
 

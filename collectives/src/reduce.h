@@ -11,9 +11,9 @@ namespace tnt::detail {
 using ReduceFn = void (*)(void* accumulator, const void* input, std::size_t count);
 ReduceFn reducer_for(DataType type, ReduceOp op);
 
-// The element type the ring reduces in for `type`: bfloat16 in float32 so that partial sums keep
-// float32 precision (they travel as float32 except on a ring of two, Note [bf16 on the ring] in
-// ring.cpp); every other type as itself.
+// The element type the ring reduces in for `type`: bfloat16 in float32 (each addition in float32;
+// partial sums travel as bfloat16, Note [bf16 on the ring] in ring.cpp); every other type as
+// itself.
 DataType accumulation_type(DataType type);
 
 void widen(const bfloat16* in, float* out, std::size_t count);

@@ -111,16 +111,21 @@ RingOperation::Span RingOperation::segment_of(int chunk, std::size_t segment) co
   return {layout_.chunk_offset[chunk] + begin, end - begin};
 }
 
-// Note [bf16 on the ring]: a bfloat16 allreduce or reduce-scatter sums in float32, and its ring
-// carried the float32 partial sums, twice the bytes of the data. With two ranks nothing needs
-// them: the reduce step sends a rank's own values, which are bfloat16 already, and the copy step
-// sends the sum that both ranks round to bfloat16 at the end anyway. So on a ring of two the
-// segments travel as bfloat16, rounded from the float32 buffer just before they are sent and
-// widened back when they come: the result is bitwise the same, with half the bytes. With more
-// ranks a reduce step would send a partial sum, and rounding it would change the result, so
-// those rings still carry float32. Measured 2026-11-28: the main job on 2 namespace hosts x 1
-// rank at 0.5 Gbit/s with --gradient-compression bf16 (bench/cluster/compression_bench.py, 3
-// alternating rounds): 499,086 -> 251,809 bytes sent per step, 15,444 -> 31,098 samples/s.
+// Note [bf16 on the ring]: a bfloat16 allreduce or reduce-scatter adds in float32, and its rings
+// (flat and hierarchical) carry bfloat16: each segment is rounded from the float32 buffer just
+// before it is sent and widened back when it comes, half the bytes of float32 partial sums. One
+// who asks for a bfloat16 collective asks for its bytes: carried in float32, a ring of more than
+// two sent the data's size twice over, and a caller's bf16 gradients saved nothing on the wire.
+// On a ring of two nothing is lost: the reduce step sends a rank's own values, bfloat16 already,
+// and the copy step the sum that both round at the end anyway, so the result is bitwise the
+// float32-carried one. On more ranks each partial sum is rounded to bfloat16 as it travels
+// (NCCL's bf16 rings do the same): at most ranks - 1 roundings of 2^-9 relative each, and every
+// rank still holds the same result, since each block is summed by one rank and then copied. The
+// host board, with no wire, sums in float32 and rounds once. Measured 2026-11-28 with
+// --gradient-compression bf16 (bench/cluster/compression_bench.py, 3 alternating rounds, links at
+// 0.5 Gbit/s): the main job on 2 namespace hosts x 1 rank, 499,086 -> 251,809 bytes sent per
+// step, 15,444 -> 31,098 samples/s; ResNet-20 on 3 hosts, 4,559,041 -> 2,377,263 bytes per step
+// (float32 partial sums had sent 4,553,633).
 std::size_t RingOperation::wire_element_size() const {
   return layout_.bfloat16_on_wire ? sizeof(bfloat16) : layout_.element_size;
 }

@@ -161,6 +161,28 @@ void check_bfloat16_bitwise(tnt::Communicator& comm) {
   }
 }
 
+// Note [bf16 on the ring]: on a ring of three the partial sums travel as bfloat16 too. These
+// inputs (228, 1288 and 239 / 4096) sum to 0.4296875 with a rounding to bfloat16 after every
+// addition, in any order, where one rounding of the float32 sum gives 0.427734375: a ring that
+// carried float32 fails here.
+void check_bfloat16_partial_sums(tnt::Communicator& comm) {
+  if (comm.size() != 3) return;
+  const std::size_t count = (std::size_t{1} << 20) + 3;  // the ring's size, not the small path's
+  const float inputs[] = {228.0f / 4096, 1288.0f / 4096, 239.0f / 4096};
+  std::vector<bfloat16> data(count, bfloat16(inputs[comm.rank()]));
+  // Asynchronous: the rings (flat or hierarchical), never the host board, which has no wire and
+  // sums in float32 once.
+  comm.allreduce_async(data.data(), count, DataType::bfloat16, ReduceOp::sum).wait();
+  ++checks;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (static_cast<float>(data[i]) != 0.4296875f) {
+      report("bfloat16 sum on 3 ranks at " + std::to_string(i) + ": " + std::to_string(static_cast<float>(data[i])) +
+             ", want 0.4296875 (partial sums rounded to bfloat16 as they travel)");
+      return;
+    }
+  }
+}
+
 // The types and operations beyond the five above (MPI's): inputs chosen so that every result is
 // exact whatever the order of the reduction (products of multiples of 1/4 near 1, small
 // integers, few distinct values so that min_loc and max_loc meet ties).
@@ -1473,6 +1495,7 @@ int main(int argc, char** argv) {
       check_type<std::int64_t>(comm, counts);
       check_type<bfloat16>(comm, counts);
       check_bfloat16_bitwise(comm);
+      check_bfloat16_partial_sums(comm);
       check_new_types(comm);
       check_async(comm, 1000);
       check_async(comm, (std::size_t{1} << 20) + 3);

@@ -127,7 +127,7 @@ struct EngineContext {
   // statistics over the ranks, so every rank runs every micro-step, with samples or without.
   bool synchronized_batch_norm = false;
   // Note [bf16 gradients on the wire] in step_actors.cpp: buckets are rounded to bfloat16 for
-  // their allreduce (summed in float32 by the Communicator) and widened back.
+  // their allreduce (added in float32 by the Communicator, carried as bfloat16) and widened back.
   bool bf16_gradients = false;
   // Note [Bitwise-reproducible mode] in exact_sum.cpp (not null: the mode is on): each rank's
   // share is whole shards of the global batch cut into bitwise_shards, each run as a micro-step;

@@ -466,8 +466,8 @@ void CommActor::bucket_full(const BucketFull& m) {
   // bucket is rounded to bfloat16 (to nearest even) for its allreduce, which sums in float32
   // and rounds the sum once more, and is widened back into the float32 bucket when it arrives
   // (on this actor, so nothing writes the bucket after a failed segment has gone). Half the bytes
-  // are handed to the allreduce (the gather path and a ring of two send them as such, Note [bf16
-  // on the ring] in ring.cpp; larger rings carry float32, measured in the trainer's README); the
+  // are handed to the allreduce, and travel as such (Note [bf16 on the ring] in ring.cpp: partial
+  // sums are rounded to bfloat16 on rings of more than two); the
   // weights, the optimizer state and the
   // update stay float32. Every rank widens the same reduced bf16 values, so the ranks' weights
   // stay equal.

@@ -103,7 +103,7 @@ class Collectives {
   virtual ~Collectives() = default;
   virtual void allreduce_sum(float* data, std::size_t count, Done done) = 0;
   virtual void allreduce_sum(double* data, std::size_t count, Done done) = 0;
-  // Summed in float32, rounded to bfloat16 (Communicator's DataType::bfloat16).
+  // Added in float32, travels as bfloat16 (Communicator's DataType::bfloat16).
   virtual void allreduce_sum(bfloat16* data, std::size_t count, Done done) = 0;
   // Exact (the bitwise-reproducible mode's fixed-point limbs).
   virtual void allreduce_sum(std::int64_t* data, std::size_t count, Done done) = 0;

@@ -146,8 +146,10 @@ class Communicator {
   // after a second); the communicator is failed afterwards. Not from a completion callback.
   void abort(const std::string& reason);
 
-  // In-place allreduce of `count` elements. bfloat16 is accumulated in float32. avg of
-  // integers divides the sum by size() rounding toward zero.
+  // In-place allreduce of `count` elements. bfloat16 is added in float32 and travels as
+  // bfloat16, so partial sums are rounded on the way (on more than two ranks; Note [bf16 on the
+  // ring] in collectives/src/ring.cpp). avg of integers divides the sum by size() rounding toward
+  // zero.
   Request allreduce_async(void* data, std::size_t count, DataType type, ReduceOp op, CompletionCallback done = {});
   void allreduce(void* data, std::size_t count, DataType type, ReduceOp op);
   // Whether a blocking allreduce of `bytes` goes through the host board (every rank on one host:

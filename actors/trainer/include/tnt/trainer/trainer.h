@@ -335,7 +335,7 @@ struct FitOptions {
   std::size_t fusion_threshold_bytes = 0;
   // false: start the allreduces only after backward has finished (for measurements).
   bool overlap = true;
-  // bf16: gradient buckets go over the wire as bfloat16, summed in float32, half the bytes; the
+  // bf16: gradient buckets go over the wire as bfloat16, added in float32, half the bytes; the
   // weights, optimizer state and update stay float32 (Note [bf16 gradients on the wire] in
   // src/step_actors.cpp). fit logs the bytes of gradients each rank sent per step.
   GradientCompression gradient_compression = GradientCompression::none;
