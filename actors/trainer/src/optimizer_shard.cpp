@@ -126,6 +126,7 @@ std::vector<float> OptimizerShard::packed_state(std::size_t& kinds) const {
   for (std::size_t k = 0; k < kinds; ++k) {
     for (std::size_t i = 0; i < params; ++i) {
       const auto& values = state.slots[k * params + i].values;
+      if (values.empty()) continue;  // none of this parameter's elements is this rank's
       const std::size_t bucket = layout_.bucket_of[i];
       const std::size_t at = k * mine + packed_before_[bucket][static_cast<std::size_t>(rank_)] +
                              (layout_.offset_of[i] + owned[i].begin - block(bucket, rank_).offset);
