@@ -463,14 +463,13 @@ void CommActor::bucket_full(const BucketFull& m) {
     return;
   }
   // Note [bf16 gradients on the wire] (issue 26, item 6; --gradient-compression bf16): each
-  // bucket is rounded to bfloat16 (to nearest even) for its allreduce, which sums in float32
-  // and rounds the sum once more, and is widened back into the float32 bucket when it arrives
+  // bucket is rounded to bfloat16 (to nearest even) for its allreduce, which adds in float32
+  // and rounds the sum to bfloat16, and is widened back into the float32 bucket when it arrives
   // (on this actor, so nothing writes the bucket after a failed segment has gone). Half the bytes
-  // are handed to the allreduce, and travel as such (Note [bf16 on the ring] in ring.cpp: partial
-  // sums are rounded to bfloat16 on rings of more than two); the
-  // weights, the optimizer state and the
-  // update stay float32. Every rank widens the same reduced bf16 values, so the ranks' weights
-  // stay equal.
+  // are handed to the allreduce, and they travel as such (Note [bf16 on the ring] in ring.cpp:
+  // on rings of more than two, partial sums are rounded as they travel). The weights, the
+  // optimizer state and the update stay float32. Every rank widens the same reduced bf16 values,
+  // so the ranks' weights stay equal.
   auto wire = std::make_shared<std::vector<bfloat16>>(bucket.count);
   for (std::size_t i = 0; i < bucket.count; ++i) (*wire)[i] = bfloat16(g[i]);
   if (c_.gradient_bytes) *c_.gradient_bytes += bucket.count * sizeof(bfloat16);
