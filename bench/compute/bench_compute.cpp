@@ -146,9 +146,26 @@ double attention_seconds(const std::vector<LayerKindProfile>& kinds) {
   return seconds;
 }
 
+// The translation tutorial's model (conf/models/transformer_en_de.toml): the
+// zoo's transformer at d_model 64, d_ff 256, no dropout, its BPE vocabulary.
+ModelSpec model_spec(const std::string& name) {
+  if (name == "transformer_en_de") {
+    ModelSpec spec = zoo::transformer({.vocab = 1122,
+                                       .d_model = 64,
+                                       .heads = 4,
+                                       .d_ff = 256,
+                                       .dropout = 0.0,
+                                       .max_source_length = 32,
+                                       .max_target_length = 32});
+    spec.name = name;
+    return spec;
+  }
+  return zoo::by_name(name);
+}
+
 Result measure(const Config& c, double seconds, int repeats) {
   set_num_threads(c.threads);
-  ModelSpec spec = zoo::by_name(c.model);
+  ModelSpec spec = model_spec(c.model);
   Model model(spec);
   model.initialize(1);
   model.set_precision(c.precision);
@@ -360,7 +377,8 @@ int main(int argc, char** argv) {
   bool no_roofline = false;
   std::vector<std::string> precision_names{"fp32"};
   app.add_option("--case", cases,
-                 "model:batch, or model:batch:length for transformer and transformer_tiny (e.g. transformer:32:16); "
+                 "model:batch, or model:batch:length for transformer, transformer_tiny and transformer_en_de (the "
+                 "translation tutorial's model) (e.g. transformer:32:16); "
                  "repeatable (default lenet5:64 lenet5:256 resnet20:64)");
   app.add_option("--threads", threads, "thread counts (default 1 2)")->check(CLI::PositiveNumber);
   app.add_option("--seconds", seconds, "measuring time per configuration (default 3)")->check(CLI::PositiveNumber);

@@ -228,9 +228,14 @@ class Chain {
   // Whether the caller may overwrite what forward() returned: no backward
   // reads the last layer's output (Layer::backward_reads_output).
   bool output_is_free() const;
+  // Note [bf16 between layers]: lets the layer that makes the chain's output
+  // write it in bf16 where it can (a convolution, BatchNorm after it or not).
+  void allow_bf16_output();
 
  private:
   void allow_bf16_between_layers();
+  // The indices of the layers that run (absorbed ones left out).
+  std::vector<size_t> running_layers() const;
   struct ToPlain {  // before a layer that wants plain input
     detail::Reorder forward, backward;
     Tensor x, dx;

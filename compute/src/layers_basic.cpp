@@ -225,14 +225,24 @@ class Residual final : public Layer {
   // forward; backward the activation's gradient and the sum of the two
   // branches' input gradients.
   LayerCost cost(bool backward, bool need_dx, int64_t in, int64_t out) const override {
-    return {0.0, sizeof(float) * static_cast<double>(3 * out + (backward && need_dx ? 3 * in : 0))};
+    return {0.0, element_bytes(out_md_) * static_cast<double>(3 * out) +
+                     (backward && need_dx ? element_bytes(in_md_) * static_cast<double>(3 * in) : 0.0)};
+  }
+
+  // Note [bf16 between layers]: the sum in bf16 where both branches end in a
+  // convolution (BatchNorm after it or not), or one does and the other is
+  // the identity of a bf16 input; a branch that cannot is converted by
+  // to_main_ as a layout change would be.
+  void allow_bf16_output() override {
+    main_.allow_bf16_output();
+    shortcut_.allow_bf16_output();
   }
 
   const Tensor& forward(const Tensor& x, const ForwardContext& context) override {
     const Tensor& a = main_.forward(x, context);
     const Tensor* b = shortcut_.empty() ? &x : &shortcut_.forward(x, context);
     if (to_main_.needed()) {
-      shortcut_out_.resize_storage(a.shape(), a.size());
+      shortcut_out_.resize_storage(a.shape(), a.size(), a.element_type());
       to_main_.run(b->data(), shortcut_out_.data());
       b = &shortcut_out_;
     }
@@ -245,7 +255,7 @@ class Residual final : public Layer {
       out_ = const_cast<Tensor*>(&a);  // Chain::output_is_free: the chain gives it up
       y_ = Tensor();
     } else {
-      y_.resize_storage(a.shape(), a.size());
+      y_.resize_storage(a.shape(), a.size(), a.element_type());
     }
     sum_.execute(detail::cpu_stream(), {{DNNL_ARG_SRC_0, detail::wrap(out_md_, a.data())},
                                         {DNNL_ARG_SRC_1, detail::wrap(out_md_, b->data())},
@@ -256,7 +266,7 @@ class Residual final : public Layer {
   const Tensor* backward(const Tensor& dy, bool need_dx, const ReadyFn& ready) override {
     const Tensor* dsum = &dy;
     if (relu_) {
-      dsum_.resize_storage(dy.shape(), dy.size());
+      dsum_.resize_storage(dy.shape(), detail::storage_floats(out_md_), detail::element_type(out_md_));
       relu_backward_.execute(detail::cpu_stream(), {{DNNL_ARG_DST, detail::wrap(out_md_, out_->data())},
                                                     {DNNL_ARG_DIFF_DST, detail::wrap(out_md_, dy.data())},
                                                     {DNNL_ARG_DIFF_SRC, detail::wrap(out_md_, dsum_.data())}});
@@ -264,7 +274,8 @@ class Residual final : public Layer {
     }
     const Tensor* dsum_shortcut = dsum;
     if (to_shortcut_.needed()) {
-      dsum_shortcut_.resize_storage(dy.shape(), detail::storage_floats(shortcut_md_));
+      dsum_shortcut_.resize_storage(dy.shape(), detail::storage_floats(shortcut_md_),
+                                    detail::element_type(shortcut_md_));
       to_shortcut_.run(dsum->data(), dsum_shortcut_.data());
       dsum_shortcut = &dsum_shortcut_;
     }
@@ -274,7 +285,7 @@ class Residual final : public Layer {
     const Tensor* dm = main_.backward(*dsum, need_dx, ready);
     if (need_dx) {
       // Both input gradients are in the block input's layout.
-      dx_.resize_storage(dm->shape(), dm->size());
+      dx_.resize_storage(dm->shape(), dm->size(), dm->element_type());
       dx_sum_.execute(detail::cpu_stream(), {{DNNL_ARG_SRC_0, detail::wrap(in_md_, dm->data())},
                                              {DNNL_ARG_SRC_1, detail::wrap(in_md_, ds->data())},
                                              {DNNL_ARG_DST, detail::wrap(in_md_, dx_.data())}});
@@ -310,6 +321,10 @@ class Residual final : public Layer {
   }
 
  private:
+  static double element_bytes(const dnnl::memory::desc& md) {
+    return md.data_type() == dnnl::memory::data_type::bf16 ? 2.0 : 4.0;
+  }
+
   Chain main_, shortcut_;
   bool relu_ = true;
   dnnl::memory::desc out_md_, shortcut_md_, in_md_;
@@ -352,18 +367,31 @@ Shape Chain::setup(const Shape& sample_input) {
 // bf16 instead: the first convolution writes bf16, BatchNorm runs oneDNN's
 // bf16 kernels (statistics, scale and shift stay fp32; it works in whatever
 // type it is given), the second convolution reads it as it is, and the
-// gradients flow back in bf16 the same way. A Conv2D with a bias keeps fp32
+// gradients flow back in bf16 the same way. Where a residual block's sum goes
+// into another block whose branches start with convolutions (ResNet's blocks
+// one after the other), whole blocks stay bf16: each branch's last
+// convolution writes bf16 (and its BatchNorm works in bf16), the sum and its
+// fused ReLU run on bf16 (oneDNN's binary kernel adds in fp32 and rounds
+// once), and the next block's convolutions read it as it is; the input
+// gradient, summed from both branches, goes back in bf16 too. A branch that
+// cannot end in bf16 (a biased convolution, an fp32 identity) is converted by
+// the block as a layout change would be. A Conv2D with a bias keeps fp32
 // output (its bias gradient is summed from the fp32 output gradient, Note
 // [Mixed precision] in runtime.h); so does any output that leaves the chain
-// or goes elsewhere (residual sums, pooling, Dense), whose layers work in
-// fp32. Measurements: compute/README.md, "Mixed precision".
-void Chain::allow_bf16_between_layers() {
-  std::vector<size_t> order;  // the layers that run, absorbed ones left out
+// or goes elsewhere (pooling, Dense, the last block's sum), whose layers work
+// in fp32. Measurements: compute/README.md, "Mixed precision".
+std::vector<size_t> Chain::running_layers() const {
+  std::vector<size_t> order;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (!absorbed_[i]) {
       order.push_back(i);
     }
   }
+  return order;
+}
+
+void Chain::allow_bf16_between_layers() {
+  const std::vector<size_t> order = running_layers();
   for (size_t n = 0; n + 2 < order.size(); ++n) {
     Layer& first = *layers_[order[n]];
     const std::string& between = layers_[order[n + 1]]->spec().type;
@@ -371,6 +399,36 @@ void Chain::allow_bf16_between_layers() {
     if (first.spec().type == "conv2d" && between == "batch_norm" && next == "conv2d") {
       first.allow_bf16_output();
     }
+  }
+  // Whole residual blocks: one block's sum feeds the next block's branches,
+  // whose first layers read bf16 only if they are convolutions.
+  auto starts_with_convolutions = [](const LayerSpec& block) {
+    for (const auto& branch : block.branches) {
+      if (!branch.empty() && branch.front().type != "conv2d") {
+        return false;
+      }
+    }
+    return true;
+  };
+  for (size_t n = 0; n + 1 < order.size(); ++n) {
+    const LayerSpec& next = layers_[order[n + 1]]->spec();
+    if (layers_[order[n]]->spec().type == "residual" && next.type == "residual" && starts_with_convolutions(next)) {
+      layers_[order[n]]->allow_bf16_output();
+    }
+  }
+}
+
+void Chain::allow_bf16_output() {
+  const std::vector<size_t> order = running_layers();
+  if (order.empty()) {
+    return;
+  }
+  const size_t last = order.back();
+  if (layers_[last]->spec().type == "conv2d") {
+    layers_[last]->allow_bf16_output();
+  } else if (order.size() >= 2 && layers_[last]->spec().type == "batch_norm" &&
+             layers_[order[order.size() - 2]]->spec().type == "conv2d") {
+    layers_[order[order.size() - 2]]->allow_bf16_output();
   }
 }
 

@@ -297,6 +297,16 @@ std::vector<Case> cases() {
       // Note [bf16 between layers]: in bf16 the first convolution writes bf16,
       // BatchNorm works in bf16, the second convolution reads it as it is.
       {"conv_batch_norm_conv", {conv2d(unbiased(16, 3)), batch_norm(), conv2d(unbiased(16, 3))}, {2, 3, 5, 5}},
+      // Note [bf16 between layers]: whole residual blocks in bf16, one
+      // block's sum into the next block's convolutions: the first block
+      // takes fp32 input (its identity shortcut converted to bf16), the
+      // second sums two convolution branches, the third a bf16 identity.
+      {"residual_blocks",
+       {residual({conv2d(unbiased(16, 3)), batch_norm(), activation("tanh"), conv2d(unbiased(16, 3)), batch_norm()}, {},
+                 "linear"),
+        residual({conv2d(unbiased(16, 3)), batch_norm()}, {conv2d(unbiased(16, 1)), batch_norm()}, "linear"),
+        residual({conv2d(unbiased(16, 3)), batch_norm()}, {}, "linear")},
+       {2, 16, 5, 5}},
       {"dropout_train", {dropout(0.4, 11)}, {4, 10}},
       {"dropout_inference", {dropout(0.4, 11)}, {4, 10}, Mode::inference},
       {"residual_identity",

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
@@ -246,6 +247,75 @@ TEST(Precision, Bf16BetweenConvolutionsMatchesFp32AndConvertsLess) {
   const Pass apart = run(Precision::bf16, "tanh");
   EXPECT_LT(bf16.converted_bytes, apart.converted_bytes);
   EXPECT_LT(run(Precision::bf16, "relu").converted_bytes, apart.converted_bytes);
+}
+
+// Note [bf16 between layers]: where one residual block's sum goes into the
+// next block's convolutions, the blocks stay bf16 from end to end: the last
+// BatchNorms of both branches, the sum (its ReLU fused) and the input
+// gradient work in bf16, so the block boundary converts nothing. The same
+// network with the ReLU as a layer of its own between the blocks converts
+// there, as every block boundary did before. Outputs match fp32 within the
+// derived tolerance (the ReLU's kink moves gradients, see above, so those are
+// checked by LayerGradient's residual_blocks case without it).
+TEST(Precision, Bf16ResidualBlocksStayBf16) {
+  if (const std::string why = bf16_unsupported_reason(); !why.empty()) {
+    GTEST_SKIP() << "bf16: " << why;
+  }
+  auto unbiased = [](int64_t filters, int64_t kernel) {
+    return layers::conv2d(
+        {.filters = filters, .kernel = {kernel, kernel}, .padding = {kernel / 2, kernel / 2}, .bias = false});
+  };
+  auto block = [&](bool project, const std::string& activation) {
+    std::vector<LayerSpec> shortcut;
+    if (project) {
+      shortcut = {unbiased(16, 1), layers::batch_norm()};
+    }
+    return layers::residual(
+        {unbiased(16, 3), layers::batch_norm(), layers::activation("relu"), unbiased(16, 3), layers::batch_norm()},
+        shortcut, activation);
+  };
+  // Large enough images that activations, not weights, make most of the
+  // converted bytes.
+  const Tensor x = random_tensor({4, 16, 16, 16}, 1);
+  struct Pass {
+    Tensor y;
+    double converted_bytes = 0.0;
+  };
+  // apart: each block's ReLU a layer of its own, between the blocks.
+  auto run = [&](Precision precision, bool apart) {
+    std::vector<LayerSpec> stack;
+    for (int i = 0; i < 3; ++i) {
+      stack.push_back(block(i == 1, apart ? "linear" : "relu"));
+      if (apart) {
+        stack.push_back(layers::activation("relu"));
+      }
+    }
+    Model model(ModelSpec{"blocks", {16, 16, 16}, stack});
+    model.initialize(1);
+    model.set_precision(precision);
+    model.set_profiling(true);
+    Pass p;
+    p.y = model.forward(x, Mode::training);
+    model.backward(random_tensor(p.y.shape(), 2), {}, true);
+    for (const LayerKindProfile& k : model.profile()) {
+      if (k.kind == "convert") {
+        p.converted_bytes += k.bytes;
+      }
+    }
+    return p;
+  };
+  const Pass fp32 = run(Precision::fp32, false), bf16 = run(Precision::bf16, false);
+  double diff = 0.0, norm = 0.0;
+  for (int64_t i = 0; i < fp32.y.size(); ++i) {
+    diff += (static_cast<double>(bf16.y[i]) - fp32.y[i]) * (static_cast<double>(bf16.y[i]) - fp32.y[i]);
+    norm += static_cast<double>(fp32.y[i]) * fp32.y[i];
+  }
+  EXPECT_LE(std::sqrt(diff / norm), 10.0 / 256.0);
+  const Pass apart = run(Precision::bf16, true);
+  std::printf("bf16 output error %.2e; converted bytes: whole blocks %.0f, blocks apart %.0f\n", std::sqrt(diff / norm),
+              bf16.converted_bytes, apart.converted_bytes);
+  EXPECT_LT(bf16.converted_bytes, 0.75 * apart.converted_bytes)
+      << "whole blocks in bf16: " << bf16.converted_bytes << " bytes converted, blocks apart " << apart.converted_bytes;
 }
 
 }  // namespace

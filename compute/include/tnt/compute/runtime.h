@@ -16,10 +16,12 @@
 // its output gradient to bf16 at its own boundary, and its outputs, input
 // gradients and weight gradients come out in fp32, accumulated in fp32 by
 // the kernels; except where a convolution feeds a BatchNorm that feeds
-// another convolution, which pass bf16 between them (Note [bf16 between
-// layers] in src/layers_basic.cpp). Everything else stays fp32: the weights
-// themselves (the master copy the optimizer updates, so updates smaller than
-// a bf16 step are not lost), optimizer state, BatchNorm statistics, the other
+// another convolution, or a residual block's sum feeds the next block's
+// convolutions, which pass bf16 between them (BatchNorm and the sum working
+// in bf16 with fp32 arithmetic inside; Note [bf16 between layers] in
+// src/layers_basic.cpp). Everything else stays fp32: the weights themselves
+// (the master copy the optimizer updates, so updates smaller than a bf16 step
+// are not lost), optimizer state, BatchNorm statistics, the other
 // BatchNorms, LayerNorm, activations, pooling, the loss, gradients in the
 // buckets and checkpoints (which are interchangeable between precisions). The
 // memory-bound layers gain little from bf16 and the conversions at the
