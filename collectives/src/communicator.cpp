@@ -934,8 +934,10 @@ void Communicator::barrier() {
 
 namespace {
 
-// The block size above which alltoall goes pairwise (Note [Exchanges]).
-constexpr std::size_t kPairwiseAlltoallBytes = 64 * 1024;
+// Note [Exchanges]: alltoall posts every transfer at once up to this block size, and above it at
+// most kAlltoallPeersPerRound peers per round.
+constexpr std::size_t kAlltoallAllAtOnceBytes = 64 * 1024;
+constexpr int kAlltoallPeersPerRound = 8;
 
 // Note [Blocking exchanges]: the blocking forms of the exchanges are their asynchronous forms,
 // waited for at once. Issued as asynchronous, an operation holds the loop, which wakes the
@@ -1022,7 +1024,7 @@ Request Communicator::alltoallv_async(const void* send, std::span<const std::siz
                                        *std::max_element(receives.bytes.begin(), receives.bytes.end()));
   return group_->issue<detail::AlltoallvOperation>(
       exchange_waiter(), std::move(done), {"alltoall", std::nullopt, std::nullopt, -1, 0}, send, std::move(sends), recv,
-      std::move(receives), largest > kPairwiseAlltoallBytes);
+      std::move(receives), largest > kAlltoallAllAtOnceBytes ? kAlltoallPeersPerRound : std::max(1, size() - 1));
 }
 
 void Communicator::alltoallv(const void* send, std::span<const std::size_t> send_bytes,

@@ -12,13 +12,18 @@ namespace tnt::detail {
 // (Note [Contexts]: 4c + 2 for communicator c), tagged by their place in the issue order, so
 // they match neither the user's messages nor each other. Each is a few rounds of transfers
 // posted at once:
-//   - alltoall(v): all transfers at once while every block is at most 64 KiB: the back ends then
-//     overlap them, and a rank never waits for one slow peer before talking to the next. Larger
-//     blocks go pairwise (round k: send to rank + k, receive from rank - k), so that a rank
-//     receives from one peer at a time instead of n - 1 rendezvous transfers competing for its
-//     memory bandwidth. Bruck's algorithm, which trades bandwidth for log(n) rounds at tiny
-//     blocks and many ranks, is not implemented: at the rank counts measured here (2 to 8 per
-//     host) posting all at once already costs one round.
+//   - alltoall(v): step k sends to rank + k and receives from rank - k. While every block is at
+//     most 64 KiB, all n - 1 steps are posted at once: the back ends overlap them, and a rank
+//     never waits for one slow peer before talking to the next. Larger blocks post at most 8
+//     steps per round, which bounds the rendezvous transfers that converge on one rank (incast
+//     over TCP) without waiting for one peer at a time. Rounds of one step (pairwise exchange)
+//     were the rule above 64 KiB until 2026-11-28; where ranks outnumber cores a round then
+//     waits for the one peer it names to be scheduled. Measured that day, 4 ranks on this 2-core
+//     machine, OSU's osu_alltoall through the MPI layer, 3 alternating rounds, us per call,
+//     128 KiB / 256 KiB / 1 MiB: pairwise 216 / 415 / 1456, all at once 129 / 257 / 1151.
+//     Bruck's algorithm, which trades bandwidth for log(n) rounds at tiny blocks and many ranks,
+//     is not implemented: at the rank counts measured here (2 to 8 per host) posting all at once
+//     already costs one round.
 //   - gather(v) and scatter(v): the root posts one transfer per rank, the others one.
 //   - allgatherv: every rank sends its block to every other at once.
 //   - reduce and reduce-scatter: the inputs go to the rank that owns the result, which folds
@@ -80,14 +85,10 @@ bool AlltoallvOperation::next_round(int round, std::vector<Transfer>& transfers)
   const int me = core_.rank();
   const auto m = static_cast<std::size_t>(me);
   if (round == 0) copy_own(recv_ + receives_.offsets[m], send_ + sends_.offsets[m], receives_.bytes[m]);
-  if (!pairwise_) {
-    if (round > 0) return false;
-    for (int step = 1; step < n; ++step) add_exchange((me + step) % n, (me + n - step) % n, transfers);
-    return true;
-  }
-  const int step = round + 1;
-  if (step >= n) return false;
-  add_exchange((me + step) % n, (me + n - step) % n, transfers);
+  const int first_step = round * peers_per_round_ + 1;
+  if (first_step >= n) return false;
+  for (int step = first_step; step < std::min(n, first_step + peers_per_round_); ++step)
+    add_exchange((me + step) % n, (me + n - step) % n, transfers);
   return true;
 }
 

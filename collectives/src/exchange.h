@@ -47,18 +47,18 @@ struct Layout {
   std::vector<std::size_t> offsets;
 };
 
-// Note [Exchanges]: `pairwise` sends to rank + k and receives from rank - k in round k, one peer
-// at a time; otherwise every transfer is posted at once.
+// Note [Exchanges]: step k sends to rank + k and receives from rank - k; each round posts the
+// next `peers_per_round` steps at once.
 class AlltoallvOperation final : public ExchangeOperation {
  public:
   AlltoallvOperation(CommunicatorCore& core, std::uint64_t sequence, std::shared_ptr<OperationState> state,
-                     const void* send, Layout sends, void* recv, Layout receives, bool pairwise)
+                     const void* send, Layout sends, void* recv, Layout receives, int peers_per_round)
       : ExchangeOperation(core, sequence, std::move(state)),
         send_(static_cast<const std::byte*>(send)),
         sends_(std::move(sends)),
         recv_(static_cast<std::byte*>(recv)),
         receives_(std::move(receives)),
-        pairwise_(pairwise) {}
+        peers_per_round_(peers_per_round) {}
 
  private:
   bool next_round(int round, std::vector<Transfer>& transfers) override;
@@ -68,7 +68,7 @@ class AlltoallvOperation final : public ExchangeOperation {
   Layout sends_;
   std::byte* recv_;
   Layout receives_;
-  bool pairwise_;
+  int peers_per_round_;
 };
 
 // gather(v) (`to_root`) and scatter(v): the root's side is a layout over every rank, the others'

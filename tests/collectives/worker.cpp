@@ -4,6 +4,9 @@
 //   tnt-test-worker barrier      joins, one barrier, leaves
 //   tnt-test-worker more         alltoall(v), allgatherv, gather(v), scatter(v), reduce, scan,
 //                                exscan, reduce_scatter with counts, every type and operation
+//   tnt-test-worker alltoall-rounds
+//                                alltoall(v) with blocks above 64 KiB, meant for more than 9
+//                                ranks: posted in rounds of at most 8 peers (Note [Exchanges])
 //   tnt-test-worker split        split and dup: every collective and point-to-point on each,
 //                                beside the world's
 //   tnt-test-worker p2p          point-to-point: sizes, MPI's matching rules, refusals
@@ -1042,9 +1045,9 @@ void check_vector_forms(tnt::Communicator& comm, const std::function<std::size_t
     std::vector<std::byte> gathered(total);
     comm.gatherv(my_block.data(), my_block.size(), gathered.data(), block_bytes, block_offsets, root);
     if (me == root) expect_blocks(gathered, what + ": gatherv to " + std::to_string(root));
-    std::vector<std::byte> mine(block_bytes[static_cast<std::size_t>(me)]);
-    comm.scatterv(all.data(), block_bytes, block_offsets, mine.data(), mine.size(), root);
-    expect_pattern(mine, mine.size(), me, 77, what + ": scatterv from " + std::to_string(root));
+    std::vector<std::byte> scattered(block_bytes[static_cast<std::size_t>(me)]);
+    comm.scatterv(all.data(), block_bytes, block_offsets, scattered.data(), scattered.size(), root);
+    expect_pattern(scattered, scattered.size(), me, 77, what + ": scatterv from " + std::to_string(root));
   }
 }
 
@@ -1189,30 +1192,34 @@ void check_exchanges_in_flight(tnt::Communicator& comm) {
   }
 }
 
-// Every new collective against a serial reference; `large` adds 2^20 + 3 (bytes per pair,
-// per block or elements) to the sizes of the data movements and of three types' reductions.
-void check_more_collectives(tnt::Communicator& comm, bool large) {
+// alltoall: rank s's block for r is pattern(s, r).
+void check_alltoall(tnt::Communicator& comm, std::size_t bytes) {
   const int me = comm.rank();
   const int n = comm.size();
   const auto ranks = static_cast<std::size_t>(n);
+  std::vector<std::byte> out(ranks * bytes);
+  std::vector<std::byte> in(ranks * bytes);
+  for (int r = 0; r < n; ++r) {
+    const auto block = pattern(me, r, bytes);
+    std::copy(block.begin(), block.end(),
+              out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes));
+  }
+  comm.alltoall(out.data(), in.data(), bytes);
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::byte> got(in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes),
+                               in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r + 1) * bytes));
+    expect_pattern(got, bytes, r, me, "alltoall of " + std::to_string(bytes) + " from rank " + std::to_string(r));
+  }
+}
+
+// Every new collective against a serial reference; `large` adds 2^20 + 3 (bytes per pair,
+// per block or elements) to the sizes of the data movements and of three types' reductions.
+void check_more_collectives(tnt::Communicator& comm, bool large) {
+  const int n = comm.size();
   std::vector<std::size_t> sizes = {0, 1, 7, 1000, 100000};
   if (large) sizes.push_back(kLargeCount);
-  // alltoall: rank s's block for r is pattern(s, r); 100000 bytes per pair goes pairwise.
-  for (std::size_t bytes : sizes) {
-    std::vector<std::byte> out(ranks * bytes);
-    std::vector<std::byte> in(ranks * bytes);
-    for (int r = 0; r < n; ++r) {
-      const auto block = pattern(me, r, bytes);
-      std::copy(block.begin(), block.end(),
-                out.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes));
-    }
-    comm.alltoall(out.data(), in.data(), bytes);
-    for (int r = 0; r < n; ++r) {
-      std::vector<std::byte> got(in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r) * bytes),
-                                 in.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(r + 1) * bytes));
-      expect_pattern(got, bytes, r, me, "alltoall of " + std::to_string(bytes) + " from rank " + std::to_string(r));
-    }
-  }
+  // 100000 bytes per pair: the rule for blocks above 64 KiB (Note [Exchanges]).
+  for (std::size_t bytes : sizes) check_alltoall(comm, bytes);
   // Uneven pairs with zeros among them; large: about 2^20 bytes where not zero.
   check_alltoallv(
       comm, [](int s, int r) { return static_cast<std::size_t>((s * 3 + r * 5) % 4) * 37; }, "alltoallv");
@@ -1276,6 +1283,18 @@ void check_more_collectives(tnt::Communicator& comm, bool large) {
 int run_more_collectives(tnt::Communicator& comm) {
   check_more_collectives(comm, true);
   std::printf("rank %d: more collectives, %lld checks, %d failures\n", comm.rank(), checks, failures);
+  return failures == 0 ? 0 : 1;
+}
+
+int run_alltoall_rounds(tnt::Communicator& comm) {
+  check_alltoall(comm, 100000);
+  check_alltoall(comm, 1000);
+  check_alltoallv(
+      comm,
+      [](int s, int r) { return (s + 2 * r) % 5 == 0 ? 0 : std::size_t{70000} + static_cast<std::size_t>(s * 11 + r); },
+      "alltoallv in rounds");
+  std::printf("rank %d: alltoall in rounds on %d ranks, %lld checks, %d failures\n", comm.rank(), comm.size(), checks,
+              failures);
   return failures == 0 ? 0 : 1;
 }
 
@@ -1534,6 +1553,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (mode == "more") return run_more_collectives(comm);
+    if (mode == "alltoall-rounds") return run_alltoall_rounds(comm);
     if (mode == "p2p") return run_p2p(comm, option(argc, argv, "--large", "0") == "1");
     if (mode == "barrier") {
       comm.barrier();
