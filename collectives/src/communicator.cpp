@@ -568,7 +568,7 @@ Request Group::issue(Waiter waiter, CompletionCallback done, const CallSignature
   const std::uint64_t sequence = calls_.issue(call);
   ++active_;
   ++world_.active_operations();
-  asio::post(world_.loop().strand(), [this, sequence, state, args...] {
+  auto start = [this, sequence, state, args...] {
     if (!world_.failure().empty()) {
       --active_;
       --world_.active_operations();
@@ -580,6 +580,16 @@ Request Group::issue(Waiter waiter, CompletionCallback done, const CallSignature
     Operation& started = *op;
     ops_.push_back(std::move(op));
     started.start();
+  };
+  // Note [Running here] in event_loop.cpp: a blocking collective starts on its caller's thread,
+  // which is about to run the loop anyway, where it may and no earlier start is still queued
+  // (operations still reach the loop in the order of their sequence numbers). Posted, the start
+  // cost the scheduler's mutex and an epoll_wait before anything moved.
+  if (waiter == Waiter::caller && starts_queued_.load() == 0 && world_.loop().run_here(start)) return Request(state);
+  starts_queued_.fetch_add(1);
+  asio::post(world_.loop().strand(), [this, start = std::move(start)] {
+    starts_queued_.fetch_sub(1);
+    start();
   });
   return Request(state);
 }

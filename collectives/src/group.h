@@ -119,6 +119,7 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   std::atomic<int> active_{0};
   std::atomic<std::uint64_t> arrivals_{0};  // point-to-point messages announced so far (for probe)
   std::atomic<int> p2p_queued_{0};          // point-to-point starts posted to the strand, not yet run
+  std::atomic<int> starts_queued_{0};       // collective starts posted to the strand, not yet run
   std::atomic<int> channels_waiting_{0};    // open_rings(): channels not open yet
 
   // Touched only on the event loop's strand.

@@ -196,10 +196,17 @@ void EventLoop::let_progress_thread_see_done() {
 void EventLoop::poll_here() {
   if (!take_for_running_here()) return;
   Handback handback{*this};
+  running_here_ = this;  // Note [The runner needs no wake-up]
   poll_pollers();
   io_->poll();
 }
 
+// Note [The runner needs no wake-up]: wake() posts an empty handler so that a thread asleep in
+// epoll on this loop looks again. The thread that runs the loop in wait_until() or poll_here()
+// checks what it waits for after every poll, and nobody else runs the loop meanwhile, so what
+// it completes itself (in its pollers' completions, Note [Completions of a poll]) needs no such
+// post: it marks itself as running here, as run_here() does. Each post had cost the scheduler's
+// mutex and, at the next poll of the loop, an epoll_wait.
 void EventLoop::wake() {
   {
     std::lock_guard lock(mutex_);
@@ -232,6 +239,7 @@ bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<Clo
       lock.unlock();
       {
         Handback handback{*this};
+        running_here_ = this;  // Note [The runner needs no wake-up]
         drive_until(ready, deadline);
       }
       lock.lock();
@@ -263,7 +271,8 @@ EventLoop::Handback::~Handback() {
 // running it), it runs the start itself, at once: strand-confined state is then touched by the
 // loop's one runner, as by any handler. Where another thread runs the loop (the progress thread
 // for asynchronous work, another caller), the start is posted as before. The collectives use it
-// for blocking sends that go eagerly (Communicator::send says why only those). Measured
+// for blocking sends that go eagerly (Communicator::send says why only those) and for the start
+// of every blocking collective (Group::issue). Measured
 // 2026-11-27, 2 ranks on shared memory, tnt-bench-p2p latency under chrt -f 10 (the machine was
 // loaded by builds), 3 alternating rounds, medians: 8 bytes 1.84 -> 1.45 us, 4 KiB 3.08 -> 2.54,
 // 16 KiB 5.80 -> 5.35, 64 KiB 9.92 -> 10.10 (not started here); OpenMPI's vader 0.35 us at 8 bytes
@@ -347,9 +356,9 @@ constexpr std::chrono::microseconds kProbe{100};
 // an epoll_wait system call and the scheduler's mutex each time: most of an 8-byte ping-pong's
 // time went there (perf, 2026-11-28: epoll_wait and its kernel side about 30 %, the mutex 18 %),
 // and data that came during the call waited for it to end. Where the blocked caller polls
-// shared-memory channels, it asks the loop only after a poller moved something (whose
-// completions are posted there) and otherwise every kSpinsPerLoopPoll spins, for descriptors
-// (sockets, wake-up bytes, timers); a loop without pollers asks on every spin, as before.
+// shared-memory channels, it asks the loop every kSpinsPerLoopPoll spins only, for descriptors
+// (sockets, wake-up bytes, timers) and work posted from elsewhere: what the pollers complete runs
+// without the loop (Note [Completions of a poll]). A loop without pollers asks on every spin.
 constexpr unsigned kSpinsPerLoopPoll = 16;
 }  // namespace
 
@@ -368,10 +377,45 @@ void PollWindow::report(std::chrono::microseconds used, bool found_data) {
   now_.store(next, std::memory_order_relaxed);
 }
 
+// Note [Completions of a poll]: a poller (a shared-memory channel) completes what it moved
+// later, never inside its own call. Posted to the io_context, each such completion cost the
+// scheduler's mutex, and the polling caller then ran io_context::poll() to reach it: an
+// epoll_wait system call, two where handlers were queued, after every poll that moved anything.
+// A 1 KiB alltoall on 2 ranks made about 5 of them per call (2026-11-28). So completions that
+// arise while the pollers are polled are kept here and run, in order, once every poller has
+// returned: still outside the poller's call, by the same thread, before it looks at what it
+// waits for. What they complete in turn (a receive posted again that finds its message staged)
+// joins the list. Polling waits then ask the io_context only every kSpinsPerLoopPoll spins
+// (Note [Cheap spins]), for descriptors, timers and work posted from elsewhere.
+void EventLoop::post_completion(std::function<void()> completion) {
+  if (polling_pollers_) {
+    completions_of_poll_.push_back(std::move(completion));
+    return;
+  }
+  asio::post(*io_, std::move(completion));
+}
+
 bool EventLoop::poll_pollers() {
   if (!own_io_ || progress_ != Progress::on_demand) return false;
+  // Where a poller or a completion throws, what is left goes to the loop, as handlers queued
+  // behind a throwing one stay queued.
+  struct Polling {
+    EventLoop& loop;
+    std::size_t next = 0;
+    ~Polling() {
+      for (; next < loop.completions_of_poll_.size(); ++next)
+        asio::post(*loop.io_, std::move(loop.completions_of_poll_[next]));
+      loop.completions_of_poll_.clear();
+      loop.polling_pollers_ = false;
+    }
+  } polling{*this};
+  polling_pollers_ = true;
   bool moved = false;
   for (std::size_t i = 0; i < pollers_.size(); ++i) moved = pollers_[i]->poll() || moved;
+  while (polling.next < completions_of_poll_.size()) {
+    auto completion = std::move(completions_of_poll_[polling.next++]);  // the list may grow meanwhile
+    completion();
+  }
   return moved;
 }
 
@@ -386,7 +430,8 @@ void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Cl
     // Note [Cheap spins]
     const bool spin_on_pollers = own_io_ && progress_ == Progress::on_demand && !pollers_.empty();
     for (unsigned spin = 0; !(came = ready()) && Clock::now() < stop_polling; ++spin) {
-      if (poll_all() || !spin_on_pollers || spin % kSpinsPerLoopPoll == 0) io_->poll();
+      poll_all();
+      if (!spin_on_pollers || spin % kSpinsPerLoopPoll == 0) io_->poll();  // Note [Completions of a poll]
     }
     poll_window_.report(window, came);
   }

@@ -408,7 +408,7 @@ void ShmPair::recv(Tag tag, void* data, std::size_t capacity, CompletionSink& si
     const std::size_t bytes = staged.bytes;
     // Complete later, never inside the caller's own call (it may hold state mid-update).
     owner_.begin_io();
-    asio::post(side_.get_executor(), [this, &sink, cookie, bytes] {
+    owner_.loop().post_completion([this, &sink, cookie, bytes] {  // Note [Completions of a poll]
       owner_.end_io();
       if (!failed_) sink.on_recv_complete(cookie, bytes);
     });
@@ -484,7 +484,7 @@ void ShmPair::schedule_completions() {
   // later, never inside send() or a sink's own call.
   completion_posted_ = true;
   owner_.begin_io();
-  asio::post(side_.get_executor(), [this] { complete_sends(); });
+  owner_.loop().post_completion([this] { complete_sends(); });  // Note [Completions of a poll]
 }
 
 void ShmPair::complete_sends() {

@@ -134,6 +134,11 @@ class EventLoop {
   // the loop (on_demand with a loop of its own); elsewhere they are never polled.
   void add_poller(Poller& poller);
   void remove_poller(Poller& poller);
+  // On the strand: runs `completion` later, never inside its caller. Inside a poller's poll() and
+  // what that completes, it runs before the loop's runner stops polling its pollers, without
+  // passing through the io_context (Note [Completions of a poll] in event_loop.cpp); elsewhere
+  // it is posted to the loop.
+  void post_completion(std::function<void()> completion);
 
   // Runs `task` on the strand and blocks until it finishes; rethrows what it throws.
   template <class T>
@@ -187,7 +192,9 @@ class EventLoop {
   std::atomic<int> awaited_{0};               // expect_waiter() not yet done
   std::atomic<std::uint64_t> unlingered_{0};  // lingering or awaited work done so far: progress made
   bool stopping_ = false;
-  std::vector<Poller*> pollers_;   // strand-confined
+  std::vector<Poller*> pollers_;                            // strand-confined
+  bool polling_pollers_ = false;                            // strand-confined: poll_pollers() runs
+  std::vector<std::function<void()>> completions_of_poll_;  // strand-confined: post_completion() there
   bool pollers_looked_at_ = true;  // strand-confined: Note [Looking before sleeping] in event_loop.cpp
   static thread_local const EventLoop* running_here_;  // run_here() runs a task of this loop
 };
