@@ -373,6 +373,9 @@ def shm_chunks():
     seed("chunk_past_ring", [(1, 1), (len(long_chunk), 1)] + publish, long_chunk)
     bad_kind = struct.pack("<QQQII", 1, 8, 8, 7, 0) + bytes(8)
     seed("bad_kind", [(1, 1), (len(bad_kind), 1)] + publish, bad_kind)
+    # Two chunks of one message whose lengths add up past it (the second must not be copied).
+    halves = b"".join(struct.pack("<QQQII", 1, 50, 30, 0, 0) + bytes(30) for _ in range(2))
+    seed("chunk_past_message", receive(1, 0, 50) + [(1, 1), (62, 1), (1, 1), (62, 1)] + publish, halves)
     seed("partial_header", message(1, 0, 10) + publish + [(6, 1), (1, 1), (16, 2)])
     seed("head_behind_tail", message(1, 0, 10) + publish + [(6, 1), (0, 1), (3, 8)])
 
