@@ -12,9 +12,11 @@ namespace tnt::transport {
 // us, e.g. it started a collective we have not issued yet) is staged in a buffer that grows as
 // its chunks come, doubling, to at most the message's length, so that a buggy header alone
 // allocates nothing large (as on TCP, Note [Buffered reads] in tcp_inbox.cpp). A message of one
-// chunk (under 1 MiB, and every message of Note [Single copy] size goes by kShmReadMe anyway)
-// takes one allocation of its length, as it did when the header's length was allocated at once;
-// a staging buffer kept from an earlier message is reused as it is.
+// chunk (at most 1 MiB) takes one allocation of its length, as it did when the header's length
+// was allocated at once, and a staging buffer kept from an earlier message is reused as it is.
+// Only a longer message that finds no spare buffer large enough (where Note [Single copy] is off;
+// else such messages come as kShmReadMe) copies what it holds at each doubling: in all, less than
+// its length once more.
 
 ShmInbox::ShmInbox(std::string peer_name, std::span<const std::byte> ring)
     : peer_name_(std::move(peer_name)), ring_(ring.data()), ring_mask_(ring.size() - 1), max_chunk_(ring.size() / 4) {
