@@ -337,6 +337,49 @@ def sequence_data():
         write("sequence", name, pairs + fdp_tail((flags, 1), (bucket, 1), (world, 1), (batch, 1), (micro, 1), (7, 1)))
 
 
+def shm_chunks():
+    """Step runs as shm_chunks_fuzz.cpp reads them: every choice is an integer that
+    FuzzedDataProvider takes from the end of the input (fdp_tail), raw garbage comes from its front."""
+    def tag(value, context=0):
+        return [(value, 1), (context, 1)]
+
+    def message(t, context, length, cut=1024):  # step 0: kShmData chunks of at most `cut`
+        return [(0, 1)] + tag(t, context) + [(length, 2), (cut - 1, 2)]
+
+    def receive(t, context, capacity):  # step 3
+        return [(3, 1)] + tag(t, context) + [(capacity, 2)]
+
+    def read_me(t, length):  # step 4: kShmReadMe
+        return [(4, 1)] + tag(t) + [(length, 2)]
+
+    publish = [(2, 1)]
+    offered_read_done = [(5, 1), (1, 1)]
+
+    def seed(name, steps, front=b""):
+        write("shm_chunks", name, front + fdp_tail(*steps))
+
+    seed("expected", receive(1, 0, 100) + message(1, 0, 100) + publish)
+    seed("unexpected_chunks_wrap", message(2, 1, 5000) + publish + message(3, 0, 3000, 700) + publish +
+         receive(2, 1, 5000) + receive(3, 0, 4000) + publish)
+    seed("posted_while_arriving", message(4, 0, 3000, 1000) + publish + receive(4, 0, 3000) + message(5, 0, 10) +
+         publish)
+    seed("empty", message(6, 0, 0) + receive(6, 0, 0) + publish)
+    seed("read_me", receive(4, 0, 3000) + read_me(4, 3000) + read_me(5, 10) + publish + receive(5, 0, 10))
+    seed("read_done", offered_read_done + offered_read_done + publish + message(1, 1, 64) + publish)
+    seed("read_done_never_offered", [(5, 1), (0, 1), (99, 8)] + publish)
+    seed("larger_than_receive", receive(7, 0, 100) + message(7, 0, 200) + publish)
+    # A header whose chunk is longer than the ring, and one of an unknown kind.
+    long_chunk = struct.pack("<QQQII", 1, 1 << 20, 1 << 20, 0, 0)
+    seed("chunk_past_ring", [(1, 1), (len(long_chunk), 1)] + publish, long_chunk)
+    bad_kind = struct.pack("<QQQII", 1, 8, 8, 7, 0) + bytes(8)
+    seed("bad_kind", [(1, 1), (len(bad_kind), 1)] + publish, bad_kind)
+    # Two chunks of one message whose lengths add up past it (the second must not be copied).
+    halves = b"".join(struct.pack("<QQQII", 1, 50, 30, 0, 0) + bytes(30) for _ in range(2))
+    seed("chunk_past_message", receive(1, 0, 50) + [(1, 1), (62, 1), (1, 1), (62, 1)] + publish, halves)
+    seed("partial_header", message(1, 0, 10) + publish + [(6, 1), (1, 1), (16, 2)])
+    seed("head_behind_tail", message(1, 0, 10) + publish + [(6, 1), (0, 1), (3, 8)])
+
+
 if __name__ == "__main__":
     handshake()
     control_frame()
@@ -348,4 +391,5 @@ if __name__ == "__main__":
     user_data()
     ib_protocol()
     sequence_data()
+    shm_chunks()
     print("seeds written to", CORPUS)

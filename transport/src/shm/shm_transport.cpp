@@ -18,6 +18,7 @@
 
 #include "../pair_transport.h"
 #include "../side_channel.h"
+#include "shm_inbox.h"
 #include "tnt/core/copy.h"
 #include "tnt/core/error.h"
 #include "tnt/core/settings.h"
@@ -31,9 +32,7 @@ namespace {
 // Per direction. Large messages travel in chunks of at most a quarter of the ring, so the
 // writer can fill one chunk while the reader empties another.
 constexpr std::uint64_t kRingBytes = 4u << 20;
-constexpr std::uint64_t kMaxChunk = kRingBytes / 4;
-// An authenticated peer can still be buggy: no single message may claim more than this.
-constexpr std::uint64_t kMaxMessageBytes = std::uint64_t{1} << 31;
+constexpr std::uint64_t kMaxChunk = kRingBytes / 4;  // what ShmInbox expects of a ring this size
 
 // One ring's shared state. `head` and `tail` count bytes ever written and read; each has one
 // writer. Note [Waking a waiting writer]: a writer that finds no room sets `writer_waiting`
@@ -63,24 +62,8 @@ constexpr std::size_t kSegmentBytes = kControlBytes + 2 * kRingBytes;
 // chunk, on which the send completes. A send's buffer is the sender's until it completes, so the
 // reader always finds the data as it was sent. Both ranks check at set-up that they may read each
 // other (process_vm_readv can be forbidden by ptrace rules or seccomp); else every message takes
-// the ring. OpenMPI's vader does the same through CMA.
-enum ChunkKind : std::uint32_t { kData = 0, kReadMe = 1, kReadDone = 2 };
-
-struct ChunkHeader {
-  std::uint64_t tag;
-  std::uint64_t message_bytes;
-  std::uint64_t chunk_bytes;
-  std::uint32_t kind;
-  std::uint32_t context;  // Note [Contexts] in pair.h
-  Tag full_tag() const { return Tag{tag, context}; }
-};
-static_assert(sizeof(ChunkHeader) == 32);
-
-// The payload of a kReadMe chunk; a kReadDone chunk carries only the id.
-struct ReadMe {
-  std::uint64_t address;
-  std::uint64_t id;
-};
+// the ring. OpenMPI's vader does the same through CMA. The chunks: Note [Shared-memory chunks] in
+// shm_inbox.h.
 
 // What the creator tells the other rank on the side channel. Fixed size, checked field by field.
 struct SegmentOffer {
@@ -153,13 +136,6 @@ struct Ring {
     copy_bytes(data + at, from, first);
     copy_bytes(data, static_cast<const std::byte*>(from) + first, bytes - first);
   }
-  void copy_out(std::uint64_t position, void* to, std::size_t bytes) const {
-    if (bytes == 0) return;
-    const std::size_t at = position % kRingBytes;
-    const std::size_t first = std::min<std::size_t>(bytes, kRingBytes - at);
-    copy_bytes(to, data + at, first);
-    copy_bytes(static_cast<std::byte*>(to) + first, data, bytes - first);
-  }
 };
 
 Ring ring(const Mapping& mapping, int direction) {
@@ -183,6 +159,7 @@ class ShmPair final : public Pair, private Poller {
         mapping_(std::move(mapping)),
         out_(ring(*mapping_, creator ? 0 : 1)),
         in_(ring(*mapping_, creator ? 1 : 0)),
+        inbox_(peer_name_, std::span<const std::byte>(in_.data, kRingBytes)),
         side_(std::move(side)),
         peer_pid_(peer_pid),
         single_copy_bytes_(single_copy_bytes) {}
@@ -210,29 +187,6 @@ class ShmPair final : public Pair, private Poller {
     std::size_t sent = 0;
     bool started = false;
   };
-  struct Incoming {
-    Tag tag;
-    std::byte* data;
-    std::size_t capacity;
-    CompletionSink* sink;
-    std::uint64_t cookie;
-  };
-  struct Staged {
-    Tag tag;
-    std::vector<std::byte> buffer;
-    std::size_t bytes;
-    bool complete;
-    std::optional<ReadMe> remote = std::nullopt;  // Note [Single copy]: still in the sender's memory
-  };
-  // The message being read: chunks of one message follow each other in the ring.
-  struct Arriving {
-    Tag tag;
-    std::size_t bytes = 0;
-    std::size_t received = 0;
-    std::byte* destination = nullptr;
-    CompletionSink* sink = nullptr;  // null: it goes to a staging buffer
-    std::uint64_t cookie = 0;
-  };
 
   // Poller
   void set_polling(bool polling) override { in_.control->reader_polling.store(polling ? 1 : 0); }
@@ -245,15 +199,13 @@ class ShmPair final : public Pair, private Poller {
   }
 
   void write_some();
-  bool write_control(const ChunkHeader& header, const void* payload);
+  bool write_control(const ShmChunkHeader& header, const void* payload);
   void schedule_completions();
   void complete_sends();
-  bool read_control(const ChunkHeader& header, std::uint64_t at);
-  bool read_remote(Tag tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity);
+  bool read_remote(const ShmInbox::Event& event);
   bool room_for(std::uint64_t head, std::size_t need);
   bool read_some();  // true when it took a chunk
-  bool begin_message(const ChunkHeader& header);
-  void finish_message();
+  void deliver(const ShmInbox::Event& event);
   void watch();
   void notify();
   void fail(const std::string& what);
@@ -264,6 +216,7 @@ class ShmPair final : public Pair, private Poller {
   std::unique_ptr<Mapping> mapping_;
   Ring out_;
   Ring in_;
+  ShmInbox inbox_;  // reads in_
   tcp::socket side_;
   std::array<char, 64> wake_bytes_{};
   bool failed_ = false;
@@ -274,17 +227,12 @@ class ShmPair final : public Pair, private Poller {
   // lists swap there, so that completing allocates nothing once they have grown.
   std::vector<Outgoing> completed_, completing_;
   bool completion_posted_ = false;
-  std::vector<Incoming> posted_;
-  std::vector<Staged> staged_;
-  std::vector<std::vector<std::byte>> spare_;
-  std::optional<Arriving> arriving_;
 
   // Note [Single copy]
   const std::int64_t peer_pid_;
   const std::size_t single_copy_bytes_;
   std::uint64_t next_read_id_ = 0;
-  std::vector<std::pair<std::uint64_t, Outgoing>> awaiting_read_;  // by read id
-  std::vector<std::uint64_t> acks_;                                // kReadDone chunks to write
+  std::vector<std::uint64_t> acks_;  // kShmReadDone chunks to write
 };
 
 class ShmTransport final : public PairTransport<ShmPair> {
@@ -389,32 +337,23 @@ class ShmTransport final : public PairTransport<ShmPair> {
 
 void ShmPair::recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) {
   if (failed_) return;
-  for (std::size_t i = 0; i < staged_.size(); ++i) {
-    if (staged_[i].tag != tag || !staged_[i].complete) continue;
-    Staged staged = std::move(staged_[i]);
-    staged_[i] = std::move(staged_.back());
-    staged_.pop_back();
-    if (staged.remote) {
-      if (!read_remote(tag, *staged.remote, staged.bytes, data, capacity)) return;
-      write_some();  // the kReadDone
-    } else if (staged.bytes > capacity) {
-      fail("protocol violation: message with tag " + to_string(tag) + " has " + std::to_string(staged.bytes) +
-           " bytes but the matching receive holds " + std::to_string(capacity));
-      return;
-    } else {
-      if (staged.bytes) copy_bytes(data, staged.buffer.data(), staged.bytes);  // empty: data() may be null
-      spare_.push_back(std::move(staged.buffer));
-    }
-    const std::size_t bytes = staged.bytes;
-    // Complete later, never inside the caller's own call (it may hold state mid-update).
-    owner_.begin_io();
-    owner_.loop().post_completion([this, &sink, cookie, bytes] {  // Note [Completions of a poll]
-      owner_.end_io();
-      if (!failed_) sink.on_recv_complete(cookie, bytes);
-    });
+  const auto event = inbox_.post(ShmInbox::Receive{tag, data, capacity, &sink, cookie});
+  if (!event) {
+    if (!inbox_.violation().empty()) fail(inbox_.violation());
     return;
   }
-  posted_.push_back(Incoming{tag, static_cast<std::byte*>(data), capacity, &sink, cookie});
+  if (event->kind == ShmInbox::Event::kReadRemote) {
+    if (!read_remote(*event)) return;
+    write_some();  // the kShmReadDone
+  }
+  const std::size_t bytes = event->bytes;
+  // Its message came before it. Complete later, never inside the caller's own call (it may hold
+  // state mid-update).
+  owner_.begin_io();
+  owner_.loop().post_completion([this, &sink, cookie, bytes] {  // Note [Completions of a poll]
+    owner_.end_io();
+    if (!failed_) sink.on_recv_complete(cookie, bytes);
+  });
 }
 
 bool ShmPair::room_for(std::uint64_t head, std::size_t need) {
@@ -426,7 +365,7 @@ bool ShmPair::room_for(std::uint64_t head, std::size_t need) {
   return true;
 }
 
-bool ShmPair::write_control(const ChunkHeader& header, const void* payload) {
+bool ShmPair::write_control(const ShmChunkHeader& header, const void* payload) {
   const std::uint64_t head = out_.control->head.load(std::memory_order_relaxed);
   if (!room_for(head, sizeof header + header.chunk_bytes)) return false;  // the reader wakes us
   out_.copy_in(head, &header, sizeof header);
@@ -440,28 +379,28 @@ void ShmPair::write_some() {
   bool done = false;
   std::size_t acked = 0;
   for (; acked < acks_.size() && !failed_; ++acked) {
-    if (!write_control(ChunkHeader{0, 0, sizeof(std::uint64_t), kReadDone, 0}, &acks_[acked])) break;
+    if (!write_control(ShmChunkHeader{0, 0, sizeof(std::uint64_t), kShmReadDone, 0}, &acks_[acked])) break;
     wrote = true;
   }
   acks_.erase(acks_.begin(), acks_.begin() + static_cast<std::ptrdiff_t>(acked));
   while (!queue_.empty() && !failed_) {
     Outgoing& message = queue_.front();
     if (single_copy_bytes_ > 0 && message.bytes >= single_copy_bytes_) {
-      // Note [Single copy]: completes on the reader's kReadDone.
-      const ReadMe where{reinterpret_cast<std::uint64_t>(message.data), next_read_id_};
-      if (!write_control(ChunkHeader{message.tag.value, message.bytes, sizeof where, kReadMe, message.tag.context},
-                         &where))
+      // Note [Single copy]: completes on the reader's kShmReadDone.
+      const ShmReadMe where{reinterpret_cast<std::uint64_t>(message.data), next_read_id_};
+      if (!write_control(
+              ShmChunkHeader{message.tag.value, message.bytes, sizeof where, kShmReadMe, message.tag.context}, &where))
         break;
       ++next_read_id_;
       wrote = true;
-      awaiting_read_.emplace_back(where.id, message);
+      inbox_.await_read_done(where.id, message.sink, message.cookie);
       queue_.pop_front();
       continue;
     }
     const std::size_t chunk = std::min<std::size_t>(message.bytes - message.sent, kMaxChunk);
     const std::uint64_t head = out_.control->head.load(std::memory_order_relaxed);
-    if (!room_for(head, sizeof(ChunkHeader) + chunk)) break;  // the reader wakes us
-    const ChunkHeader header{message.tag.value, message.bytes, chunk, kData, message.tag.context};
+    if (!room_for(head, sizeof(ShmChunkHeader) + chunk)) break;  // the reader wakes us
+    const ShmChunkHeader header{message.tag.value, message.bytes, chunk, kShmData, message.tag.context};
     out_.copy_in(head, &header, sizeof header);
     out_.copy_in(head + sizeof header, message.data + message.sent, chunk);
     out_.control->head.store(head + sizeof header + chunk);  // Note [Polling readers]
@@ -500,146 +439,43 @@ void ShmPair::complete_sends() {
 
 bool ShmPair::read_some() {
   bool freed = false;
-  while (!failed_) {
-    const std::uint64_t tail = in_.control->tail.load(std::memory_order_relaxed);
-    const std::uint64_t available = in_.control->head.load(std::memory_order_acquire) - tail;
-    if (available == 0) break;
-    ChunkHeader header{};
-    if (available < sizeof header) {
-      fail("protocol violation: " + peer_name_ + " published a partial chunk header");
-      return freed;
-    }
-    in_.copy_out(tail, &header, sizeof header);
-    if (header.chunk_bytes > kMaxChunk || header.message_bytes > kMaxMessageBytes ||
-        available < sizeof header + header.chunk_bytes) {
-      fail("protocol violation: " + peer_name_ + " published a malformed chunk");
-      return freed;
-    }
-    if (header.kind != kData) {
-      if (!read_control(header, tail)) return freed;
-      freed = true;
-      continue;
-    }
-    if (!arriving_ && !begin_message(header)) return freed;
-    if (header.full_tag() != arriving_->tag || header.message_bytes != arriving_->bytes ||
-        arriving_->received + header.chunk_bytes > arriving_->bytes) {
-      fail("protocol violation: " + peer_name_ + " interleaved two messages");
-      return freed;
-    }
-    in_.copy_out(tail + sizeof header, arriving_->destination + arriving_->received, header.chunk_bytes);
-    arriving_->received += header.chunk_bytes;
-    in_.control->tail.store(tail + sizeof header + header.chunk_bytes);  // Note [Waking a waiting writer]
+  std::optional<ShmInbox::Event> event;
+  while (!failed_ && inbox_.take(in_.control->head.load(std::memory_order_acquire), event)) {
+    in_.control->tail.store(inbox_.tail());  // Note [Waking a waiting writer]; before any sink runs
     freed = true;
-    if (arriving_->received == arriving_->bytes) finish_message();
+    if (event) deliver(*event);
+  }
+  if (!inbox_.violation().empty()) {
+    fail(inbox_.violation());
+    return freed;
   }
   if (freed && in_.control->writer_waiting.load() != 0 && in_.control->writer_waiting.exchange(0) != 0) notify();
   return freed;
 }
 
-// A kReadMe or kReadDone chunk at `at` (Note [Single copy]); false once this pair failed.
-bool ShmPair::read_control(const ChunkHeader& header, std::uint64_t at) {
-  ReadMe where{};
-  const std::size_t payload = header.kind == kReadMe ? sizeof where : sizeof where.id;
-  if (arriving_ || (header.kind != kReadMe && header.kind != kReadDone) || header.chunk_bytes != payload) {
-    fail("protocol violation: " + peer_name_ + " published a malformed control chunk");
-    return false;
+void ShmPair::deliver(const ShmInbox::Event& event) {
+  switch (event.kind) {
+    case ShmInbox::Event::kReceived: event.sink->on_recv_complete(event.cookie, event.bytes); return;
+    case ShmInbox::Event::kReadRemote:
+      if (read_remote(event)) event.sink->on_recv_complete(event.cookie, event.bytes);
+      return;
+    case ShmInbox::Event::kSendDone:
+      completed_.push_back(Outgoing{Tag{}, nullptr, 0, event.sink, event.cookie});
+      schedule_completions();
+      return;
   }
-  in_.copy_out(at + sizeof header, header.kind == kReadMe ? static_cast<void*>(&where) : &where.id, payload);
-  in_.control->tail.store(at + sizeof header + payload);  // before any sink runs
-  if (header.kind == kReadDone) {
-    auto sent =
-        std::find_if(awaiting_read_.begin(), awaiting_read_.end(), [&](const auto& a) { return a.first == where.id; });
-    if (sent == awaiting_read_.end()) {
-      fail("protocol violation: " + peer_name_ + " reported reading a message that was never offered");
-      return false;
-    }
-    completed_.push_back(sent->second);
-    awaiting_read_.erase(sent);
-    schedule_completions();
-    return true;
-  }
-  auto posted =
-      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
-  if (posted == posted_.end()) {  // the peer is ahead of us: read it once the receive is posted
-    staged_.push_back(Staged{header.full_tag(), {}, header.message_bytes, true, where});
-    return true;
-  }
-  const Incoming target = *posted;
-  *posted = posted_.back();
-  posted_.pop_back();
-  if (!read_remote(header.full_tag(), where, header.message_bytes, target.data, target.capacity)) return false;
-  target.sink->on_recv_complete(target.cookie, header.message_bytes);
-  return !failed_;
 }
 
-// Copies a kReadMe message into `to` and queues its kReadDone; false (and failed) if it cannot.
-bool ShmPair::read_remote(Tag tag, const ReadMe& where, std::size_t bytes, void* to, std::size_t capacity) {
-  if (bytes > capacity) {
-    fail("protocol violation: message with tag " + to_string(tag) + " has " + std::to_string(bytes) +
-         " bytes but the matching receive holds " + std::to_string(capacity) +
-         " (do all ranks call the same collectives with the same counts, in the same order?)");
-    return false;
-  }
-  if (!read_peer(peer_pid_, where.address, to, bytes)) {
-    fail("reading " + std::to_string(bytes) + " bytes from " + peer_name_ +
+// Copies a kShmReadMe message into its receive and queues its kShmReadDone (Note [Single copy]);
+// false (and failed) if it cannot.
+bool ShmPair::read_remote(const ShmInbox::Event& event) {
+  if (!read_peer(peer_pid_, event.remote.address, event.destination, event.bytes)) {
+    fail("reading " + std::to_string(event.bytes) + " bytes from " + peer_name_ +
          " with process_vm_readv failed: " + errno_text(errno) + " (TNT_SHM_SINGLE_COPY_KB=0 avoids it)");
     return false;
   }
-  acks_.push_back(where.id);
+  acks_.push_back(event.remote.id);
   return true;
-}
-
-bool ShmPair::begin_message(const ChunkHeader& header) {
-  Arriving arriving;
-  arriving.tag = header.full_tag();
-  arriving.bytes = header.message_bytes;
-  auto posted =
-      std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == header.full_tag(); });
-  if (posted != posted_.end()) {
-    if (header.message_bytes > posted->capacity) {
-      fail("protocol violation: message with tag " + to_string(header.full_tag()) + " has " +
-           std::to_string(header.message_bytes) + " bytes but the matching receive holds " +
-           std::to_string(posted->capacity) +
-           " (do all ranks call the same collectives with the same counts, in the same order?)");
-      return false;
-    }
-    arriving.destination = posted->data;
-    arriving.sink = posted->sink;
-    arriving.cookie = posted->cookie;
-    *posted = posted_.back();
-    posted_.pop_back();
-  } else {
-    // Unexpected: the peer is ahead of us (e.g. it started a collective we have not issued yet).
-    std::vector<std::byte> buffer;
-    if (!spare_.empty()) {
-      buffer = std::move(spare_.back());
-      spare_.pop_back();
-    }
-    if (buffer.size() < header.message_bytes) buffer.resize(header.message_bytes);
-    arriving.destination = buffer.data();  // the heap block stays put when staged_ moves
-    staged_.push_back(Staged{header.full_tag(), std::move(buffer), header.message_bytes, false});
-  }
-  arriving_ = arriving;
-  return true;
-}
-
-void ShmPair::finish_message() {
-  const Arriving done = *arriving_;
-  arriving_.reset();
-  if (done.sink) {
-    done.sink->on_recv_complete(done.cookie, done.bytes);
-    return;
-  }
-  auto staged =
-      std::find_if(staged_.begin(), staged_.end(), [&](const Staged& s) { return s.tag == done.tag && !s.complete; });
-  staged->complete = true;
-  // Its receive may have been posted while the chunks were arriving.
-  auto posted = std::find_if(posted_.begin(), posted_.end(), [&](const Incoming& r) { return r.tag == done.tag; });
-  if (posted == posted_.end()) return;
-  const Incoming target = *posted;
-  *posted = posted_.back();
-  posted_.pop_back();
-  recv(target.tag, target.data, target.capacity, *target.sink, target.cookie);
 }
 
 void ShmPair::watch() {
