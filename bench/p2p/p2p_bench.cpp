@@ -5,6 +5,7 @@
 // format, so that bench/p2p/compare_osu.sh can put the two side by side.
 //   tnt-bench-p2p latency|bw|bibw|multi_lat [-m [MIN:]MAX] [-i ITERATIONS] [-x WARMUP]
 // Run under tnt-launch with 2 ranks (multi_lat: any even number).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,9 +40,14 @@ std::size_t parse_size(const std::string& text) {
 }
 
 Options parse(int argc, char** argv) {
-  if (argc < 2) throw tnt::ConfigError("usage: tnt-bench-p2p latency|bw|bibw|multi_lat [-m [MIN:]MAX] [-i N] [-x N]");
+  const std::string usage = "usage: tnt-bench-p2p latency|bw|bibw|multi_lat [-m [MIN:]MAX] [-i N] [-x N]";
+  if (argc < 2) throw tnt::ConfigError(usage);
   Options o;
   o.test = argv[1];
+  if (o.test == "--help" || o.test == "-h") {
+    std::printf("%s\n", usage.c_str());
+    std::exit(0);
+  }
   if (o.test != "latency" && o.test != "bw" && o.test != "bibw" && o.test != "multi_lat")
     throw tnt::ConfigError("unknown test '" + o.test + "' (latency, bw, bibw or multi_lat)");
   for (int i = 2; i < argc; ++i) {
@@ -104,8 +110,9 @@ int run(int argc, char** argv) {
     comm.finish();
     return 2;
   }
-  std::vector<char> out(kMaxSize, 'a');
-  std::vector<char> in(kMaxSize, 'b');
+  // OSU's buffers hold its largest size; -m may ask for more.
+  std::vector<char> out(std::max(kMaxSize, o.max_size), 'a');
+  std::vector<char> in(std::max(kMaxSize, o.max_size), 'b');
   const bool bandwidth = o.test == "bw" || o.test == "bibw";
   if (me == 0) {
     std::printf("# tnt %s (OSU 5.3's method)\n", o.test.c_str());

@@ -37,10 +37,10 @@ struct CheckCase {
   // > 0: the ranks form this many virtual hosts (TNT_VIRTUAL_HOSTS) and every allreduce and
   // allgather is forced onto the hierarchical path; with ring_only its rings use tiny segments.
   int virtual_hosts = 0;
-  // false: TNT_SHM_SINGLE_COPY_KB=0, and every allreduce gathers whole buffers (up to 4 MiB), so
-  // large messages pass the shared-memory ring in chunks instead of being read from the sender
-  // (Note [Single copy]).
-  bool single_copy = true;
+  // true: TNT_SHM_SINGLE_COPY_KB=64 (the default is 0, every message through the ring), and every
+  // allreduce gathers whole buffers (up to 4 MiB), so large messages are read from the sender
+  // instead of passing the shared-memory ring in chunks (Note [Single copy]).
+  bool single_copy = false;
 };
 
 class CollectivesCheck : public ::testing::TestWithParam<CheckCase> {};
@@ -56,8 +56,8 @@ TEST_P(CollectivesCheck, MatchSerialReference) {
            {"TNT_HOST_ALLREDUCE_KB", "0"}};
   }
   env["TNT_SHM"] = shm ? "1" : "0";
-  if (!single_copy) {
-    env["TNT_SHM_SINGLE_COPY_KB"] = "0";
+  if (single_copy) {
+    env["TNT_SHM_SINGLE_COPY_KB"] = "64";
     env["TNT_SMALL_ALLREDUCE_KB"] = "16384";
   }
   if (virtual_hosts > 0) {
@@ -96,13 +96,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // (one rank per host, one host) that the same code must get right.
                       CheckCase{4, false, true, 2}, CheckCase{4, true, true, 2}, CheckCase{4, false, false, 2},
                       CheckCase{2, false, true, 2}, CheckCase{3, true, true, 3}, CheckCase{3, false, true, 1},
-                      CheckCase{2, false, true, 0, false}),
+                      CheckCase{2, false, true, 0, true}),
     [](const auto& test_info) {
       const CheckCase& c = test_info.param;
       return std::to_string(c.ranks) + "ranks" +
              (c.virtual_hosts > 0 ? "_" + std::to_string(c.virtual_hosts) + "hosts_hierarchical" : "") +
              (c.ring_only ? (c.virtual_hosts > 0 ? "_small_segments" : "_ring_only") : "") + (c.shm ? "" : "_tcp") +
-             (c.single_copy ? "" : "_shm_ring_copies");
+             (c.single_copy ? "_shm_single_copy" : "");
     });
 
 // Note [One world per process]: two Communicators built from the environment in one process are

@@ -64,6 +64,15 @@ constexpr std::size_t kSegmentBytes = kControlBytes + 2 * kRingBytes;
 // other (process_vm_readv can be forbidden by ptrace rules or seccomp); else every message takes
 // the ring. OpenMPI's vader does the same through CMA. The chunks: Note [Shared-memory chunks] in
 // shm_inbox.h.
+//
+// It is off unless TNT_SHM_SINGLE_COPY_KB is set: on the machine measured, two copies through the
+// ring beat one process_vm_readv at every size, because the reader copies each chunk out while
+// the writer copies the next one in, and process_vm_readv copied at about 15 GB/s. Measured
+// 2026-11-28, 2 ranks, tnt-bench-p2p under chrt -f 10, single copy from 64 KiB against none:
+// latency 64 KiB 7.1 -> 4.0 us, 1 MiB 71 -> 43 us, 4 MiB 310 -> 156 us, 64 MiB 10.1 -> 7.3 ms;
+// osu_bw 1 MiB 14.7 -> 52.1 GB/s, 64 MiB 5.9 -> 11.1 GB/s; osu_bibw 1 MiB 29.5 -> 47.6 GB/s.
+// OSU's osu_alltoall on 4 ranks sharing 2 cores, 3 alternating rounds: about equal at 1 MiB per
+// pair, 8 % slower at 4 MiB (the ring needs its writer to be scheduled, a read does not).
 
 // What the creator tells the other rank on the side channel. Fixed size, checked field by field.
 struct SegmentOffer {

@@ -145,9 +145,10 @@ inline constexpr Seconds kStallTimeoutS{"TNT_STALL_TIMEOUT_S", 0, 86400,
                                         "such a stall fails the job after this long (unset: never)"};
 
 inline constexpr Flag kShm{"TNT_SHM", true, "ranks on the same host exchange data through shared memory"};
-inline constexpr Kib kShmSingleCopyKb{"TNT_SHM_SINGLE_COPY_KB", 64, 0, 1 << 30,
+inline constexpr Kib kShmSingleCopyKb{"TNT_SHM_SINGLE_COPY_KB", 0, 0, 1 << 30,
                                       "shared memory: messages from this size on are read straight from the sender's "
-                                      "buffer (process_vm_readv) instead of passing the ring; 0 never"};
+                                      "buffer (process_vm_readv) instead of passing the ring; 0 never (Note [Single "
+                                      "copy] says why that is the default)"};
 inline constexpr Kib kHostAllreduceKb{"TNT_HOST_ALLREDUCE_KB", 1 << 20, 0, 1 << 20,
                                       "where all ranks share one host: blocking allreduces and barriers up to this "
                                       "size go through a board in shared memory, in rounds of up to 1 MiB, without "
