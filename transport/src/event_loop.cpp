@@ -392,7 +392,9 @@ void EventLoop::post_completion(std::function<void()> completion) {
     completions_of_poll_.push_back(std::move(completion));
     return;
   }
-  asio::post(*io_, std::move(completion));
+  // On the strand: with an embedding code's io_context, other threads may run the loop at the
+  // same time as the caller that helps (wait_until), and a completion touches strand state.
+  asio::post(strand_, std::move(completion));
 }
 
 bool EventLoop::poll_pollers() {
@@ -404,7 +406,7 @@ bool EventLoop::poll_pollers() {
     std::size_t next = 0;
     ~Polling() {
       for (; next < loop.completions_of_poll_.size(); ++next)
-        asio::post(*loop.io_, std::move(loop.completions_of_poll_[next]));
+        asio::post(loop.strand_, std::move(loop.completions_of_poll_[next]));
       loop.completions_of_poll_.clear();
       loop.polling_pollers_ = false;
     }

@@ -137,7 +137,7 @@ class EventLoop {
   // On the strand: runs `completion` later, never inside its caller. Inside a poller's poll() and
   // what that completes, it runs before the loop's runner stops polling its pollers, without
   // passing through the io_context (Note [Completions of a poll] in event_loop.cpp); elsewhere
-  // it is posted to the loop.
+  // it is posted to the strand.
   void post_completion(std::function<void()> completion);
 
   // Runs `task` on the strand and blocks until it finishes; rethrows what it throws.
