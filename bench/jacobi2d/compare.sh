@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # examples/jacobi2d's time per iteration on tnt (jacobi2d-tnt, the C API) and on OpenMPI (its
 # twin jacobi2d-mpi), alternating in one run on this host:
-#   bench/jacobi2d/compare.sh [--build DIR] [-n RANKS] [--grid N]... [--iterations I] [--rounds R] [--json]
+#   bench/jacobi2d/compare.sh [--build DIR] [-n RANKS | --netns] [--grid N]... [--iterations I] [--rounds R] [--json]
 #   --build DIR      tnt's build folder (default build/): its libtnt_c and tnt-launch are used
 #   -n RANKS         ranks of each job (default 2), cut RANKS x 1
+#   --netns          2 ranks on 2 hosts made of network namespaces (root; bench/netns_hosts.sh), 1
+#                    each: tnt's TCP against OpenMPI's tcp btl over a veth and a bridge
 #   --grid N         N x N points (repeatable; default 256 and 1024)
 #   --iterations I   iterations a run times (default 500; each program times its loop only)
 #   --rounds R       rounds (default 3); each runs tnt then OpenMPI per grid, so a disturbance hits
@@ -16,13 +18,14 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source_dir=$here/../..
 build=$source_dir/build
-ranks=2 iterations=500 rounds=3 json=0
+ranks=2 iterations=500 rounds=3 json=0 netns=0
 grids=()
-usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
     -n) ranks=$2; shift 2 ;;
+    --netns) netns=1; shift ;;
     --grid) grids+=("$2"); shift 2 ;;
     --iterations) iterations=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
@@ -41,8 +44,11 @@ for tool in mpicc mpirun; do
   command -v $tool > /dev/null || { echo "compare.sh: $tool not found: apt-get install openmpi-bin libopenmpi-dev" >&2; exit 2; }
 done
 
+((netns == 0 || ranks == 2)) || { echo "compare.sh: --netns runs 2 ranks, one per host (-n $ranks given)" >&2; exit 2; }
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+source "$here/../netns_hosts.sh"
+trap 'netns_down; rm -rf "$out"' EXIT
+((netns == 0)) || netns_up "$out" || exit 2
 example=$source_dir/examples/jacobi2d
 cc=${CC:-cc}
 "$cc" -O3 -std=c11 -I"$source_dir/c/include" "$example/jacobi2d_tnt.c" -o "$out/jacobi2d-tnt" \
@@ -53,7 +59,11 @@ mpicc -O3 -std=c11 "$example/jacobi2d_mpi.c" -o "$out/jacobi2d-mpi"
 per_iteration() { sed -n 's/^jacobi2d [a-z]*: \([0-9.]*\) us per iteration$/\1/p' "$1"; }
 run_side() {  # SIDE GRID ROUND
   local log=$out/$1-$2-$3.log
-  if [[ $1 == tnt ]]; then
+  if ((netns)) && [[ $1 == tnt ]]; then
+    "$build/bin/tnt-launch" "${tnt_on_hosts[@]}" -- "$out/jacobi2d-tnt" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
+  elif ((netns)); then
+    "${mpi_on_hosts[@]}" -n "$ranks" "$out/jacobi2d-mpi" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
+  elif [[ $1 == tnt ]]; then
     "$build/bin/tnt-launch" -n "$ranks" -- "$out/jacobi2d-tnt" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
   else
     mpirun --oversubscribe --allow-run-as-root -n "$ranks" "$out/jacobi2d-mpi" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
@@ -75,8 +85,8 @@ done
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 if ((json)); then
-  printf '{"benchmark": "jacobi2d", "ranks": %d, "iterations": %d, "rounds": %d, "unit": "us per iteration", "rows": [' \
-    "$ranks" "$iterations" "$rounds"
+  printf '{"benchmark": "jacobi2d", "ranks": %d, "namespace_hosts": %s, "iterations": %d, "rounds": %d, "unit": "us per iteration", "rows": [' \
+    "$ranks" "$( ((netns)) && echo true || echo false)" "$iterations" "$rounds"
   sep=
   for grid in "${grids[@]}"; do
     tnt=$(median <<< "${values[tnt,$grid]}") mpi=$(median <<< "${values[mpi,$grid]}")
@@ -87,7 +97,9 @@ if ((json)); then
   done
   printf ']}\n'
 else
-  echo "jacobi2d, $ranks ranks ($ranks x 1), $iterations iterations, medians of $rounds alternating rounds (us per iteration)"
+  where="on this host"
+  ((netns)) && where="on 2 namespace hosts x 1 rank"
+  echo "jacobi2d, $ranks ranks ($ranks x 1) $where, $iterations iterations, medians of $rounds alternating rounds (us per iteration)"
   printf '%-12s %12s %12s %10s\n' grid tnt OpenMPI tnt/MPI
   for grid in "${grids[@]}"; do
     tnt=$(median <<< "${values[tnt,$grid]}") mpi=$(median <<< "${values[mpi,$grid]}")

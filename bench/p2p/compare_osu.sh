@@ -4,24 +4,26 @@
 # tarball with mpicc by bench/mpi/build_osu.sh), tnt runs tnt-bench-p2p, which does exactly what
 # they do.
 #   bench/p2p/compare_osu.sh [--osu TARBALL] [--build DIR] [--rounds N] [--tests "latency bw ..."]
-#                            [--tcp] [--realtime] [--json]
+#                            [--tcp | --netns] [--realtime] [--json]
 #   --osu TARBALL  OSU 5.3's sources (omb-5.3.tar.gz; or env TNT_OSU_TARBALL). Without it the
 #                  script says so and exits 0: tnt carries no copy of them.
 #   --rounds N     alternating rounds (default 3); the table shows each size's median
 #   --tcp          tnt with TNT_SHM=0 against OpenMPI's tcp btl (--mca pml ob1 --mca btl tcp,self)
 #                  instead of shared memory against OpenMPI's defaults (vader)
+#   --netns        across 2 hosts made of network namespaces (root; bench/netns_hosts.sh), 1 rank
+#                  each: tnt's TCP against OpenMPI's tcp btl over a veth and a bridge (no multi_lat)
 #   --realtime     both sides under `chrt -f 10` (root), so that other work on a shared machine
 #                  does not preempt the ranks: small-message latency is otherwise mostly that load
 #   --json         one JSON document on stdout
-# 2 ranks per job (multi_lat: 4), on this host. Without --realtime the machine's other load is not controlled:
+# 2 ranks per job (multi_lat: 4), on this host unless --netns. Without --realtime the machine's other load is not controlled:
 # quote ratios of one run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$here/../../build
 osu=${TNT_OSU_TARBALL:-}
-rounds=3 json=0 tcp=0
+rounds=3 json=0 tcp=0 netns=0
 tests="latency bw bibw multi_lat"
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
 realtime=()
 while (($#)); do
   case $1 in
@@ -30,6 +32,7 @@ while (($#)); do
     --rounds) rounds=$2; shift 2 ;;
     --tests) tests=$2; shift 2 ;;
     --tcp) tcp=1; shift ;;
+    --netns) netns=1; shift ;;
     --realtime) realtime=(chrt -f 10); shift ;;
     --json) json=1; shift ;;
     -h | --help) usage; exit 0 ;;
@@ -37,6 +40,11 @@ while (($#)); do
   esac
 done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "compare_osu.sh: --rounds '$rounds' is not a positive whole number" >&2; exit 2; }
+if ((netns)); then
+  ((tcp == 0)) || { echo "compare_osu.sh: --tcp and --netns exclude each other (--netns is TCP already)" >&2; exit 2; }
+  tests=${tests//multi_lat/}
+  [[ -n ${tests// /} ]] || { echo "compare_osu.sh: --netns runs latency, bw and bibw only" >&2; exit 2; }
+fi
 if [[ -z $osu ]]; then
   echo "compare_osu.sh: skipped: no OSU 5.3 tarball given (--osu or TNT_OSU_TARBALL)" >&2
   exit 0
@@ -50,7 +58,8 @@ for program in tnt-launch tnt-bench-p2p; do
 done
 
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$here/../netns_hosts.sh"
+trap 'netns_down; rm -rf "$work"' EXIT
 trap 'exit 130' INT
 programs=()
 for t in $tests; do programs+=("osu_$t"); done
@@ -65,19 +74,29 @@ if ((tcp)); then
   mpi+=(--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo)
   tnt_env=(env TNT_SHM=0)
 fi
+((netns == 0)) || netns_up "$work" || exit 2
 for round in $(seq 1 "$rounds"); do
   for t in $tests; do
     ranks=2
     [[ $t == multi_lat ]] && ranks=4
     ((json)) || printf 'round %d/%d: %s\n' "$round" "$rounds" "$t" >&2
-    "${realtime[@]}" "${tnt_env[@]}" "$bin/tnt-launch" -n "$ranks" -- "$bin/tnt-bench-p2p" "$t" > "$work/tnt.$t.$round"
-    "${realtime[@]}" "${mpi[@]}" -n "$ranks" "$work/osu/bin/osu_$t" > "$work/mpi.$t.$round"
+    if ((netns)); then
+      # Ranks started through ssh do not inherit the launcher's scheduling class: each runs under chrt itself.
+      "$bin/tnt-launch" "${tnt_on_hosts[@]}" -- "${realtime[@]}" "$bin/tnt-bench-p2p" "$t" > "$work/tnt.$t.$round"
+      "${mpi_on_hosts[@]}" -n 2 "${realtime[@]}" "$work/osu/bin/osu_$t" > "$work/mpi.$t.$round"
+    else
+      "${realtime[@]}" "${tnt_env[@]}" "$bin/tnt-launch" -n "$ranks" -- "$bin/tnt-bench-p2p" "$t" > "$work/tnt.$t.$round"
+      "${realtime[@]}" "${mpi[@]}" -n "$ranks" "$work/osu/bin/osu_$t" > "$work/mpi.$t.$round"
+    fi
   done
 done
 
-/usr/bin/python3 - "$work" "$rounds" "$json" "$tcp" "${#realtime[@]}" $tests << 'PY'
+path="shared memory vs OpenMPI defaults"
+((tcp)) && path="TNT_SHM=0 vs btl tcp"
+((netns)) && path="2 namespace hosts x 1 rank, TCP vs btl tcp"
+/usr/bin/python3 - "$work" "$rounds" "$json" "$path" "${#realtime[@]}" $tests << 'PY'
 import json, os, statistics, sys, time
-work, rounds, want_json, tcp, realtime, tests = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4] == "1", sys.argv[5] != "0", sys.argv[6:]
+work, rounds, want_json, path, realtime, tests = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1", sys.argv[4], sys.argv[5] != "0", sys.argv[6:]
 
 def table(path):
     values = {}
@@ -88,7 +107,7 @@ def table(path):
     return values
 
 report = {"benchmark": "point-to-point, tnt-bench-p2p vs OSU 5.3 on OpenMPI", "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-          "host": os.uname().nodename, "cores": os.cpu_count(), "path": "TNT_SHM=0 vs btl tcp" if tcp else "shared memory vs OpenMPI defaults",
+          "host": os.uname().nodename, "cores": os.cpu_count(), "path": path,
           "rounds": rounds, "realtime": realtime, "tests": []}
 for t in tests:
     runs = {side: [table(f"{work}/{side}.{t}.{r}") for r in range(1, rounds + 1)] for side in ("tnt", "mpi")}

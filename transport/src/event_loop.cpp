@@ -360,6 +360,12 @@ constexpr std::chrono::microseconds kProbe{100};
 // (sockets, wake-up bytes, timers) and work posted from elsewhere: what the pollers complete runs
 // without the loop (Note [Completions of a poll]). A loop without pollers asks on every spin.
 constexpr unsigned kSpinsPerLoopPoll = 16;
+// Note [One handler a look]: a waiting caller runs at most one ready handler between looks at
+// what it waits for (io_context::poll_one, not poll), and looks at the loop again at once while
+// it finds work. poll() ran on after the handler that completed the wait: it asked epoll once
+// more (an empty epoll_wait) and ran whatever that handler had queued, before the caller saw its
+// data. Over TCP that was an empty epoll_wait between every message's arrival and the reply
+// (strace of a ping-pong: epoll_wait, recvfrom, recvfrom EAGAIN, epoll_wait, sendmsg).
 }  // namespace
 
 std::chrono::microseconds PollWindow::next() {
@@ -433,7 +439,10 @@ void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Cl
     const bool spin_on_pollers = own_io_ && progress_ == Progress::on_demand && !pollers_.empty();
     for (unsigned spin = 0; !(came = ready()) && Clock::now() < stop_polling; ++spin) {
       poll_all();
-      if (!spin_on_pollers || spin % kSpinsPerLoopPoll == 0) io_->poll();  // Note [Completions of a poll]
+      if (!spin_on_pollers)
+        io_->poll_one();  // Note [One handler a look]
+      else if (spin % kSpinsPerLoopPoll == 0)
+        io_->poll();  // Note [Completions of a poll]
     }
     poll_window_.report(window, came);
   }

@@ -229,7 +229,7 @@ void TcpPair::recv(Tag tag, void* data, std::size_t capacity, CompletionSink& si
 void TcpPair::read_more() {
   bool whole = false;
   const std::span<std::byte> target = inbox_.read_target(whole);
-  auto done = [this](const boost::system::error_code& ec, std::size_t bytes) {
+  auto done = [this, wanted = target.size()](const boost::system::error_code& ec, std::size_t bytes) {
     TcpTransport::IoScope counted{owner_};  // it touches the pair to the end
     if (ec) {
       fail("receiving from " + peer_name_ + " failed: " + error_text(ec));
@@ -238,7 +238,20 @@ void TcpPair::read_more() {
     if (failed_) return;  // closed meanwhile
     inbox_.on_read(bytes);
     deliver();
-    if (!failed_) read_more();
+    if (failed_) return;
+    if (bytes == wanted) {
+      read_more();
+      return;
+    }
+    // Note [Reading again later]: a read that took less than it asked for emptied the socket, so
+    // the next one would find nothing (Asio tries it at once: a recvfrom that fails with EAGAIN)
+    // before registering with epoll. Queued instead, it runs after the caller waiting for this
+    // message has seen it, not between the message's arrival and the reply.
+    owner_.begin_io();
+    asio::post(socket_.get_executor(), [this] {
+      TcpTransport::IoScope counted_again{owner_};
+      if (!failed_) read_more();
+    });
   };
   owner_.begin_io();
   if (whole) {
