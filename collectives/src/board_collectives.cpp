@@ -90,6 +90,23 @@ void BoardCollectives::barrier(const CallSignature& call) {
   round(Call(owner_, call), nullptr, 0, [](std::byte*) {});
 }
 
+// Note [Alltoall on the board]: a rank puts all its blocks up at once, in destination order, and
+// takes its own block out of every rank's area: one round, where the exchange (Note [Exchanges])
+// sends and receives size - 1 messages through the event loop, each with its envelope, matching
+// and completion. choose_algorithm sends an alltoall here only where all of a rank's blocks fit
+// one area (Note [Choosing an algorithm] says why not larger ones).
+void BoardCollectives::alltoall(const void* send, void* recv, std::size_t bytes_per_rank, const CallSignature& call) {
+  auto* to = static_cast<std::byte*>(recv);
+  const auto ranks = static_cast<std::size_t>(size_);
+  const auto me = static_cast<std::size_t>(rank_);
+  if (bytes_per_rank * ranks > board_.area_bytes()) throw LogicError("alltoall: the blocks do not fit the host board");
+  round(Call(owner_, call), send, bytes_per_rank * ranks, [&](std::byte*) {
+    for (std::size_t r = 0; r < ranks; ++r)
+      copy_bytes(to + r * bytes_per_rank, board_.message(static_cast<int>(r)).data + me * bytes_per_rank,
+                 bytes_per_rank);
+  });
+}
+
 // One round on the board: this rank's `bytes` from `data` go up, and `read(own area)` runs once
 // every rank's message of the round is there and matches this rank's call.
 template <class Read>

@@ -39,6 +39,9 @@ class BoardCollectives {
   // (choose_algorithm). Every rank computes bitwise the same result, reduced in rank order.
   void allreduce(void* data, std::size_t count, DataType type, ReduceOp op, const CallSignature& call);
   void barrier(const CallSignature& call);
+  // Block r of `send` (bytes_per_rank each) goes to rank r, block r of `recv` comes from it
+  // (Note [Alltoall on the board]).
+  void alltoall(const void* send, void* recv, std::size_t bytes_per_rank, const CallSignature& call);
 
  private:
   class Call;

@@ -11,6 +11,7 @@ std::string_view name_of(Algorithm algorithm) {
     case Algorithm::ring: return "ring";
     case Algorithm::hierarchical: return "hierarchical";
     case Algorithm::chain: return "chain";
+    case Algorithm::exchange: return "exchange";
   }
   return "?";
 }
@@ -30,6 +31,14 @@ Forced parse_forced(std::string_view setting) {
 // is forced, so that a forced algorithm still runs in the tests. TNT_ALLREDUCE_ALGORITHM forces
 // one (hierarchical falls back to the automatic flat choice where hosts differ in size).
 // Allgather: hierarchical where hosts are layered, unless TNT_ALLGATHER_ALGORITHM says otherwise.
+// Blocking alltoalls go through the board where all of a rank's blocks fit one of its areas
+// (1 MiB; Note [Alltoall on the board]): one round instead of size - 1 messages each way. Larger
+// ones would take a round per area and copy every byte twice, where the exchange's messages
+// are read once, and lose: measured 2026-11-28 (15:05 UTC), OSU's osu_alltoall through the MPI
+// layer on 2 cores, µs, exchange / board, 3 alternating rounds: 4 ranks, blocks of 1 KiB 17-23 /
+// 5.2-5.8 (OpenMPI's 6.2-7.7 in the same rounds), 64 KiB 62-70 / 49-51, 256 KiB (1 MiB a rank)
+// 219-244 / 170-173, 512 KiB (two areas) 390-463 / 429-459, 1 MiB 821-876 / 976-1085; 2 ranks,
+// 1 KiB 4.3 / 1.0, 64 KiB 17-21 / 16-17, 256 KiB 50-60 / 55-57, 1 MiB 205-207 / 219-224.
 // Hierarchical takes fewer steps than the ring at every size (Note [Hierarchical allreduce])
 // and puts less on each inter-host stream, so no size threshold of its own. Measured with
 // tnt-bench-allreduce, 4 ranks as 2 virtual hosts x 2 (shared memory within, TCP loopback
@@ -63,6 +72,8 @@ Algorithm choose_algorithm(Collective what, std::size_t bytes, bool blocking, co
     case Collective::barrier: return board ? Algorithm::board : Algorithm::ring;
     case Collective::broadcast: return Algorithm::chain;
     case Collective::reduce_scatter: return Algorithm::ring;
+    case Collective::alltoall:  // `bytes`: all blocks of one rank
+      return board && bytes > 0 && bytes <= settings.board_area_bytes ? Algorithm::board : Algorithm::exchange;
   }
   return Algorithm::ring;
 }

@@ -8,7 +8,7 @@
 
 namespace tnt::detail {
 
-enum class Collective { allreduce, allgather, barrier, broadcast, reduce_scatter };
+enum class Collective { allreduce, allgather, barrier, broadcast, reduce_scatter, alltoall };
 
 enum class Algorithm {
   board,         // the host board: every rank on one host, blocking callers (Note [Host board])
@@ -16,6 +16,7 @@ enum class Algorithm {
   ring,          // the job's ring (Note [Ring schedule] in operation.h)
   hierarchical,  // within hosts, across them, within again (Note [Hierarchical allreduce])
   chain,         // the broadcast chain (Note [Broadcast])
+  exchange,      // point-to-point messages between every pair (Note [Exchanges])
 };
 
 std::string_view name_of(Algorithm algorithm);
@@ -31,6 +32,7 @@ struct AlgorithmSettings {
   // The largest message the host board carries; 0 where there is none (it holds every rank of
   // the job or none, and every rank sees the same capacity).
   std::size_t board_capacity = 0;
+  std::size_t board_area_bytes = 0;  // what one round on the board carries per rank (HostBoard::area_bytes)
 };
 
 // `blocking`: the caller waits in the call (only such calls may use the host board, which needs

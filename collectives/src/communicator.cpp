@@ -422,6 +422,7 @@ void Group::on_channel(int world_rank) {
 void Group::use_board(transport::HostBoard& board) {
   board_.emplace(board, index_, size(), world_.board_window(), *this);
   algorithms_.board_capacity = board.capacity();
+  algorithms_.board_area_bytes = board.area_bytes();
 }
 
 Algorithm Group::choose(Collective what, std::size_t bytes, bool blocking) {
@@ -1016,6 +1017,14 @@ Request Communicator::alltoall_async(const void* send, void* recv, std::size_t b
 }
 
 void Communicator::alltoall(const void* send, void* recv, std::size_t bytes_per_rank) {
+  const auto ranks = static_cast<std::size_t>(size());
+  const std::size_t all_blocks = bytes_per_rank <= SIZE_MAX / ranks ? bytes_per_rank * ranks : SIZE_MAX;
+  if (group_->choose(detail::Collective::alltoall, all_blocks, /*blocking=*/true) == detail::Algorithm::board) {
+    check_data(send, bytes_per_rank, "alltoall");
+    check_data(recv, bytes_per_rank, "alltoall");
+    group_->board().alltoall(send, recv, bytes_per_rank, {"alltoall", std::nullopt, std::nullopt, -1, 0});
+    return;
+  }
   issue_and_wait([&] { return alltoall_async(send, recv, bytes_per_rank); });
 }
 

@@ -27,6 +27,22 @@ TEST(Choice, BlockingCallsUseTheHostBoardWhereTheMessageFits) {
   EXPECT_EQ(choose_algorithm(Collective::allreduce, 0, true, one_host, 2, settings), Algorithm::gather);
 }
 
+TEST(Choice, BlockingAlltoallsUseTheBoardWhereARanksBlocksFitOneArea) {
+  const auto one_host = topology({0, 0, 0, 0});
+  AlgorithmSettings settings;
+  settings.board_capacity = 1024 * kKiB * kKiB;
+  settings.board_area_bytes = 1024 * kKiB;
+  EXPECT_EQ(choose_algorithm(Collective::alltoall, 4 * kKiB, true, one_host, 4, settings), Algorithm::board);
+  EXPECT_EQ(choose_algorithm(Collective::alltoall, 1024 * kKiB, true, one_host, 4, settings), Algorithm::board);
+  EXPECT_EQ(choose_algorithm(Collective::alltoall, 1024 * kKiB + 4, true, one_host, 4, settings), Algorithm::exchange);
+  EXPECT_EQ(choose_algorithm(Collective::alltoall, 4 * kKiB, false, one_host, 4, settings), Algorithm::exchange);
+  EXPECT_EQ(choose_algorithm(Collective::alltoall, 0, true, one_host, 4, settings), Algorithm::exchange);
+  settings.allreduce = Forced::ring;  // a forced algorithm keeps every collective off the board
+  EXPECT_EQ(choose_algorithm(Collective::alltoall, 4 * kKiB, true, one_host, 4, settings), Algorithm::exchange);
+  AlgorithmSettings no_board;
+  EXPECT_EQ(choose_algorithm(Collective::alltoall, 4 * kKiB, true, one_host, 4, no_board), Algorithm::exchange);
+}
+
 TEST(Choice, AForcedAlgorithmIsRunEvenWhereTheBoardWouldServe) {
   const auto one_host = topology({0, 0, 0});
   AlgorithmSettings settings;
