@@ -35,7 +35,7 @@ using tnt::fuzz::violated;
 namespace {
 
 constexpr std::size_t kRingBytes = 4096;
-constexpr std::size_t kMaxChunk = kRingBytes / 4;
+constexpr std::size_t kMaxChunk = tnt::transport::shm_max_chunk(kRingBytes);
 constexpr std::size_t kMaxMessage = 6000;
 const std::string kPeer = "rank 1 (fuzz)";
 

@@ -715,7 +715,7 @@ namespace {
 // Note [One world per process]: a process joins its job once (the master binds
 // TNT_MASTER_PORT once); every Communicator built from the environment shares that join.
 std::mutex world_mutex;
-std::weak_ptr<Communicator::Impl> world;
+std::weak_ptr<Communicator::Impl> joined_world;
 std::string world_configuration;
 }  // namespace
 
@@ -724,7 +724,7 @@ Communicator::Communicator(CommunicatorOptions options) {
     impl_ = std::make_shared<Impl>(std::move(options));
   } else {
     std::lock_guard lock(world_mutex);
-    if (auto shared = world.lock()) {
+    if (auto shared = joined_world.lock()) {
       if (options.configuration != world_configuration) {
         throw ConfigError(
             "this process's world was joined with another configuration: every Communicator built from the "
@@ -734,7 +734,7 @@ Communicator::Communicator(CommunicatorOptions options) {
     } else {
       world_configuration = options.configuration;
       impl_ = std::make_shared<Impl>(std::move(options));
-      world = impl_;
+      joined_world = impl_;
     }
   }
   group_ = impl_->world_group();

@@ -254,7 +254,9 @@ TEST(SynchronizedBatchNorm, LayersChooseForThemselves) {
       const float* b = models[1].state_data(s);
       (std::equal(a, a + models[0].state(s).size, b) ? equal : apart) += 1;
       const bool first = models[0].state(s).name.rfind("batch_norm_0.", 0) == 0;
-      if (first) EXPECT_FALSE(std::equal(a, a + models[0].state(s).size, b)) << models[0].state(s).name;
+      if (first) {
+        EXPECT_FALSE(std::equal(a, a + models[0].state(s).size, b)) << models[0].state(s).name;
+      }
     }
     EXPECT_EQ(equal, 2 * summing) << "every_batch_norm " << every;  // mean and variance per layer
     EXPECT_EQ(apart, 2 * (5 - summing)) << "every_batch_norm " << every;

@@ -19,7 +19,10 @@ namespace tnt::transport {
 // its length once more.
 
 ShmInbox::ShmInbox(std::string peer_name, std::span<const std::byte> ring)
-    : peer_name_(std::move(peer_name)), ring_(ring.data()), ring_mask_(ring.size() - 1), max_chunk_(ring.size() / 4) {
+    : peer_name_(std::move(peer_name)),
+      ring_(ring.data()),
+      ring_mask_(ring.size() - 1),
+      max_chunk_(shm_max_chunk(ring.size())) {
   if (!std::has_single_bit(ring.size()) || ring.size() < 4 * sizeof(ShmChunkHeader)) {
     throw std::logic_error("ShmInbox: the ring's length must be a power of two of at least 128 bytes");
   }

@@ -38,6 +38,10 @@ struct ShmReadMe {
 // An authenticated peer can still be buggy: no single message may claim more than this.
 inline constexpr std::uint64_t kShmMaxMessageBytes = std::uint64_t{1} << 31;
 
+// The largest chunk a ring of `ring_bytes` carries: the writer cuts messages into chunks of at
+// most this, and the reader (ShmInbox) refuses larger ones as a protocol violation.
+constexpr std::uint64_t shm_max_chunk(std::uint64_t ring_bytes) { return ring_bytes / 4; }
+
 // The reading side of one shared-memory ring, without the segment, the process or the event
 // loop: it parses the chunks the other rank published, matches them to the receives posted here
 // and to the reads this side offered (Note [Single copy]), and says what they complete. It reads
@@ -122,7 +126,7 @@ class ShmInbox {
   std::string peer_name_;
   const std::byte* ring_;
   std::uint64_t ring_mask_;  // ring bytes - 1
-  std::uint64_t max_chunk_;  // a quarter of the ring
+  std::uint64_t max_chunk_;  // shm_max_chunk of the ring
   std::uint64_t tail_ = 0;
   std::optional<Arriving> arriving_;
   std::vector<Receive> posted_;

@@ -32,7 +32,7 @@ namespace {
 // Per direction. Large messages travel in chunks of at most a quarter of the ring, so the
 // writer can fill one chunk while the reader empties another.
 constexpr std::uint64_t kRingBytes = 4u << 20;
-constexpr std::uint64_t kMaxChunk = kRingBytes / 4;  // what ShmInbox expects of a ring this size
+constexpr std::uint64_t kMaxChunk = shm_max_chunk(kRingBytes);
 
 // One ring's shared state. `head` and `tail` count bytes ever written and read; each has one
 // writer. Note [Waking a waiting writer]: a writer that finds no room sets `writer_waiting`
