@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The OSU Micro-Benchmarks 5.3 programs built twice from their tarball, unchanged: with OpenMPI's
 # mpicc and with tnt-mpicc, and run alternately on this host:
-#   bench/mpi/compare_osu.sh [--build DIR] [--tarball PATH] [-n RANKS]... [--rounds N] [--tcp]
+#   bench/mpi/compare_osu.sh [--build DIR] [--tarball PATH] [-n RANKS]... [--rounds N] [--tcp | --netns]
 #                            [--programs "osu_latency osu_allreduce ..."] [--osu-args "-m 1:1048576 ..."] [--json]
 #   --tarball     omb-5.3.tar.gz (default: $TNT_OSU_TARBALL; OSU's sources are not part of tnt).
 #                 Without one the script exits 77 and says why.
@@ -12,19 +12,23 @@
 #                 shows the median over rounds per message size.
 #   --tcp         TCP between local ranks on both sides: TNT_SHM=0 for tnt, --mca btl self,tcp for
 #                 OpenMPI (default: each side's shared memory)
+#   --netns       2 ranks on 2 hosts made of network namespaces (root; bench/netns_hosts.sh), 1
+#                 each: tnt's TCP against OpenMPI's tcp btl over a veth and a bridge
 #   --programs    a subset of the 15 (default: every one that both sides build)
 #   --osu-args    arguments for the collective programs (default: OSU's own defaults); the
 #                 point-to-point programs of OSU 5.3 take only -i and -x, given by --pt2pt-args
 #   --json        one JSON document on stdout: every row and every round's value
 # Columns: the median of OpenMPI's and tnt's values (latency in us, bandwidth in MB/s) and
-# tnt/OpenMPI (below 1 is better for tnt for a latency, above 1 for a bandwidth). A program that
-# tnt-mpicc cannot build yet is listed with the compiler's first error.
+# tnt/OpenMPI (below 1 is better for tnt for a latency, above 1 for a bandwidth); then, per program,
+# the geometric mean over its sizes of tnt's time over OpenMPI's (for a bandwidth, OpenMPI's over
+# tnt's) and the largest of them. A program that tnt-mpicc cannot build yet is listed with the
+# compiler's first error.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 build=$here/../../build
 tarball=${TNT_OSU_TARBALL:-}
-ranks_list=() rounds=3 tcp=0 json=0 programs="" osu_args="" pt2pt_args=""
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+ranks_list=() rounds=3 tcp=0 netns=0 json=0 programs="" osu_args="" pt2pt_args=""
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -32,6 +36,7 @@ while (($#)); do
     -n) ranks_list+=("$2"); shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --tcp) tcp=1; shift ;;
+    --netns) netns=1; shift ;;
     --programs) programs=$2; shift 2 ;;
     --osu-args) osu_args=$2; shift 2 ;;
     --pt2pt-args) pt2pt_args=$2; shift 2 ;;
@@ -41,6 +46,10 @@ while (($#)); do
   esac
 done
 ((${#ranks_list[@]})) || ranks_list=(2)
+if ((netns)); then
+  ((tcp == 0)) || { echo "compare_osu.sh: --tcp and --netns exclude each other (--netns is TCP already)" >&2; exit 2; }
+  [[ ${ranks_list[*]} == 2 ]] || { echo "compare_osu.sh: --netns runs 2 ranks, one per host" >&2; exit 2; }
+fi
 for r in "${ranks_list[@]}" "$rounds"; do
   [[ $r =~ ^[1-9][0-9]*$ ]] || { echo "compare_osu.sh: '$r' is not a positive whole number" >&2; exit 2; }
 done
@@ -56,7 +65,9 @@ for tool in mpicc mpirun; do
 done
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tnt-compare-osu.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+source "$here/../netns_hosts.sh"
+trap 'netns_down; rm -rf "$work"' EXIT
+((netns == 0)) || netns_up "$work" || exit 2
 # shellcheck disable=SC2086
 "$here/build_osu.sh" "$tarball" "$work/openmpi" mpicc $programs > /dev/null
 # shellcheck disable=SC2086
@@ -76,7 +87,11 @@ run_side() {  # side ranks round program
     osu_latency | osu_bw | osu_bibw | osu_multi_lat) read -ra args <<< "$pt2pt_args" ;;
     *) read -ra args <<< "$osu_args" ;;
   esac
-  if [[ $side == openmpi ]]; then
+  if ((netns)) && [[ $side == openmpi ]]; then
+    timeout 900 "${mpi_on_hosts[@]}" -np "$ranks" "$work/openmpi/bin/$program" "${args[@]}" > "$out" 2>&1 || true
+  elif ((netns)); then
+    timeout 900 "$build/bin/tnt-launch" "${tnt_on_hosts[@]}" -- "$work/tnt/bin/$program" "${args[@]}" > "$out" 2>&1 || true
+  elif [[ $side == openmpi ]]; then
     timeout 900 "${mpi[@]}" -np "$ranks" "$work/openmpi/bin/$program" "${args[@]}" > "$out" 2>&1 || true
   else
     timeout 900 env "${tnt_env[@]}" "$build/bin/tnt-launch" -n "$ranks" -- "$work/tnt/bin/$program" "${args[@]}" \
@@ -106,10 +121,13 @@ for ranks in "${ranks_list[@]}"; do
   done
 done
 
-python3 - "$work/results" "$json" "$tcp" "$work/tnt/not_built" "$rounds" << 'PYTHON'
-import json, statistics, sys
+transport=default
+((tcp)) && transport=tcp
+((netns)) && transport=netns
+/usr/bin/python3 - "$work/results" "$json" "$transport" "$work/tnt/not_built" "$rounds" << 'PYTHON'
+import json, math, statistics, sys
 from collections import defaultdict
-results, as_json, tcp, not_built, rounds = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4], int(sys.argv[5])
+results, as_json, transport, not_built, rounds = sys.argv[1], sys.argv[2] == "1", sys.argv[3], sys.argv[4], int(sys.argv[5])
 values = defaultdict(lambda: defaultdict(list))
 failed = set()
 for line in open(results):
@@ -128,18 +146,30 @@ for (program, ranks, size), sides in sorted(values.items()):
                  "openmpi": ompi, "tnt": tnt, "ratio": tnt / ompi if ompi and tnt is not None else None,
                  "openmpi_rounds": sides.get("openmpi", []), "tnt_rounds": sides.get("tnt", [])})
 unbuilt = [line.rstrip("\n") for line in open(not_built) if line.strip()]
+# Per program and rank count: tnt's time over OpenMPI's at each size (a bandwidth's inverse).
+time_ratios = defaultdict(list)
+for r in rows:
+    if r["ratio"]:
+        time_ratios[(r["program"], r["ranks"])].append(1 / r["ratio"] if r["unit"] == "MB/s" else r["ratio"])
+summary = [{"program": p, "ranks": n, "geomean_time_ratio": math.exp(statistics.fmean(math.log(x) for x in xs)),
+            "worst_time_ratio": max(xs), "sizes": len(xs)} for (p, n), xs in sorted(time_ratios.items())]
+described = {"default": "each side default", "tcp": "TCP (TNT_SHM=0, btl self,tcp)",
+             "netns": "2 namespace hosts x 1 rank, TCP against btl tcp"}[transport]
 if as_json:
-    json.dump({"transport": "tcp" if tcp else "default", "rounds": rounds, "rows": rows,
+    json.dump({"transport": transport, "rounds": rounds, "rows": rows, "per_program": summary,
                "failed": [list(f) for f in sorted(failed)], "tnt_not_built": unbuilt}, sys.stdout, indent=1)
     print()
     sys.exit(0)
-print(f"# OSU 5.3, OpenMPI's mpicc vs tnt-mpicc, {'TCP (TNT_SHM=0, btl self,tcp)' if tcp else 'each side default'}, "
+print(f"# OSU 5.3, OpenMPI's mpicc vs tnt-mpicc, {described}, "
       f"medians of {rounds} rounds")
 print(f"{'program':<20}{'ranks':>6}{'bytes':>10}{'unit':>6}{'OpenMPI':>12}{'tnt':>12}{'tnt/OpenMPI':>13}")
 fmt = lambda v: f"{v:12.2f}" if v is not None else f"{'-':>12}"
 for r in rows:
     ratio = f"{r['ratio']:13.2f}" if r["ratio"] is not None else f"{'-':>13}"
     print(f"{r['program']:<20}{r['ranks']:>6}{r['bytes']:>10}{r['unit']:>6}{fmt(r['openmpi'])}{fmt(r['tnt'])}{ratio}")
+print(f"\n{'program':<20}{'ranks':>6}{'sizes':>6}{'time ratio, geometric mean':>28}{'worst':>8}")
+for s in summary:
+    print(f"{s['program']:<20}{s['ranks']:>6}{s['sizes']:>6}{s['geomean_time_ratio']:28.2f}{s['worst_time_ratio']:8.2f}")
 for program, ranks, side in sorted(failed):
     print(f"FAILED: {program} on {ranks} ranks ({side}) printed no result")
 for line in unbuilt:

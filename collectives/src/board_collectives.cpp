@@ -15,7 +15,10 @@ namespace tnt::detail {
 class BoardCollectives::Call {
  public:
   Call(BoardOwner& owner, const CallSignature& issued)
-      : owner_(owner), call(issued), signature(issued.hash(true)), sequence_(owner.issue_board_call(issued)) {}
+      : owner_(owner),
+        call(issued),
+        signature(issued.hash(true)),
+        sequence_(owner.issue_board_call(issued, signature)) {}
   ~Call() {
     if (std::uncaught_exceptions() == exceptions_at_start_) owner_.board_call_completed(sequence_);
   }
@@ -107,13 +110,24 @@ void BoardCollectives::alltoall(const void* send, void* recv, std::size_t bytes_
   });
 }
 
-// One round on the board: this rank's `bytes` from `data` go up, and `read(own area)` runs once
-// every rank's message of the round is there and matches this rank's call.
+// The root's message alone carries the data; the others announce its size and write nothing,
+// and copy it out of the root's area.
+void BoardCollectives::broadcast(void* data, std::size_t bytes, int root, const CallSignature& call) {
+  if (bytes > board_.area_bytes()) throw LogicError("broadcast: the message does not fit the host board");
+  const bool rooted_here = root == rank_;
+  round(Call(owner_, call), rooted_here ? data : nullptr, bytes, [&](std::byte*) {
+    if (!rooted_here) copy_bytes(data, board_.message(root).data, bytes);
+  });
+}
+
+// One round on the board: this rank's `bytes` from `data` go up (`data` null: announced, not
+// written), and `read(own area)` runs once every rank's message of the round is there and
+// matches this rank's call.
 template <class Read>
 void BoardCollectives::round(const Call& record, const void* data, std::size_t bytes, const Read& read) {
   if (owner_.failed()) throw JobError(owner_.failure());
   std::byte* area = board_.post_area();
-  copy_bytes(area, data, bytes);
+  if (data) copy_bytes(area, data, bytes);
   board_.publish(bytes, record.signature);
   if (!board_.gather(wait())) throw JobError(owner_.failure());
   for (int r = 0; r < size_; ++r) {

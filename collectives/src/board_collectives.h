@@ -1,5 +1,5 @@
 #pragma once
-// The blocking allreduce and barrier on the host board (Note [Host board] in
+// The blocking allreduce, barrier, alltoall and broadcast on the host board (Note [Host board] in
 // transport/src/shm/host_board.cpp): every rank of the job on one host, no channel, no event
 // loop. Used by the calling thread only (collectives are called one at a time).
 #include <cstddef>
@@ -19,7 +19,7 @@ class BoardOwner {
  public:
   // Gives a call its sequence number (Note [Stall watch]), or throws where no collective may be
   // issued now (the job failed, the communicator finished).
-  virtual std::uint64_t issue_board_call(const CallSignature& call) = 0;
+  virtual std::uint64_t issue_board_call(const CallSignature& call, std::uint64_t signature) = 0;
   virtual void board_call_completed(std::uint64_t sequence) = 0;
   // The job's failure, once it failed ("" before): a wait on the board gives up on it.
   virtual bool failed() const = 0;
@@ -42,6 +42,8 @@ class BoardCollectives {
   // Block r of `send` (bytes_per_rank each) goes to rank r, block r of `recv` comes from it
   // (Note [Alltoall on the board]).
   void alltoall(const void* send, void* recv, std::size_t bytes_per_rank, const CallSignature& call);
+  // `bytes` of the root's `data` into every rank's `data`, in one round.
+  void broadcast(void* data, std::size_t bytes, int root, const CallSignature& call);
 
  private:
   class Call;

@@ -24,7 +24,8 @@ struct CallSignature {
   std::size_t bytes = 0;
 
   std::string describe() const;  // e.g. "allreduce(sum, float32, 4096 bytes)"
-  // FNV-1a over the fields; `with_size` false gives the part that goes into tags (Note [Tags]).
+  // Of the fields (Note [Call hashes]); `with_size` false gives the part that goes into tags
+  // (Note [Tags]).
   std::uint64_t hash(bool with_size) const;
 };
 
@@ -37,7 +38,8 @@ class CallLog {
   // Gives the call the next sequence number and records it as pending. Calls are described
   // only when progress() asks: describing one took several string allocations, on a path that
   // takes about a microsecond for a small allreduce on the host board.
-  std::uint64_t issue(const CallSignature& call);
+  std::uint64_t issue(const CallSignature& call) { return issue(call, call.hash(true)); }
+  std::uint64_t issue(const CallSignature& call, std::uint64_t signature);  // signature: call.hash(true)
   void completed(std::uint64_t sequence);
   transport::CollectiveProgress progress() const;
 

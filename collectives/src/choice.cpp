@@ -1,5 +1,7 @@
 #include "choice.h"
 
+#include <algorithm>
+
 #include "tnt/core/error.h"
 
 namespace tnt::detail {
@@ -45,6 +47,15 @@ Forced parse_forced(std::string_view setting) {
 // across), on 2 cores loaded by other builds (load average 11), medians of 3-5 alternating
 // rounds, time hierarchical / ring: 64 KiB 0.70 and 0.77 (two runs), 256 KiB 3.2 and 0.73
 // (noise of this load), 1 MiB 0.78, 4 MiB 0.39, 16 MiB 0.80.
+// Blocking broadcasts up to kBoardBroadcastBytes take one round on the board: the root's area
+// is every rank's copy (BoardCollectives::broadcast). Larger ones stay on the chain, which
+// pipelines its segments where the board copies the whole message twice, one copy after the
+// other. Measured 2026-11-28 (15:15 UTC), OSU's osu_bcast through the MPI layer, 2 ranks on 2
+// cores, chain / board, us, the two quieter of 3 alternating rounds: 4 B 1.6-1.8 / 0.47-0.51
+// (OpenMPI 0.33), 1 KiB 2.7 / 0.5 (0.75), 4 KiB 2.2-2.9 / 0.36-0.38, 16 KiB 1.6-4.8 / 0.97,
+// 32 KiB 1.9-7.2 / 1.6, 64 KiB 2.8-12.9 / 3.1-3.2; 4 ranks, 4 B 6.8 / 3.7, 64 KiB 12.6 / 5.0.
+constexpr std::size_t kBoardBroadcastBytes = 32 << 10;
+
 Algorithm choose_algorithm(Collective what, std::size_t bytes, bool blocking, const Topology& topology, int size,
                            const AlgorithmSettings& settings) {
   const bool can_layer = topology.uniform() && size > 1;
@@ -70,7 +81,10 @@ Algorithm choose_algorithm(Collective what, std::size_t bytes, bool blocking, co
       return Algorithm::ring;
     }
     case Collective::barrier: return board ? Algorithm::board : Algorithm::ring;
-    case Collective::broadcast: return Algorithm::chain;
+    case Collective::broadcast:
+      return board && bytes > 0 && bytes <= std::min(settings.board_area_bytes, kBoardBroadcastBytes)
+                 ? Algorithm::board
+                 : Algorithm::chain;
     case Collective::reduce_scatter: return Algorithm::ring;
     case Collective::alltoall:  // `bytes`: all blocks of one rank
       return board && bytes > 0 && bytes <= settings.board_area_bytes ? Algorithm::board : Algorithm::exchange;

@@ -544,11 +544,11 @@ void Group::message_arrived() {
 }
 
 // ---- BoardOwner --------------------------------------------------------------------------------
-std::uint64_t Group::issue_board_call(const CallSignature& call) {
+std::uint64_t Group::issue_board_call(const CallSignature& call, std::uint64_t signature) {
   if (world_.finished()) throw LogicError("a collective was issued after Communicator::finish()");
   if (world_.failed()) throw JobError(world_.failure());
   std::lock_guard lock(issue_mutex_);
-  return calls_.issue(call);
+  return calls_.issue(call, signature);
 }
 void Group::board_call_completed(std::uint64_t sequence) { calls_.completed(sequence); }
 bool Group::failed() const { return world_.failed(); }
@@ -876,6 +876,10 @@ Request Communicator::broadcast_async(void* data, std::size_t bytes, int root, C
 void Communicator::broadcast(void* data, std::size_t bytes, int root) {
   check_data(data, bytes, "broadcast");
   check_root(root, size());
+  if (group_->choose(detail::Collective::broadcast, bytes, /*blocking=*/true) == detail::Algorithm::board) {
+    group_->board().broadcast(data, bytes, root, {"broadcast", {}, {}, root, bytes});
+    return;
+  }
   group_
       ->issue<detail::BroadcastOperation>(detail::Group::Waiter::caller, {}, {"broadcast", {}, {}, root, bytes}, data,
                                           bytes, root)

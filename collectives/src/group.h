@@ -93,7 +93,7 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   const JobEnvironment& environment() const override;
 
   // ---- BoardOwner ----
-  std::uint64_t issue_board_call(const CallSignature& call) override;
+  std::uint64_t issue_board_call(const CallSignature& call, std::uint64_t signature) override;
   void board_call_completed(std::uint64_t sequence) override;
   bool failed() const override;
   std::string failure() const override;

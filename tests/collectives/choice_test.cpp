@@ -27,7 +27,7 @@ TEST(Choice, BlockingCallsUseTheHostBoardWhereTheMessageFits) {
   EXPECT_EQ(choose_algorithm(Collective::allreduce, 0, true, one_host, 2, settings), Algorithm::gather);
 }
 
-TEST(Choice, BlockingAlltoallsUseTheBoardWhereARanksBlocksFitOneArea) {
+TEST(Choice, SmallBlockingAlltoallsAndBroadcastsUseTheBoard) {
   const auto one_host = topology({0, 0, 0, 0});
   AlgorithmSettings settings;
   settings.board_capacity = 1024 * kKiB * kKiB;
@@ -37,8 +37,14 @@ TEST(Choice, BlockingAlltoallsUseTheBoardWhereARanksBlocksFitOneArea) {
   EXPECT_EQ(choose_algorithm(Collective::alltoall, 1024 * kKiB + 4, true, one_host, 4, settings), Algorithm::exchange);
   EXPECT_EQ(choose_algorithm(Collective::alltoall, 4 * kKiB, false, one_host, 4, settings), Algorithm::exchange);
   EXPECT_EQ(choose_algorithm(Collective::alltoall, 0, true, one_host, 4, settings), Algorithm::exchange);
+  EXPECT_EQ(choose_algorithm(Collective::broadcast, 8, true, one_host, 4, settings), Algorithm::board);
+  EXPECT_EQ(choose_algorithm(Collective::broadcast, 32 * kKiB, true, one_host, 4, settings), Algorithm::board);
+  EXPECT_EQ(choose_algorithm(Collective::broadcast, 32 * kKiB + 1, true, one_host, 4, settings), Algorithm::chain);
+  EXPECT_EQ(choose_algorithm(Collective::broadcast, 8, false, one_host, 4, settings), Algorithm::chain);
+  EXPECT_EQ(choose_algorithm(Collective::broadcast, 0, true, one_host, 4, settings), Algorithm::chain);
   settings.allreduce = Forced::ring;  // a forced algorithm keeps every collective off the board
   EXPECT_EQ(choose_algorithm(Collective::alltoall, 4 * kKiB, true, one_host, 4, settings), Algorithm::exchange);
+  EXPECT_EQ(choose_algorithm(Collective::broadcast, 8, true, one_host, 4, settings), Algorithm::chain);
   AlgorithmSettings no_board;
   EXPECT_EQ(choose_algorithm(Collective::alltoall, 4 * kKiB, true, one_host, 4, no_board), Algorithm::exchange);
 }

@@ -608,10 +608,12 @@ TEST(Stall, RanksComputingBetweenCollectivesAreNotReported) {
 
 // An allreduce against a broadcast of the same size, at the same place: the job fails at once,
 // naming both ranks and both calls.
+// Without the host board: there an allreduce and a broadcast at one place fail at once, each
+// rank naming its own call and the other's size (as DifferentSizesOnTheHostBoard... checks).
 TEST(Stall, DifferentCollectivesAtOnePlaceFailTheJobNamingBoth) {
   Job job(3);
   const auto started = std::chrono::steady_clock::now();
-  job.start_all({kWorker, "stall", "--mismatch-rank", "1"});
+  job.start_all({kWorker, "stall", "--mismatch-rank", "1"}, {{"TNT_HOST_ALLREDUCE_KB", "0"}});
   auto outcomes = job.wait(30s);
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   EXPECT_LT(elapsed, 10.0) << "found within a heartbeat or two, not after TNT_PEER_TIMEOUT_S";

@@ -151,8 +151,9 @@ inline constexpr Kib kShmSingleCopyKb{"TNT_SHM_SINGLE_COPY_KB", 0, 0, 1 << 30,
                                       "copy] says why that is the default)"};
 inline constexpr Kib kHostAllreduceKb{"TNT_HOST_ALLREDUCE_KB", 1 << 20, 0, 1 << 20,
                                       "where all ranks share one host: blocking allreduces and barriers up to this "
-                                      "size, and alltoalls of up to 1 MiB a rank, go through a board in shared "
-                                      "memory, in rounds of up to 1 MiB, without the event loop; 0 never"};
+                                      "size, alltoalls of up to 1 MiB a rank and broadcasts of up to 32 KiB go "
+                                      "through a board in shared memory, in rounds of up to 1 MiB, without the "
+                                      "event loop; 0 never"};
 inline constexpr Integer kVirtualHosts{"TNT_VIRTUAL_HOSTS", 0, 0, 1 << 20,
                                        "tests: each host's ranks form this many hosts (contiguous rank blocks); 0 off"};
 
