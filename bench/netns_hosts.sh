@@ -15,10 +15,10 @@
 
 netns_tag=
 netns_dir=
+netns_hosts_script=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../tests/launcher/netns_hosts.sh
 
 netns_up() {
-  local work=$1 here
-  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  local work=$1
   if [[ $(id -u) != 0 ]]; then echo "--netns needs root (network namespaces, sshd)" >&2; return 1; fi
   if [[ ! -x /usr/sbin/sshd ]] || ! command -v ssh > /dev/null; then
     echo "--netns needs /usr/sbin/sshd and ssh (Debian: openssh-server, openssh-client)" >&2
@@ -27,7 +27,7 @@ netns_up() {
   netns_tag=$(($$ % 100000))
   netns_dir=$work/hosts
   local hosts
-  if ! hosts=$("$here/../tests/launcher/netns_hosts.sh" up "$netns_dir" "$netns_tag" 2 2>&1); then
+  if ! hosts=$("$netns_hosts_script" up "$netns_dir" "$netns_tag" 2 2>&1); then
     echo "--netns: making the namespace hosts failed: $hosts" >&2
     return 1
   fi
@@ -46,6 +46,6 @@ netns_up() {
 
 netns_down() {
   [[ -n $netns_tag ]] || return 0
-  "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../tests/launcher/netns_hosts.sh" down "$netns_dir" "$netns_tag" 2 || true
+  "$netns_hosts_script" down "$netns_dir" "$netns_tag" 2 || true
   netns_tag=
 }

@@ -48,7 +48,13 @@ done
 out=$(mktemp -d)
 source "$here/../netns_hosts.sh"
 trap 'netns_down; rm -rf "$out"' EXIT
-((netns == 0)) || netns_up "$out" || exit 2
+tnt_run=("$build/bin/tnt-launch" -n "$ranks")
+mpi_run=(mpirun --oversubscribe --allow-run-as-root)
+if ((netns)); then
+  netns_up "$out" || exit 2
+  tnt_run=("$build/bin/tnt-launch" "${tnt_on_hosts[@]}")
+  mpi_run=("${mpi_on_hosts[@]}")
+fi
 example=$source_dir/examples/jacobi2d
 cc=${CC:-cc}
 "$cc" -O3 -std=c11 -I"$source_dir/c/include" "$example/jacobi2d_tnt.c" -o "$out/jacobi2d-tnt" \
@@ -59,14 +65,10 @@ mpicc -O3 -std=c11 "$example/jacobi2d_mpi.c" -o "$out/jacobi2d-mpi"
 per_iteration() { sed -n 's/^jacobi2d [a-z]*: \([0-9.]*\) us per iteration$/\1/p' "$1"; }
 run_side() {  # SIDE GRID ROUND
   local log=$out/$1-$2-$3.log
-  if ((netns)) && [[ $1 == tnt ]]; then
-    "$build/bin/tnt-launch" "${tnt_on_hosts[@]}" -- "$out/jacobi2d-tnt" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
-  elif ((netns)); then
-    "${mpi_on_hosts[@]}" -n "$ranks" "$out/jacobi2d-mpi" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
-  elif [[ $1 == tnt ]]; then
-    "$build/bin/tnt-launch" -n "$ranks" -- "$out/jacobi2d-tnt" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
+  if [[ $1 == tnt ]]; then
+    "${tnt_run[@]}" -- "$out/jacobi2d-tnt" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
   else
-    mpirun --oversubscribe --allow-run-as-root -n "$ranks" "$out/jacobi2d-mpi" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
+    "${mpi_run[@]}" -n "$ranks" "$out/jacobi2d-mpi" "$2" "$ranks" 1 "$iterations" > "$log" 2>&1
   fi || { echo "compare.sh: the $1 run failed:" >&2; cat "$log" >&2; exit 1; }
   local value
   value=$(per_iteration "$log")

@@ -67,19 +67,24 @@ done
 work=$(mktemp -d "${TMPDIR:-/tmp}/tnt-compare-osu.XXXXXX")
 source "$here/../netns_hosts.sh"
 trap 'netns_down; rm -rf "$work"' EXIT
-((netns == 0)) || netns_up "$work" || exit 2
+mpi=(mpirun --allow-run-as-root --oversubscribe)
+tnt_env=()
+tnt_launch=("$build/bin/tnt-launch")
+if ((tcp)); then
+  mpi+=(--mca pml ob1 --mca btl self,tcp)
+  tnt_env=(TNT_SHM=0)
+fi
+if ((netns)); then
+  netns_up "$work" || exit 2
+  mpi=("${mpi_on_hosts[@]}")
+  tnt_launch+=("${tnt_on_hosts[@]}")
+fi
 # shellcheck disable=SC2086
 "$here/build_osu.sh" "$tarball" "$work/openmpi" mpicc $programs > /dev/null
 # shellcheck disable=SC2086
 "$here/build_osu.sh" "$tarball" "$work/tnt" "$build/bin/tnt-mpicc" $programs > /dev/null
 mapfile -t both < <(grep -xFf "$work/tnt/built" "$work/openmpi/built")
 
-mpi=(mpirun --allow-run-as-root --oversubscribe)
-tnt_env=()
-if ((tcp)); then
-  mpi+=(--mca pml ob1 --mca btl self,tcp)
-  tnt_env=(TNT_SHM=0)
-fi
 : > "$work/results"
 run_side() {  # side ranks round program
   local side=$1 ranks=$2 round=$3 program=$4 args=() out=$work/run.out
@@ -87,14 +92,12 @@ run_side() {  # side ranks round program
     osu_latency | osu_bw | osu_bibw | osu_multi_lat) read -ra args <<< "$pt2pt_args" ;;
     *) read -ra args <<< "$osu_args" ;;
   esac
-  if ((netns)) && [[ $side == openmpi ]]; then
-    timeout 900 "${mpi_on_hosts[@]}" -np "$ranks" "$work/openmpi/bin/$program" "${args[@]}" > "$out" 2>&1 || true
-  elif ((netns)); then
-    timeout 900 "$build/bin/tnt-launch" "${tnt_on_hosts[@]}" -- "$work/tnt/bin/$program" "${args[@]}" > "$out" 2>&1 || true
-  elif [[ $side == openmpi ]]; then
+  if [[ $side == openmpi ]]; then
     timeout 900 "${mpi[@]}" -np "$ranks" "$work/openmpi/bin/$program" "${args[@]}" > "$out" 2>&1 || true
   else
-    timeout 900 env "${tnt_env[@]}" "$build/bin/tnt-launch" -n "$ranks" -- "$work/tnt/bin/$program" "${args[@]}" \
+    local placed=()  # a hostfile places the ranks itself
+    ((netns)) || placed=(-n "$ranks")
+    timeout 900 env "${tnt_env[@]}" "${tnt_launch[@]}" "${placed[@]}" -- "$work/tnt/bin/$program" "${args[@]}" \
       > "$out" 2>&1 || true
   fi
   # OSU prints "SIZE VALUE" rows (osu_barrier: "VALUE" alone); anything else is a header or noise.
