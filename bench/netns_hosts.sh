@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the compare scripts for --netns: two hosts made of network namespaces on one bridge
 # (tests/launcher/netns_hosts.sh: each its own address, hostname and sshd), one rank on each, so
 # that tnt's and OpenMPI's traffic crosses a network (veth and bridge) instead of loopback.
@@ -38,7 +39,9 @@ netns_up() {
   printf '%s slots=1\n' "${addresses[@]}" > "$netns_dir/hostfile"
   printf '#!/bin/sh\nexec ssh -F %s "$@"\n' "$netns_dir/ssh_config" > "$netns_dir/rsh"
   chmod +x "$netns_dir/rsh"
+  # shellcheck disable=SC2034  # both arrays are read by the scripts that source this one
   tnt_on_hosts=(--hostfile "$netns_dir/hostfile" --ssh-command "ssh -F $netns_dir/ssh_config")
+  # shellcheck disable=SC2034,SC2054  # (the commas are mpirun's host list)
   mpi_on_hosts=(ip netns exec "t${netns_tag}h1" mpirun --allow-run-as-root --bind-to none
     --host "${addresses[0]}:1,${addresses[1]}:1" --mca plm_rsh_agent "$netns_dir/rsh"
     --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include eth0 --mca oob_tcp_if_include eth0)
