@@ -633,8 +633,8 @@ bool Request::test() const {
 }
 
 namespace {
+// Only once done(): the error is then written and never changes (OperationState::complete).
 void throw_failure(const OperationState& state) {
-  std::lock_guard lock(state.mutex);
   if (state.error.empty()) return;
   if (state.error_is_local) throw TruncationError(state.error);
   throw JobError(state.error);
@@ -657,8 +657,7 @@ bool Request::wait_for(std::chrono::milliseconds timeout) const {
 
 MessageStatus Request::status() const {
   if (!state_) return {};
-  std::lock_guard lock(state_->mutex);
-  return state_->finished ? state_->status : MessageStatus{};
+  return state_->done() ? state_->status : MessageStatus{};
 }
 
 void Request::wait_all(std::span<const Request> requests) {

@@ -60,7 +60,8 @@ enum class Event : std::uint64_t {
 
 constexpr std::uint64_t kSequenceMask = (std::uint64_t{1} << 40) - 1;
 constexpr std::size_t kPieceBytes = std::size_t{1} << 30;
-constexpr std::size_t kEagerOverhead = 64;  // what an eager message costs the receiver besides its data
+constexpr std::size_t kEagerOverhead = 64;     // what an eager message costs the receiver besides its data
+constexpr std::size_t kKeptEagerBytes = 4096;  // Note [Eager slots]
 
 transport::Tag wire_tag(Wire kind, std::uint64_t sequence, std::uint32_t context, std::uint64_t piece = 0) {
   return {static_cast<std::uint64_t>(kind) << 60 | (sequence & kSequenceMask) << 20 | (piece & 0xfffffu), context};
@@ -82,7 +83,7 @@ struct PointToPoint::SendOp {
   std::uint64_t sequence = 0;
   const std::byte* data = nullptr;
   std::size_t bytes = 0;
-  std::vector<std::byte> wire;  // eager: envelope and data; rendezvous: the envelope
+  std::vector<std::byte> wire;  // the envelope (eager messages: Note [Eager slots])
   std::uint64_t accepted = 0;   // rendezvous: the bytes the receiver takes (clear-to-send)
   int tag = 0;
   int outstanding = 0;  // Pair operations not yet completed
@@ -196,6 +197,28 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
     return;
   }
   Peer& to = *reached;
+  const bool eager = !synchronous && bytes <= to.eager_bytes && to.credit >= bytes + kEagerOverhead;
+  if (eager) {
+    const std::uint32_t slot = take_eager_slot();
+    std::vector<std::byte>& wire = eager_wires_[slot];
+    const Envelope envelope{tag, 0, {}, bytes};
+    wire.resize(sizeof envelope + bytes);
+    std::memcpy(wire.data(), &envelope, sizeof envelope);
+    if (bytes) copy_bytes(wire.data() + sizeof envelope, data, bytes);
+    to.credit -= bytes + kEagerOverhead;
+    if (!to.hears_credit) {
+      to.hears_credit = true;
+      to.pair->recv(wire_tag(Wire::credit, to.next_credit_in, context_), nullptr, 0, *this,
+                    cookie(Event::credit_in, static_cast<std::uint64_t>(to.rank)));
+    }
+    handing_over_.fetch_add(1);  // Note [Lingering work] in event_loop.cpp
+    links_.loop().linger();
+    to.pair->send(wire_tag(Wire::envelope, to.next_send_sequence++, context_), wire.data(), wire.size(), *this,
+                  cookie(Event::eager_out, slot));
+    state->status = MessageStatus{links_.rank(), tag, bytes};
+    state->complete({});  // the data is copied: the caller's buffer is free
+    return;
+  }
   const std::uint64_t id = next_id_++;
   auto op = std::make_unique<SendOp>();
   op->peer = peer_rank;
@@ -203,29 +226,11 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
   op->data = static_cast<const std::byte*>(data);
   op->bytes = bytes;
   op->tag = tag;
-  const bool eager = !synchronous && bytes <= to.eager_bytes && to.credit >= bytes + kEagerOverhead;
-  const Envelope envelope{tag, static_cast<std::uint8_t>(eager ? 0 : 1), {}, bytes};
-  op->wire.resize(sizeof envelope + (eager ? bytes : 0));
+  const Envelope envelope{tag, 1, {}, bytes};
+  op->wire.resize(sizeof envelope);
   std::memcpy(op->wire.data(), &envelope, sizeof envelope);
   SendOp& sending = *op;
   sends_[id] = std::move(op);
-  if (eager) {
-    if (bytes) copy_bytes(sending.wire.data() + sizeof envelope, data, bytes);
-    to.credit -= bytes + kEagerOverhead;
-    if (!to.hears_credit) {
-      to.hears_credit = true;
-      to.pair->recv(wire_tag(Wire::credit, to.next_credit_in, context_), nullptr, 0, *this,
-                    cookie(Event::credit_in, static_cast<std::uint64_t>(to.rank)));
-    }
-    sending.outstanding = 1;
-    handing_over_.fetch_add(1);  // Note [Lingering work] in event_loop.cpp
-    links_.loop().linger();
-    to.pair->send(wire_tag(Wire::envelope, sending.sequence, context_), sending.wire.data(), sending.wire.size(), *this,
-                  cookie(Event::eager_out, id));
-    state->status = MessageStatus{links_.rank(), tag, bytes};
-    state->complete({});  // the data is copied: the caller's buffer is free
-    return;
-  }
   sending.state = std::move(state);
   sending.outstanding = 2;  // the envelope, the clear-to-send
   to.pair->recv(wire_tag(Wire::clear_to_send, sending.sequence, context_), &sending.accepted, sizeof sending.accepted,
@@ -543,7 +548,10 @@ void PointToPoint::on_send_complete(std::uint64_t done) {
   if (!failure_.empty()) return;
   const std::uint64_t id = id_of(done);
   switch (event_of(done)) {
-    case Event::eager_out: handed_over(); [[fallthrough]];
+    case Event::eager_out:
+      handed_over();
+      release_eager_slot(static_cast<std::uint32_t>(id));
+      return;
     case Event::envelope_out: {
       auto found = sends_.find(id);
       if (found != sends_.end() && --found->second->outstanding == 0) finish_send(id);
@@ -587,6 +595,29 @@ void PointToPoint::on_recv_complete(std::uint64_t done, std::size_t bytes) {
     }
     default: return;
   }
+}
+
+// Note [Eager slots]: an eager message is copied, with its envelope, into a buffer of this
+// engine's, and the send completes at once; the buffer is the channel's until it has handed the
+// bytes over. Such buffers are slots, reused once their channel is done with them, so an eager
+// send allocates nothing once the engine has as many slots as it ever had messages on the way.
+// Before, each one allocated its SendOp, its buffer and a hash-map node, and freed them again
+// (callgrind of an 8-byte ping-pong, 2026-11-28). Buffers larger than kKeptEagerBytes are given
+// back rather than kept: slots are as many as the most eager messages ever in flight at once.
+std::uint32_t PointToPoint::take_eager_slot() {
+  if (free_eager_slots_.empty()) {
+    eager_wires_.emplace_back();  // moves the other buffers' vectors, never their bytes
+    return static_cast<std::uint32_t>(eager_wires_.size() - 1);
+  }
+  const std::uint32_t slot = free_eager_slots_.back();
+  free_eager_slots_.pop_back();
+  return slot;
+}
+
+void PointToPoint::release_eager_slot(std::uint32_t slot) {
+  if (slot >= eager_wires_.size()) return;
+  if (eager_wires_[slot].capacity() > kKeptEagerBytes) std::vector<std::byte>().swap(eager_wires_[slot]);
+  free_eager_slots_.push_back(slot);
 }
 
 void PointToPoint::handed_over() {

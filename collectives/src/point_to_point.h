@@ -99,6 +99,8 @@ class PointToPoint final : public transport::CompletionSink {
                     bool synchronous);
   void watch_receives();
   void check_receives();
+  std::uint32_t take_eager_slot();  // Note [Eager slots] in point_to_point.cpp
+  void release_eager_slot(std::uint32_t slot);
   void handed_over();
 
   PeerLinks& links_;
@@ -110,6 +112,9 @@ class PointToPoint final : public transport::CompletionSink {
   std::list<std::unique_ptr<ReceiveOp>> posted_;                             // receives not yet matched, in order
   std::deque<Arrived> unexpected_;                                           // in arrival order
   std::vector<std::vector<std::byte>> spare_inboxes_;
+  // Note [Eager slots]: eager messages' envelopes and data, while their channels hand them over.
+  std::vector<std::vector<std::byte>> eager_wires_;
+  std::vector<std::uint32_t> free_eager_slots_;
   // Sends waiting for their peer's channel to open, in the order issued.
   std::unordered_map<int, std::deque<std::function<void()>>> waiting_for_channel_;
   std::uint64_t next_id_ = 1;

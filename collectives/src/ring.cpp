@@ -28,10 +28,9 @@ void OperationState::complete(const std::string& failure) {
   struct Finish {
     OperationState& state;
     ~Finish() {
-      {
-        std::lock_guard lock(state.mutex);
-        state.finished = true;
-      }
+      // A release store: whoever sees done() sees the error, the status and the callback's work
+      // without taking the mutex (throw_failure, Request::status).
+      state.finished.store(true, std::memory_order_release);
       state.loop.wake();
       if (state.held) state.loop.release();
       if (state.awaited) state.loop.waiter_expected_done();

@@ -133,16 +133,18 @@ void EventLoop::progress_thread_main() {
     // Note [Looking before sleeping]: this thread sleeps in epoll, so peers must wake it.
     set_pollers_looked_at(false);
     poll_pollers();
+    bool sleepers = false;
     for (;;) {
       io_->run_one();  // returns after one handler: the one that released the last hold, say
       std::lock_guard lock(mutex_);
       if (stopping_ || (holds_ == 0 && lingering_.load() == 0 && awaited_.load() == 0)) {
         set_pollers_looked_at(true);
         driven_ = false;
+        sleepers = sleepers_.load() > 0;
         break;
       }
     }
-    changed_.notify_all();  // a caller may be waiting to run the loop itself
+    if (sleepers) changed_.notify_all();  // a caller may be waiting to run the loop itself
   }
 }
 
@@ -189,8 +191,10 @@ void EventLoop::waiter_expected_done() {
 
 void EventLoop::let_progress_thread_see_done() {
   // The progress thread may run the loop for that work, asleep in epoll: let it see it is done.
+  // It does not while this thread runs the loop (an eager send's completion, nearly always).
+  if (running_in_this_thread()) return;
   std::lock_guard lock(mutex_);
-  if (driven_ && holds_ == 0 && !running_in_this_thread()) asio::post(*io_, [] {});
+  if (driven_ && holds_ == 0) asio::post(*io_, [] {});
 }
 
 void EventLoop::poll_here() {
@@ -208,11 +212,12 @@ void EventLoop::poll_here() {
 // post: it marks itself as running here, as run_here() does. Each post had cost the scheduler's
 // mutex and, at the next poll of the loop, an epoll_wait.
 void EventLoop::wake() {
-  {
+  // Note [Sleepers]
+  wake_count_.fetch_add(1);
+  if (sleepers_.load() > 0) {
     std::lock_guard lock(mutex_);
-    ++wake_count_;
+    changed_.notify_all();
   }
-  changed_.notify_all();
   // A caller that runs the loop sleeps in epoll, not on the condition variable. On a shared
   // io_context that may be another thread than this one, even inside a handler.
   if (!own_io_ || (progress_ == Progress::on_demand && !running_in_this_thread())) asio::post(*io_, [] {});
@@ -245,24 +250,39 @@ bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<Clo
       lock.lock();
       continue;
     }
-    const auto seen = wake_count_;
+    // Note [Sleepers]: counted before the look at wake_count_, under the mutex.
+    const auto seen = wake_count_.load();
+    sleepers_.fetch_add(1);
     changed_.wait_for(lock, kOwnSlice,
-                      [&] { return wake_count_ != seen || (progress_ == Progress::on_demand && !driven_); });
+                      [&] { return wake_count_.load() != seen || (progress_ == Progress::on_demand && !driven_); });
+    sleepers_.fetch_sub(1);
   }
   return true;
 }
 
+// Note [Sleepers]: a completion wakes the callers asleep on changed_ (wait_until while another
+// thread runs the loop), and nearly always there are none: the completing thread is the blocked
+// caller itself, running the loop. Locking the mutex and broadcasting on every completion was
+// two of the 30 mutex operations of an 8-byte ping-pong's round trip (callgrind, 2026-11-28). So
+// sleepers are counted: a sleeper counts itself under the mutex and only then looks at
+// wake_count_ (or driven_); a waker bumps wake_count_ (or clears driven_ under the mutex) and
+// only then looks at the count, both sequentially consistent. Either the sleeper sees the change
+// and does not sleep, or the waker sees the sleeper and notifies under the mutex, which the
+// sleeper holds until it sleeps.
+
 EventLoop::Handback::~Handback() {
   running_here_ = nullptr;
   bool held = false;
+  bool sleepers = false;
   {
     std::lock_guard lock(loop.mutex_);
     loop.driven_ = false;
     held = loop.holds_ > 0;
+    sleepers = loop.sleepers_.load() > 0;  // Note [Sleepers]
   }
   // To the progress thread if work is held, and to any other caller waiting to run the loop.
   if (held) loop.progress_wanted_.notify_one();
-  loop.changed_.notify_all();
+  if (sleepers) loop.changed_.notify_all();
 }
 
 // Note [Running here]: a point-to-point call used to post its start to the strand and then run
@@ -285,6 +305,23 @@ bool EventLoop::take_for_running_here() {
   if (driven_ || stopping_) return false;
   driven_ = true;
   return true;
+}
+
+// Note [Completions without a hop]: a socket made on the strand delivers its completions
+// through the strand, and the thread running the loop is not inside the strand when the reactor
+// completes a read (Note [Running here] marks it as the runner, which Asio does not know). So
+// every TCP message's read went from the reactor to the strand's queue, behind the reactor's
+// own turn in the scheduler: the waiting caller's next poll_one() ran an empty epoll_wait first,
+// and only its poll after that delivered the message (strace of a 256-byte ping-pong with
+// TNT_SHM=0: epoll_wait, recvfrom, epoll_wait returning nothing, sendmsg). Where the loop is its
+// own, one thread at a time runs it (Note [Driving]), which serialises its handlers as the
+// strand does, so the TCP back end's data sockets live on the io_context's executor: their
+// completions run at once, inside the poll that read the data, and Asio tracks no work for them
+// (it copied the strand into a type-erased executor, an allocation, for every read and write).
+// An embedding code's io_context may be run by several threads: there the strand stays.
+boost::asio::any_io_executor EventLoop::completion_executor() const {
+  if (own_io_) return io_->get_executor();
+  return strand_;
 }
 
 void EventLoop::add_poller(Poller& poller) {
@@ -395,8 +432,13 @@ void PollWindow::report(std::chrono::microseconds used, bool found_data) {
 // waits for. What they complete in turn (a receive posted again that finds its message staged)
 // joins the list. Polling waits then ask the io_context only every kSpinsPerLoopPoll spins
 // (Note [Cheap spins]), for descriptors, timers and work posted from elsewhere.
+//
+// A task run by run_here() collects its completions the same way: an eager send started there
+// (Note [Running here]) wrote its message into the ring, and its completion went through the
+// strand's queue to the next io_context::poll(), 600 instructions and the scheduler's mutex per
+// message (callgrind of an 8-byte shared-memory ping-pong, 2026-11-28).
 void EventLoop::post_completion(std::function<void()> completion) {
-  if (polling_pollers_) {
+  if (collecting_completions_) {
     completions_of_poll_.push_back(std::move(completion));
     return;
   }
@@ -405,27 +447,35 @@ void EventLoop::post_completion(std::function<void()> completion) {
   asio::post(strand_, std::move(completion));
 }
 
-bool EventLoop::poll_pollers() {
-  if (!own_io_ || progress_ != Progress::on_demand) return false;
-  // Where a poller or a completion throws, what is left goes to the loop, as handlers queued
-  // behind a throwing one stay queued.
-  struct Polling {
-    EventLoop& loop;
-    std::size_t next = 0;
-    ~Polling() {
-      for (; next < loop.completions_of_poll_.size(); ++next)
-        asio::post(loop.strand_, std::move(loop.completions_of_poll_[next]));
-      loop.completions_of_poll_.clear();
-      loop.polling_pollers_ = false;
-    }
-  } polling{*this};
-  polling_pollers_ = true;
-  bool moved = false;
-  for (std::size_t i = 0; i < pollers_.size(); ++i) moved = pollers_[i]->poll() || moved;
-  while (polling.next < completions_of_poll_.size()) {
-    auto completion = std::move(completions_of_poll_[polling.next++]);  // the list may grow meanwhile
+EventLoop::CollectedCompletions::CollectedCompletions(EventLoop& event_loop)
+    : loop(event_loop), outermost(!event_loop.collecting_completions_) {
+  loop.collecting_completions_ = true;
+}
+
+void EventLoop::CollectedCompletions::run() {
+  if (!outermost) return;
+  while (next < loop.completions_of_poll_.size()) {
+    auto completion = std::move(loop.completions_of_poll_[next++]);  // the list may grow meanwhile
     completion();
   }
+}
+
+// Where a task, a poller or a completion threw, what is left goes to the loop, as handlers
+// queued behind a throwing one stay queued.
+EventLoop::CollectedCompletions::~CollectedCompletions() {
+  if (!outermost) return;
+  for (; next < loop.completions_of_poll_.size(); ++next)
+    asio::post(loop.strand_, std::move(loop.completions_of_poll_[next]));
+  loop.completions_of_poll_.clear();
+  loop.collecting_completions_ = false;
+}
+
+bool EventLoop::poll_pollers() {
+  if (!own_io_ || progress_ != Progress::on_demand) return false;
+  CollectedCompletions completions{*this};
+  bool moved = false;
+  for (std::size_t i = 0; i < pollers_.size(); ++i) moved = pollers_[i]->poll() || moved;
+  completions.run();
   return moved;
 }
 
@@ -473,7 +523,9 @@ void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Cl
 }
 
 void EventLoop::call(const std::function<void()>& task) {
-  if (strand_.running_in_this_thread()) {
+  // Inside a handler of a loop of its own, this thread is the loop's one runner (Note
+  // [Completions without a hop]); on a shared io_context only the strand says so.
+  if (strand_.running_in_this_thread() || (own_io_ && running_in_this_thread())) {
     task();
     return;
   }

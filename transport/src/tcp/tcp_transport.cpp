@@ -166,7 +166,11 @@ class TcpTransport final : public PairTransport<TcpPair> {
                         static_cast<socklen_t>(env_.tcp_congestion.size())) == 0;
   }
 
-  void add_pair(int peer, tcp::socket socket) {
+  void add_pair(int peer, tcp::socket side_channel) {
+    // Note [Completions without a hop] in event_loop.cpp: the data socket is the side channel's,
+    // moved off the strand.
+    const auto protocol = side_channel.local_endpoint().protocol();
+    tcp::socket socket(loop_.completion_executor(), protocol, side_channel.release());
     boost::system::error_code ignored;                                 // no_delay is set for every side channel
     if (!env_.tcp_congestion.empty()) set_congestion_control(socket);  // check_congestion_control() vouched for it
     if (env_.socket_buffer_bytes > 0) {

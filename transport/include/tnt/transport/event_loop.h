@@ -80,6 +80,10 @@ class EventLoop {
 
   boost::asio::io_context& context() { return *io_; }
   Strand strand() const { return strand_; }
+  // Where a channel's socket completions run (Note [Completions without a hop] in
+  // event_loop.cpp): the io_context itself where one thread at a time runs it (a loop of its
+  // own), else the strand.
+  boost::asio::any_io_executor completion_executor() const;
   // True inside a handler of this loop, whichever thread runs it, and inside run_here().
   bool running_in_this_thread() const { return running_here_ == this || io_->get_executor().running_in_this_thread(); }
 
@@ -93,7 +97,9 @@ class EventLoop {
     if (!take_for_running_here()) return false;
     Handback handback{*this};
     running_here_ = this;
+    CollectedCompletions completions{*this};  // Note [Completions of a poll] in event_loop.cpp
     task();
+    completions.run();
     return true;
   }
 
@@ -134,10 +140,10 @@ class EventLoop {
   // the loop (on_demand with a loop of its own); elsewhere they are never polled.
   void add_poller(Poller& poller);
   void remove_poller(Poller& poller);
-  // On the strand: runs `completion` later, never inside its caller. Inside a poller's poll() and
-  // what that completes, it runs before the loop's runner stops polling its pollers, without
-  // passing through the io_context (Note [Completions of a poll] in event_loop.cpp); elsewhere
-  // it is posted to the strand.
+  // On the strand: runs `completion` later, never inside its caller. Inside a poller's poll() or
+  // a run_here() task, and what those complete, it runs before the loop's runner stops polling
+  // its pollers or returns from run_here(), without passing through the io_context (Note
+  // [Completions of a poll] in event_loop.cpp); elsewhere it is posted to the strand.
   void post_completion(std::function<void()> completion);
 
   // Runs `task` on the strand and blocks until it finishes; rethrows what it throws.
@@ -166,6 +172,16 @@ class EventLoop {
     EventLoop& loop;
     ~Handback();
   };
+  // While one lives, post_completion() keeps completions for its run(), on this thread, in order
+  // (Note [Completions of a poll] in event_loop.cpp); an inner one leaves them to the outermost.
+  struct CollectedCompletions {
+    explicit CollectedCompletions(EventLoop& event_loop);
+    ~CollectedCompletions();
+    void run();
+    EventLoop& loop;
+    const bool outermost;
+    std::size_t next = 0;
+  };
 
   bool take_for_running_here();
   void set_pollers_looked_at(bool looked_at);
@@ -185,16 +201,17 @@ class EventLoop {
   std::mutex mutex_;
   std::condition_variable changed_;          // for callers in wait_until()
   std::condition_variable progress_wanted_;  // for the on_demand progress thread
-  std::uint64_t wake_count_ = 0;
-  bool driven_ = false;  // on_demand: some thread runs the loop now
+  std::atomic<std::uint64_t> wake_count_{0};
+  std::atomic<int> sleepers_{0};  // callers asleep on changed_ (Note [Sleepers] in event_loop.cpp)
+  bool driven_ = false;           // on_demand: some thread runs the loop now
   int holds_ = 0;
   std::atomic<int> lingering_{0};
   std::atomic<int> awaited_{0};               // expect_waiter() not yet done
   std::atomic<std::uint64_t> unlingered_{0};  // lingering or awaited work done so far: progress made
   bool stopping_ = false;
   std::vector<Poller*> pollers_;                            // strand-confined
-  bool polling_pollers_ = false;                            // strand-confined: poll_pollers() runs
-  std::vector<std::function<void()>> completions_of_poll_;  // strand-confined: post_completion() there
+  bool collecting_completions_ = false;                     // strand-confined: a CollectedCompletions lives
+  std::vector<std::function<void()>> completions_of_poll_;  // strand-confined: kept by post_completion()
   bool pollers_looked_at_ = true;  // strand-confined: Note [Looking before sleeping] in event_loop.cpp
   static thread_local const EventLoop* running_here_;  // run_here() runs a task of this loop
 };
