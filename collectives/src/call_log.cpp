@@ -46,7 +46,7 @@ std::uint64_t CallLog::issue(const CallSignature& call, std::uint64_t signature)
     last_issued_ = Record{sequence, signature, call};
     pending_.push_back(*last_issued_);
   }
-  if (changed_) changed_();
+  tell_change();
   return sequence;
 }
 
@@ -59,10 +59,24 @@ void CallLog::completed(std::uint64_t sequence) {
     if (!last_completed_ || sequence > last_completed_->sequence) last_completed_ = *call;
     pending_.erase(call);
   }
-  if (changed_) changed_();
+  tell_change();
+}
+
+// Note [Telling changes once]: every collective on the host board issues and completes a call,
+// and each change used to call on_change's function, which takes the communicator's progress
+// mutex to reach the control plane; that only schedules a report, which reads progress() once
+// it is sent. So a change is told only where none was since progress() last read the log:
+// progress() lowers the flag before it takes the log's mutex, and a change raises it after
+// releasing it, both sequentially consistent, so a change that a report missed is always
+// told again. The control plane clears its own flag before it calls progress() (ControlPlane::
+// send_progress_report), so a change told while a report is on its way schedules the next one.
+void CallLog::tell_change() {
+  if (!changed_ || change_told_.load(std::memory_order_relaxed) || change_told_.exchange(true)) return;
+  changed_();
 }
 
 transport::CollectiveProgress CallLog::progress() const {
+  change_told_.store(false);  // Note [Telling changes once]
   std::lock_guard lock(mutex_);
   transport::CollectiveProgress now;
   now.issued = last_issued_ ? last_issued_->sequence + 1 : 0;

@@ -2,6 +2,7 @@
 // This rank's collective calls as the stall watch sees them (Note [Stall watch] in
 // transport/src/rendezvous/stall_watch.h): each call's place in the issue order, what was
 // called, and which calls are still pending.
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -33,7 +34,9 @@ struct CallSignature {
 // the control loop's.
 class CallLog {
  public:
-  // Called after every change, outside the log's lock (the control plane reports soon after).
+  // Called outside the log's lock after a change, where none was told since progress() last
+  // read the log (Note [Telling changes once] in call_log.cpp); the control plane reports soon
+  // after.
   void on_change(std::function<void()> changed) { changed_ = std::move(changed); }
   // Gives the call the next sequence number and records it as pending. Calls are described
   // only when progress() asks: describing one took several string allocations, on a path that
@@ -56,6 +59,9 @@ class CallLog {
   std::deque<Record> pending_;  // by sequence
   std::optional<Record> last_issued_, last_completed_;
   std::function<void()> changed_;
+  mutable std::atomic<bool> change_told_{false};  // Note [Telling changes once]
+
+  void tell_change();
 };
 
 }  // namespace tnt::detail
