@@ -237,7 +237,11 @@ bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<Clo
     return ready();
   }
   std::unique_lock lock(mutex_);
-  while (!ready()) {
+  for (;;) {
+    // Note [Sleepers]: the count is read before `ready` is asked, so that a change made after the
+    // question bumps it past `seen`.
+    const auto seen = wake_count_.load();
+    if (ready()) return true;
     if (expired()) return false;
     if (progress_ == Progress::on_demand && !driven_) {
       driven_ = true;
@@ -250,25 +254,24 @@ bool EventLoop::wait_until(const std::function<bool()>& ready, std::optional<Clo
       lock.lock();
       continue;
     }
-    // Note [Sleepers]: counted before the look at wake_count_, under the mutex.
-    const auto seen = wake_count_.load();
-    sleepers_.fetch_add(1);
+    sleepers_.fetch_add(1);  // under the mutex, before the predicate's first look
     changed_.wait_for(lock, kOwnSlice,
                       [&] { return wake_count_.load() != seen || (progress_ == Progress::on_demand && !driven_); });
     sleepers_.fetch_sub(1);
   }
-  return true;
 }
 
 // Note [Sleepers]: a completion wakes the callers asleep on changed_ (wait_until while another
 // thread runs the loop), and nearly always there are none: the completing thread is the blocked
 // caller itself, running the loop. Locking the mutex and broadcasting on every completion was
 // two of the 30 mutex operations of an 8-byte ping-pong's round trip (callgrind, 2026-11-28). So
-// sleepers are counted: a sleeper counts itself under the mutex and only then looks at
-// wake_count_ (or driven_); a waker bumps wake_count_ (or clears driven_ under the mutex) and
-// only then looks at the count, both sequentially consistent. Either the sleeper sees the change
+// sleepers are counted: a sleeper reads wake_count_ before it asks whether its wait is over,
+// counts itself under the mutex and only then looks at wake_count_ again (or at driven_); a waker
+// changes what the sleeper waits for, bumps wake_count_ (or clears driven_ under the mutex) and
+// only then looks at the count, all sequentially consistent. Either the sleeper sees the change
 // and does not sleep, or the waker sees the sleeper and notifies under the mutex, which the
-// sleeper holds until it sleeps.
+// sleeper holds until it sleeps. Read after the question instead, the count could already include
+// a change that the question missed, and the sleeper slept a whole slice (50 ms).
 
 EventLoop::Handback::~Handback() {
   running_here_ = nullptr;
