@@ -4,12 +4,12 @@
 // called, and which calls are still pending.
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tnt/collectives/types.h"
 #include "tnt/transport/rendezvous.h"
@@ -53,14 +53,24 @@ class CallLog {
     CallSignature call;
     transport::CollectiveCall described() const { return {sequence, signature, call.describe()}; }
   };
+  struct Slot {
+    Record record;
+    bool pending = false;
+  };
 
   mutable std::mutex mutex_;
+  // Note [Call log ring] in call_log.cpp: the calls from oldest_pending_ to next_sequence_, each
+  // in slots_[sequence % size], the size a power of two.
+  std::vector<Slot> slots_ = std::vector<Slot>(16);
   std::uint64_t next_sequence_ = 0;
-  std::deque<Record> pending_;  // by sequence
-  std::optional<Record> last_issued_, last_completed_;
+  std::uint64_t oldest_pending_ = 0;  // no call before it is pending; next_sequence_ where none is
+  std::optional<Record> last_completed_;
   std::function<void()> changed_;
   mutable std::atomic<bool> change_told_{false};  // Note [Telling changes once]
 
+  Slot& slot(std::uint64_t sequence) { return slots_[sequence & (slots_.size() - 1)]; }
+  const Slot& slot(std::uint64_t sequence) const { return slots_[sequence & (slots_.size() - 1)]; }
+  void grow();
   void tell_change();
 };
 
