@@ -126,7 +126,7 @@ void BoardCollectives::broadcast(void* data, std::size_t bytes, int root, const 
 template <class Read>
 void BoardCollectives::round(const Call& record, const void* data, std::size_t bytes, const Read& read) {
   if (owner_.failed()) throw JobError(owner_.failure());
-  std::byte* area = board_.post_area();
+  std::byte* area = board_.post_area(bytes);
   if (data) copy_bytes(area, data, bytes);
   board_.publish(bytes, record.signature);
   if (!board_.gather(wait())) throw JobError(owner_.failure());

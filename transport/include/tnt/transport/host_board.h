@@ -43,9 +43,10 @@ class HostBoard {
   virtual std::size_t capacity() const = 0;
   // Bytes a message may hold (at most capacity()); larger collectives take several rounds.
   virtual std::size_t area_bytes() const = 0;
-  // Begins a round: where this rank writes its message (area_bytes()). Never waits: the
-  // rounds use two areas in turn (Note [Host board]).
-  virtual std::byte* post_area() = 0;
+  // Begins a round: where this rank writes its message of `bytes` (at most area_bytes(); every
+  // member posts the same size in a round). Never waits: the rounds use two areas in turn (Note
+  // [Host board]).
+  virtual std::byte* post_area(std::size_t bytes) = 0;
   // Makes the message written to post_area() visible, with a signature of the call it belongs to.
   virtual void publish(std::size_t bytes, std::uint64_t signature) = 0;
   // Another step of the round: what this rank changed in its area since the last gather().
