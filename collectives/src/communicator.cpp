@@ -485,7 +485,6 @@ transport::Pair& Group::left() { return pair(left_); }
 transport::Pair& Group::right() { return pair(right_); }
 transport::Pair& Group::pair(int peer) { return world_.transport()->pair(members_[static_cast<std::size_t>(peer)]); }
 std::size_t Group::segment_bytes() const { return world_.settings().segment_bytes; }
-bool Group::sends_eagerly(std::size_t bytes) const { return bytes <= world_.settings().p2p.eager_bytes; }
 int Group::pipeline_depth() const { return world_.settings().pipeline_depth; }
 
 std::vector<std::byte> Group::acquire(std::size_t bytes) {
@@ -1233,10 +1232,14 @@ void Communicator::send(const void* data, std::size_t bytes, int peer, int tag, 
   check_peer("send", peer, size(), false);
   check_tag("send", tag, false);
   check_data(data, bytes, "send");
-  // Only a blocking send that goes eagerly starts on this thread: it completes there. Started
-  // here, a rendezvous (single copy) made 64 KiB ping-pongs slower, 10.0 -> 12.3 us, and
-  // receives gained nothing (2026-11-27, tnt-bench-p2p latency, chrt, 3 alternating rounds).
-  const bool start_here = mode == SendMode::standard && group_->sends_eagerly(bytes);
+  // A blocking send starts on this thread, eager or not (Note [Running here]). A rendezvous
+  // started here made 64 KiB ping-pongs slower on 2026-11-27 (10.0 -> 12.3 us); posted, it now
+  // waited for the waiting caller's first run of the loop, which Note [Cheap spins] puts after
+  // kSpinsPerLoopPoll spins. Measured 2026-11-28 (22:05 UTC), tnt-bench-p2p latency under chrt,
+  // 5 alternating rounds, medians, posted against started here (both with that Note's change):
+  // 32 KiB 3.31 -> 2.06 us, 64 KiB 4.47 -> 3.23, 256 KiB 11.3 -> 10.2; 8 bytes to 16 KiB and
+  // 1 to 4 MiB within 2 %.
+  const bool start_here = mode == SendMode::standard;
   group_
       ->issue_p2p(
           detail::Group::Waiter::caller,

@@ -56,8 +56,6 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   // calling thread where `start_here` and the loop is free (Note [Running here] in event_loop.cpp).
   template <class Start>
   Request issue_p2p(Waiter waiter, Start start, bool start_here = false);
-  // A blocking standard send of `bytes` that goes eagerly (size alone; credit decides later).
-  bool sends_eagerly(std::size_t bytes) const;
   std::optional<MessageStatus> probe_now(int peer, int tag);
   MessageStatus probe(int peer, int tag);
 
