@@ -46,7 +46,7 @@ std::uint64_t CallSignature::hash(bool with_size) const {
 // pending one and the next to be issued now sit in a ring indexed by sequence number: issuing
 // writes a slot, completing marks one and moves the oldest pending past those that completed.
 // Calls complete in any order (nonblocking ones), so the ring grows, doubling, when the oldest
-// pending call would be overwritten; it never shrinks. Measured 2026-11-28 (21:15 UTC),
+// pending call would be overwritten; it never shrinks. Measured 2026-11-28 (about 21:11 UTC),
 // osu_allreduce through the MPI layer, 2 ranks, 9 alternating rounds, medians: 8 bytes 0.21 ->
 // 0.20 us (the board's rounds, not the log, take most of the time).
 std::uint64_t CallLog::issue(const CallSignature& call, std::uint64_t signature) {

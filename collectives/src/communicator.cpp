@@ -1235,7 +1235,7 @@ void Communicator::send(const void* data, std::size_t bytes, int peer, int tag, 
   // A blocking send starts on this thread, eager or not (Note [Running here]). A rendezvous
   // started here made 64 KiB ping-pongs slower on 2026-11-27 (10.0 -> 12.3 us); posted, it now
   // waited for the waiting caller's first run of the loop, which Note [Cheap spins] puts after
-  // kSpinsPerLoopPoll spins. Measured 2026-11-28 (22:05 UTC), tnt-bench-p2p latency under chrt,
+  // kSpinsPerLoopPoll spins. Measured 2026-11-28 (about 21:25 UTC), tnt-bench-p2p latency under chrt,
   // 5 alternating rounds, medians, posted against started here (both with that Note's change):
   // 32 KiB 3.31 -> 2.06 us, 64 KiB 4.47 -> 3.23, 256 KiB 11.3 -> 10.2; 8 bytes to 16 KiB and
   // 1 to 4 MiB within 2 %.

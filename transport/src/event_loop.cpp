@@ -401,7 +401,7 @@ constexpr std::chrono::microseconds kProbe{100};
 // without the loop (Note [Completions of a poll]). A loop without pollers asks on every spin.
 // The first ask comes after kSpinsPerLoopPoll spins, not on the first: asked on the first, every
 // blocking call of a ping-pong still made one epoll_wait (strace: 10,154 for 10,000 round trips;
-// 198 after). Measured 2026-11-28 (22:05 UTC), tnt-bench-p2p latency under chrt, 5 alternating
+// 198 after). Measured 2026-11-28 (about 21:25 UTC), tnt-bench-p2p latency under chrt, 5 alternating
 // rounds, medians, together with starting rendezvous sends on the caller's thread
 // (Communicator::send): 8 bytes 0.50 -> 0.34 us, 1 KiB 0.49 -> 0.37, 4 KiB 0.67 -> 0.72,
 // 64 KiB 4.00 -> 3.23, 1 MiB 44.0 -> 42.9; bandwidth and bidirectional bandwidth within 2 %.

@@ -91,7 +91,7 @@ std::size_t area_bytes(std::size_t capacity) { return std::min(capacity, kLarges
 // an 8-byte allreduce used to move two cache lines from writer to reader one after the other:
 // the writer's store to `published` first waited for the area's line (still shared with the
 // readers after their last read of it), and a reader that saw the step then missed on the area.
-// Measured 2026-11-28 (21:30 UTC), OSU's osu_allreduce through the MPI layer, 2 ranks, 9
+// Measured 2026-11-28 (about 21:14 UTC), OSU's osu_allreduce through the MPI layer, 2 ranks, 9
 // alternating rounds, medians, in us: 4 and 8 bytes 0.21-0.22 -> 0.18-0.19, 16 bytes 0.21 ->
 // 0.18; 32 and 64 bytes (in their areas still) 0.21-0.24 -> 0.20-0.22.
 constexpr std::size_t kSmallBytes = 16;
