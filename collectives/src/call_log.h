@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "tnt/collectives/types.h"
@@ -58,7 +59,20 @@ class CallLog {
     bool pending = false;
   };
 
-  mutable std::mutex mutex_;
+  // Note [Call log lock] in call_log.cpp
+  class SpinLock {
+   public:
+    void lock() {
+      while (held_.exchange(true, std::memory_order_acquire))
+        while (held_.load(std::memory_order_relaxed)) std::this_thread::yield();
+    }
+    void unlock() { held_.store(false, std::memory_order_release); }
+
+   private:
+    std::atomic<bool> held_{false};
+  };
+
+  mutable SpinLock lock_;
   // Note [Call log ring] in call_log.cpp: the calls from oldest_pending_ to next_sequence_, each
   // in slots_[sequence % size], the size a power of two.
   std::vector<Slot> slots_ = std::vector<Slot>(16);
