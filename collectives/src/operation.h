@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -26,12 +25,11 @@ struct OperationState {
 
   transport::EventLoop& loop;
   CompletionCallback callback;
-  bool held = false;            // holds the loop (EventLoop::hold) until complete()
-  bool awaited = false;         // EventLoop::expect_waiter() until complete()
-  std::uint16_t tag_check = 0;  // Note [Tags]: 12 bits from the call's signature
-  mutable std::mutex mutex;
-  bool completing = false;            // complete() has begun: later calls do nothing
-  std::atomic<bool> finished{false};  // and has run the callback: test() and wait() see it done
+  bool held = false;                    // holds the loop (EventLoop::hold) until complete()
+  bool awaited = false;                 // EventLoop::expect_waiter() until complete()
+  std::uint16_t tag_check = 0;          // Note [Tags]: 12 bits from the call's signature
+  std::atomic<bool> completing{false};  // complete() has begun: later calls do nothing
+  std::atomic<bool> finished{false};    // and has run the callback: test() and wait() see it done
   std::string error;
   MessageStatus status;         // point-to-point: set before complete()
   bool error_is_local = false;  // a receive's own failure (truncation): TruncationError, not the job's JobError

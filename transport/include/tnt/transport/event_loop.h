@@ -203,12 +203,14 @@ class EventLoop {
   std::condition_variable progress_wanted_;  // for the on_demand progress thread
   std::atomic<std::uint64_t> wake_count_{0};
   std::atomic<int> sleepers_{0};  // callers asleep on changed_ (Note [Sleepers] in event_loop.cpp)
-  bool driven_ = false;           // on_demand: some thread runs the loop now
-  int holds_ = 0;
+  // on_demand: some thread runs the loop now; taken by exchange, without the mutex, and given
+  // back by Handback (Note [Taking the loop] in event_loop.cpp).
+  std::atomic<bool> driven_{false};
+  std::atomic<int> holds_{0};  // changed under the mutex, read without it by Handback
   std::atomic<int> lingering_{0};
   std::atomic<int> awaited_{0};               // expect_waiter() not yet done
   std::atomic<std::uint64_t> unlingered_{0};  // lingering or awaited work done so far: progress made
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};
   std::vector<Poller*> pollers_;                            // strand-confined
   bool collecting_completions_ = false;                     // strand-confined: a CollectedCompletions lives
   std::vector<std::function<void()>> completions_of_poll_;  // strand-confined: kept by post_completion()
