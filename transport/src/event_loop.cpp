@@ -311,7 +311,7 @@ EventLoop::Handback::~Handback() {
 // loaded by builds), 3 alternating rounds, medians: 8 bytes 1.84 -> 1.45 us, 4 KiB 3.08 -> 2.54,
 // 16 KiB 5.80 -> 5.35, 64 KiB 9.92 -> 10.10 (not started here); OpenMPI's vader 0.35 us at 8 bytes
 // and 2.43 at 4 KiB in the same half hour.
-thread_local const EventLoop* EventLoop::running_here_ = nullptr;
+[[gnu::tls_model("initial-exec")]] thread_local const EventLoop* EventLoop::running_here_ = nullptr;
 
 bool EventLoop::take_for_running_here() {
   if (!own_io_ || progress_ != Progress::on_demand || running_in_this_thread() || running_here_) return false;
