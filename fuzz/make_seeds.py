@@ -380,6 +380,24 @@ def shm_chunks():
     seed("head_behind_tail", message(1, 0, 10) + publish + [(6, 1), (0, 1), (3, 8)])
 
 
+def shm_lane():
+    """Step runs as shm_lane_fuzz.cpp reads them: plain bytes, front to back."""
+    def frame(context, length):  # step 0
+        return bytes([0, context, length >> 8, length & 0xff])
+
+    take = bytes([2])
+
+    def forged(frame_bytes, skip, context=0):  # step 1
+        return bytes([1]) + frame_bytes.to_bytes(4, "big") + (bytes([1]) if skip else bytes([0, context]))
+
+    write("shm_lane", "frames", frame(0, 8) + frame(1, 0) + frame(3, 900) + take)
+    write("shm_lane", "wrap", (frame(2, 700) + take) * 8)
+    write("shm_lane", "full", frame(0, 900) * 6 + take + frame(1, 900) * 3 + take)
+    write("shm_lane", "skip_with_bytes", frame(0, 8) + take + forged(16, True) + take)
+    write("shm_lane", "frame_past_lane", forged(5000, False, 1) + take)
+    write("shm_lane", "frame_too_long", forged(1 << 31, False) + take)
+
+
 if __name__ == "__main__":
     handshake()
     control_frame()
@@ -392,4 +410,5 @@ if __name__ == "__main__":
     ib_protocol()
     sequence_data()
     shm_chunks()
+    shm_lane()
     print("seeds written to", CORPUS)

@@ -56,6 +56,10 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
   // calling thread where `start_here` and the loop is free (Note [Running here] in event_loop.cpp).
   template <class Start>
   Request issue_p2p(Waiter waiter, Start start, bool start_here = false);
+  // Note [Fast lane] in point_to_point.cpp: a blocking send or receive done at once on the caller's
+  // thread, without an operation; false or nullopt where it has to become one (nothing done).
+  bool send_now(const void* data, std::size_t bytes, int peer, int tag);
+  std::optional<MessageStatus> receive_now(void* data, std::size_t capacity, int peer, int tag);
   std::optional<MessageStatus> probe_now(int peer, int tag);
   MessageStatus probe(int peer, int tag);
 

@@ -113,9 +113,16 @@ struct PointToPoint::Arrived {
   std::uint64_t self_send_id = 0;  // a large send to this rank: its SendOp, read at matching
 };
 
-struct PointToPoint::Peer {
+struct PointToPoint::Peer final : transport::LaneSink {
+  Peer(PointToPoint& owner, int peer_rank) : engine(owner), rank(peer_rank) {}
+  void on_lane_frame(const std::byte* frame, std::size_t bytes) override { engine.on_lane_frame(*this, frame, bytes); }
+  void on_lane_room() override { engine.on_lane_room(*this); }
+
+  PointToPoint& engine;
   int rank = 0;
   transport::Pair* pair = nullptr;
+  transport::Lane* lane = nullptr;                  // Note [Fast lane]: every envelope to and from it goes here
+  std::deque<std::vector<std::byte>> lane_waiting;  // frames that found the lane full, in order
   std::size_t eager_bytes = 0;  // the largest eager message, both ways (Pair::preferred_eager_bytes)
   std::uint64_t next_send_sequence = 0;
   std::uint64_t next_receive_sequence = 0;
@@ -140,17 +147,25 @@ PointToPoint::~PointToPoint() = default;
 PointToPoint::Peer& PointToPoint::peer(int rank) {
   auto& slot = peers_[rank];
   if (!slot) {
-    auto created = std::make_unique<Peer>();
-    created->rank = rank;
+    auto created = std::make_unique<Peer>(*this, rank);
     created->pair = links_.channel(rank);
     if (!created->pair) throw LogicError("point-to-point: no channel to rank " + std::to_string(rank));
+    created->lane = created->pair->lane();
     created->credit = limits_.credit_bytes;
     created->eager_bytes = limits_.eager_bytes_given
                                ? limits_.eager_bytes
                                : std::max(limits_.eager_bytes, created->pair->preferred_eager_bytes());
-    created->inbox.resize(sizeof(Envelope) + created->eager_bytes);
+    if (created->lane) {
+      created->eager_bytes = std::min(created->eager_bytes, created->lane->max_frame_bytes() - sizeof(Envelope));
+    } else {
+      created->inbox.resize(sizeof(Envelope) + created->eager_bytes);
+    }
     slot = std::move(created);
-    listen(*slot);
+    // The lane hands over what came before this engine was made, so the peer must be in place.
+    if (slot->lane)
+      slot->lane->set_sink(context_, slot.get());
+    else
+      listen(*slot);
   }
   return *slot;
 }
@@ -198,6 +213,14 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
   }
   Peer& to = *reached;
   const bool eager = !synchronous && bytes <= to.eager_bytes && to.credit >= bytes + kEagerOverhead;
+  if (eager && to.lane) {
+    post_on_lane(to, Envelope{tag, 0, {}, bytes}, data, bytes);
+    ++to.next_send_sequence;
+    spend_credit(to, bytes);
+    state->status = MessageStatus{links_.rank(), tag, bytes};
+    state->complete({});
+    return;
+  }
   if (eager) {
     const std::uint32_t slot = take_eager_slot();
     std::vector<std::byte>& wire = eager_wires_[slot];
@@ -205,12 +228,7 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
     wire.resize(sizeof envelope + bytes);
     std::memcpy(wire.data(), &envelope, sizeof envelope);
     if (bytes) copy_bytes(wire.data() + sizeof envelope, data, bytes);
-    to.credit -= bytes + kEagerOverhead;
-    if (!to.hears_credit) {
-      to.hears_credit = true;
-      to.pair->recv(wire_tag(Wire::credit, to.next_credit_in, context_), nullptr, 0, *this,
-                    cookie(Event::credit_in, static_cast<std::uint64_t>(to.rank)));
-    }
+    spend_credit(to, bytes);
     handing_over_.fetch_add(1);  // Note [Lingering work] in event_loop.cpp
     links_.loop().linger();
     to.pair->send(wire_tag(Wire::envelope, to.next_send_sequence++, context_), wire.data(), wire.size(), *this,
@@ -232,11 +250,152 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
   SendOp& sending = *op;
   sends_[id] = std::move(op);
   sending.state = std::move(state);
-  sending.outstanding = 2;  // the envelope, the clear-to-send
+  sending.outstanding = to.lane ? 1 : 2;  // the envelope (unless on the lane), the clear-to-send
   to.pair->recv(wire_tag(Wire::clear_to_send, sending.sequence, context_), &sending.accepted, sizeof sending.accepted,
                 *this, cookie(Event::cts_in, id));
+  if (to.lane) {
+    post_on_lane(to, envelope, nullptr, 0);
+    return;
+  }
   to.pair->send(wire_tag(Wire::envelope, sending.sequence, context_), sending.wire.data(), sending.wire.size(), *this,
                 cookie(Event::envelope_out, id));
+}
+
+void PointToPoint::spend_credit(Peer& to, std::size_t bytes) {
+  to.credit -= bytes + kEagerOverhead;
+  if (to.hears_credit) return;
+  to.hears_credit = true;
+  to.pair->recv(wire_tag(Wire::credit, to.next_credit_in, context_), nullptr, 0, *this,
+                cookie(Event::credit_in, static_cast<std::uint64_t>(to.rank)));
+}
+
+// ---- The lane -----------------------------------------------------------------------------------
+
+// Note [Fast lane]: where a peer's channel has a lane (shared memory, Note [Lanes] in
+// transport/src/shm/shm_lane.h), every envelope to it, eager data included, is a frame on the
+// lane instead of a Pair message: the lane keeps them in order, which is all the non-overtaking
+// rule needs, and the receiver hears them in its pollers without an envelope receive posted per
+// peer. Clear-to-send, rendezvous data and credit still go by the Pair, matched by sequence.
+//
+// Over the lane a blocking call needs no engine state of its own. Communicator::send writes its
+// frame from the caller's thread (send_now) where the message is eager, has credit and nothing to
+// that peer waits before it; Communicator::recv from one peer (begin_fast_receive) takes a message
+// that is already here, or, where no receive is posted before it, lends its buffer to the engine
+// while its caller polls the loop for the poll window (EventLoop::spin_here): the frame that
+// matches is copied straight from the lane into it. Only when that fails do they become
+// operations, as before. Measured 2026-11-29 (about 01:20 UTC), 2 ranks on shared memory,
+// tnt-bench-p2p latency under chrt, 7 alternating rounds, medians of per-round ratios against the
+// library before: 8 bytes 0.32 -> 0.14 us, 1 KiB 0.34 -> 0.22, 4 KiB 0.90 -> 0.46, 16 KiB
+// 1.77 -> 1.00; 64 KiB (rendezvous) x 1.06. OpenMPI's vader measured 0.11 us at 8 bytes then.
+void PointToPoint::post_on_lane(Peer& to, const Envelope& envelope, const void* data, std::size_t bytes) {
+  if (to.lane_waiting.empty() && to.lane->write(context_, &envelope, sizeof envelope, data, bytes)) return;
+  std::vector<std::byte> frame(sizeof envelope + bytes);
+  std::memcpy(frame.data(), &envelope, sizeof envelope);
+  if (bytes) copy_bytes(frame.data() + sizeof envelope, data, bytes);
+  to.lane_waiting.push_back(std::move(frame));
+  // Note [Lingering work] in event_loop.cpp. Not counted as handing over: ending the communicator
+  // does not wait for these, which can take a reader's poll (a peer waiting in a host-board
+  // collective does not poll its channels); the engine, retired, still writes them.
+  links_.loop().linger();
+}
+
+void PointToPoint::on_lane_room(Peer& to) {
+  // Also once failed: a retired engine still writes what its sends left here (a failed channel
+  // drops them).
+  while (!to.lane_waiting.empty()) {
+    const std::vector<std::byte>& frame = to.lane_waiting.front();
+    if (!to.lane->write(context_, frame.data(), sizeof(Envelope), frame.data() + sizeof(Envelope),
+                        frame.size() - sizeof(Envelope)))
+      return;
+    to.lane_waiting.pop_front();
+    links_.loop().unlinger();
+  }
+}
+
+bool PointToPoint::send_now(int peer_rank, int tag, const void* data, std::size_t bytes) {
+  if (!failure_.empty() || !waiting_for_channel_.empty()) return false;
+  const auto found = peers_.find(peer_rank);
+  if (found == peers_.end()) return false;
+  Peer& to = *found->second;
+  if (!to.lane || !to.lane_waiting.empty() || bytes > to.eager_bytes || to.credit < bytes + kEagerOverhead)
+    return false;
+  const Envelope envelope{tag, 0, {}, bytes};
+  if (!to.lane->write(context_, &envelope, sizeof envelope, data, bytes)) return false;
+  ++to.next_send_sequence;
+  spend_credit(to, bytes);
+  return true;
+}
+
+void PointToPoint::begin_fast_receive(FastReceive& receive) {
+  using Outcome = FastReceive::Outcome;
+  receive.outcome = Outcome::not_here;
+  if (!failure_.empty() || !posted_.empty() || fast_receive_) return;
+  const auto from = peers_.find(receive.source);
+  if (from == peers_.end() || !from->second->lane) return;
+  const auto found = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Arrived& a) {
+    return a.source == receive.source && (receive.tag == any_tag || a.tag == receive.tag);
+  });
+  if (found == unexpected_.end()) {
+    receive.outcome = Outcome::waiting;
+    fast_receive_ = &receive;
+    return;
+  }
+  if (found->rendezvous) return;
+  fast_receive_ = &receive;
+  take_fast(*found, found->eager.data() + sizeof(Envelope));
+  if (spare_inboxes_.size() < 64) spare_inboxes_.push_back(std::move(found->eager));
+  unexpected_.erase(found);
+}
+
+// The waiting fast receive takes `arrived` where it matches; false where it does not, or where it
+// cannot (a rendezvous message: it then waits no longer, so that nothing later overtakes it).
+bool PointToPoint::take_fast(const Arrived& arrived, const std::byte* payload) {
+  FastReceive& receive = *fast_receive_;
+  if (arrived.source != receive.source || (receive.tag != any_tag && arrived.tag != receive.tag)) return false;
+  fast_receive_ = nullptr;
+  if (arrived.rendezvous) {
+    receive.outcome = FastReceive::Outcome::not_here;
+    return false;
+  }
+  const std::size_t taken = std::min(arrived.bytes, receive.capacity);
+  if (taken) std::memcpy(receive.data, payload, taken);
+  receive.status = MessageStatus{arrived.source, arrived.tag, taken};
+  receive.error = truncation(receive.capacity, arrived);
+  repay(peer(arrived.source), arrived.bytes + kEagerOverhead);
+  receive.outcome = FastReceive::Outcome::done;
+  return true;
+}
+
+void PointToPoint::on_lane_frame(Peer& from, const std::byte* frame, std::size_t bytes) {
+  if (!failure_.empty()) return;  // a retired engine (Note [Retired engines] in communicator.cpp)
+  Envelope envelope{};
+  if (const std::string violation = read_envelope(frame, bytes, envelope); !violation.empty()) {
+    links_.fail_job("protocol violation: " + violation + " from " + links_.peer_name(from.rank));
+    return;
+  }
+  Arrived arrived;
+  arrived.source = from.rank;
+  arrived.tag = envelope.tag;
+  arrived.bytes = static_cast<std::size_t>(envelope.bytes);
+  arrived.rendezvous = envelope.rendezvous != 0;
+  arrived.sequence = from.next_receive_sequence++;
+  const std::byte* payload = frame + sizeof(Envelope);
+  // The fast receive is older than any receive posted while it waits (none was before it).
+  if (fast_receive_ && take_fast(arrived, payload)) return;
+  if (std::unique_ptr<ReceiveOp> receive = take_posted(arrived)) {
+    if (arrived.rendezvous) {
+      match(std::move(receive), std::move(arrived));
+      return;
+    }
+    complete_receive(*receive, take_eager(*receive, arrived, payload));
+    return;
+  }
+  if (!arrived.rendezvous) {
+    arrived.eager = spare_inbox(bytes);
+    std::memcpy(arrived.eager.data(), frame, bytes);
+  }
+  unexpected_.push_back(std::move(arrived));
+  links_.message_arrived();
 }
 
 void PointToPoint::send_to_self(std::shared_ptr<OperationState> state, int tag, const void* data, std::size_t bytes,
@@ -407,13 +566,13 @@ std::string PointToPoint::take_eager(ReceiveOp& receive, const Arrived& arrived,
   receive.state->status = MessageStatus{arrived.source, arrived.tag, taken};
   if (taken) copy_bytes(receive.data, payload, taken);
   if (arrived.source != links_.rank()) repay(peer(arrived.source), arrived.bytes + kEagerOverhead);
-  return truncation(receive, arrived);
+  return truncation(receive.capacity, arrived);
 }
 
-std::string PointToPoint::truncation(const ReceiveOp& receive, const Arrived& arrived) const {
-  if (arrived.bytes <= receive.capacity) return {};
+std::string PointToPoint::truncation(std::size_t capacity, const Arrived& arrived) const {
+  if (arrived.bytes <= capacity) return {};
   return "message truncated: " + std::to_string(arrived.bytes) + " bytes from rank " + std::to_string(arrived.source) +
-         " (" + describe_tag(arrived.tag) + ") do not fit a receive of " + std::to_string(receive.capacity) + " bytes";
+         " (" + describe_tag(arrived.tag) + ") do not fit a receive of " + std::to_string(capacity) + " bytes";
 }
 
 void PointToPoint::match(std::unique_ptr<ReceiveOp> receive, Arrived arrived) {
@@ -426,7 +585,7 @@ void PointToPoint::match(std::unique_ptr<ReceiveOp> receive, Arrived arrived) {
     return;
   }
   const std::size_t taken = std::min(arrived.bytes, receive->capacity);
-  receive->error = truncation(*receive, arrived);
+  receive->error = truncation(receive->capacity, arrived);
   receive->state->status = MessageStatus{arrived.source, arrived.tag, taken};
   if (arrived.self_send_id) {
     auto send = sends_.find(arrived.self_send_id);

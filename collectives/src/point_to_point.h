@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "operation.h"
+#include "p2p_wire.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/core/asio.h"
 #include "tnt/transport/event_loop.h"
@@ -64,6 +65,26 @@ class PointToPoint final : public transport::CompletionSink {
   void fail_all(const std::string& reason);
   // A channel to `peer` has opened (this rank or the peer asked for it).
   void on_channel(int peer);
+
+  // Note [Fast lane] in point_to_point.cpp: a blocking call's message to or from a peer whose
+  // channel has a lane, without an OperationState. On the strand, as the loop's runner.
+  // Sends it and returns true where it can go at once (eager, in order); else false, having done
+  // nothing.
+  bool send_now(int peer, int tag, const void* data, std::size_t bytes);
+  struct FastReceive {
+    enum class Outcome { waiting, done, not_here };
+    int source = 0;
+    int tag = 0;
+    std::byte* data = nullptr;
+    std::size_t capacity = 0;
+    Outcome outcome = Outcome::waiting;
+    MessageStatus status;
+    std::string error;  // truncation
+  };
+  // Takes the message for `receive` if it is here; else, where only its lane can bring it and no
+  // receive is posted before it, waits for it there (outcome waiting) until end_fast_receive().
+  void begin_fast_receive(FastReceive& receive);
+  void end_fast_receive() { fast_receive_ = nullptr; }
   // Completed eager sends whose channels still hand their bytes over (Note [Lingering work] in
   // transport/src/event_loop.cpp). Any thread.
   int handing_over() const { return handing_over_.load(); }
@@ -73,6 +94,12 @@ class PointToPoint final : public transport::CompletionSink {
   struct ReceiveOp;
   struct Arrived;  // a message announced, not yet matched to a receive
   struct Peer;
+
+  void on_lane_frame(Peer& from, const std::byte* frame, std::size_t bytes);
+  void on_lane_room(Peer& to);
+  void post_on_lane(Peer& to, const Envelope& envelope, const void* data, std::size_t bytes);
+  void spend_credit(Peer& to, std::size_t bytes);
+  bool take_fast(const Arrived& arrived, const std::byte* payload);
 
   void on_send_complete(std::uint64_t cookie) override;
   void on_recv_complete(std::uint64_t cookie, std::size_t bytes) override;
@@ -85,7 +112,7 @@ class PointToPoint final : public transport::CompletionSink {
   std::unique_ptr<ReceiveOp> take_posted(const Arrived& arrived);
   void deliver(Arrived arrived);
   std::string take_eager(ReceiveOp& receive, const Arrived& arrived, const std::byte* payload);
-  std::string truncation(const ReceiveOp& receive, const Arrived& arrived) const;
+  std::string truncation(std::size_t capacity, const Arrived& arrived) const;
   void match(std::unique_ptr<ReceiveOp> receive, Arrived arrived);
   void on_clear_to_send(std::uint64_t send_id, std::size_t received);
   void send_data(std::uint64_t id, SendOp& send);
@@ -119,6 +146,7 @@ class PointToPoint final : public transport::CompletionSink {
   std::unordered_map<int, std::deque<std::function<void()>>> waiting_for_channel_;
   std::uint64_t next_id_ = 1;
   std::atomic<int> handing_over_{0};
+  FastReceive* fast_receive_ = nullptr;  // Note [Fast lane]: the caller's receive that waits
   std::string failure_;
   // Note [Receives nobody sends to]: armed while receives wait unmatched.
   boost::asio::steady_timer receive_watch_;

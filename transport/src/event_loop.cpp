@@ -416,6 +416,7 @@ constexpr std::chrono::microseconds kProbe{100};
 // (Communicator::send): 8 bytes 0.50 -> 0.34 us, 1 KiB 0.49 -> 0.37, 4 KiB 0.67 -> 0.72,
 // 64 KiB 4.00 -> 3.23, 1 MiB 44.0 -> 42.9; bandwidth and bidirectional bandwidth within 2 %.
 constexpr unsigned kSpinsPerLoopPoll = 16;
+constexpr unsigned kSpinsPerClock = 64;  // Note [Spinning here]
 // Note [One handler a look]: where the loop has no pollers (TCP, verbs), a waiting caller runs at
 // most one ready handler between looks at what it waits for (io_context::poll_one, not poll) and
 // asks the loop again on its next spin. poll() ran on after the handler that completed the wait:
@@ -496,6 +497,29 @@ bool EventLoop::poll_pollers() {
   for (std::size_t i = 0; i < pollers_.size(); ++i) moved = pollers_[i]->poll() || moved;
   completions.run();
   return moved;
+}
+
+// Note [Spinning here]: a blocking point-to-point receive whose message comes by a lane (Note
+// [Fast lane] in collectives/src/point_to_point.cpp) waits as the loop's runner, so that what it
+// waits for may be looked at, and taken, in the engine's own state, with nothing posted: its
+// look runs where wait_until()'s predicate may not (another thread may be running the loop
+// there). It spins as drive_until() does, its pollers every spin, the io_context every
+// kSpinsPerLoopPoll, the clock every kSpinsPerClock, and never sleeps: after the poll window the
+// caller waits the usual way.
+void EventLoop::spin_until(const std::function<bool()>& look) {
+  set_pollers_looked_at(true);  // Note [Looking before sleeping]
+  if (look()) return;
+  const auto window = poll_window_.next();
+  if (window.count() == 0) return;
+  const auto stop = Clock::now() + window;
+  bool came = false;
+  for (unsigned spin = 1;; ++spin) {
+    poll_pollers();
+    if (spin % kSpinsPerLoopPoll == 0) io_->poll();
+    if ((came = look())) break;
+    if (spin % kSpinsPerClock == 0 && Clock::now() >= stop) break;
+  }
+  poll_window_.report(window, came);
 }
 
 void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Clock::time_point> deadline) {

@@ -19,6 +19,7 @@
 #include "../pair_transport.h"
 #include "../side_channel.h"
 #include "shm_inbox.h"
+#include "shm_lane.h"
 #include "tnt/core/copy.h"
 #include "tnt/core/error.h"
 #include "tnt/core/settings.h"
@@ -52,8 +53,11 @@ struct RingControl {
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 
-constexpr std::size_t kControlBytes = 2 * sizeof(RingControl);
-constexpr std::size_t kSegmentBytes = kControlBytes + 2 * kRingBytes;
+// The segment: both rings' and both lanes' controls, then both rings' bytes, then both lanes'
+// (Note [Lanes] in shm_lane.h).
+constexpr std::size_t kControlBytes = 2 * sizeof(RingControl) + 2 * sizeof(LaneControl);
+constexpr std::size_t kLanesAt = kControlBytes + 2 * kRingBytes;
+constexpr std::size_t kSegmentBytes = kLanesAt + 2 * kLaneBytes;
 
 // Note [Single copy]: a message of at least TNT_SHM_SINGLE_COPY_KB does not pass the ring: the
 // writer publishes where it lies (a kReadMe chunk), the reader copies it straight from the
@@ -85,7 +89,7 @@ struct SegmentOffer {
   std::uint64_t probe_address;  // 8 readable bytes of the creator's, for the single-copy check
 };
 constexpr std::array<char, 4> kOfferMagic{'T', 'S', 'H', 'M'};
-constexpr std::uint32_t kOfferVersion = 2;
+constexpr std::uint32_t kOfferVersion = 3;
 
 // The other rank's answer, once it has mapped the segment.
 struct SegmentAnswer {
@@ -152,11 +156,19 @@ Ring ring(const Mapping& mapping, int direction) {
   return Ring{&controls[direction], mapping.base() + kControlBytes + direction * kRingBytes};
 }
 
+LaneControl& lane_control(const Mapping& mapping, int direction) {
+  return reinterpret_cast<LaneControl*>(mapping.base() + 2 * sizeof(RingControl))[direction];
+}
+
+std::span<std::byte> lane_bytes(const Mapping& mapping, int direction) {
+  return {mapping.base() + kLanesAt + direction * kLaneBytes, kLaneBytes};
+}
+
 }  // namespace
 
 class ShmTransport;
 
-class ShmPair final : public Pair, private Poller {
+class ShmPair final : public Pair, public Lane, private Poller {
  public:
   // `creator`: this rank made the segment and writes ring 0; the other rank writes ring 1.
   // `single_copy_bytes`: messages from this size on go by Note [Single copy]; 0 never.
@@ -169,6 +181,9 @@ class ShmPair final : public Pair, private Poller {
         out_(ring(*mapping_, creator ? 0 : 1)),
         in_(ring(*mapping_, creator ? 1 : 0)),
         inbox_(peer_name_, std::span<const std::byte>(in_.data, kRingBytes)),
+        lane_out_(lane_bytes(*mapping_, creator ? 0 : 1), lane_control(*mapping_, creator ? 0 : 1)),
+        lane_in_(peer_name_, lane_bytes(*mapping_, creator ? 1 : 0)),
+        lane_in_control_(lane_control(*mapping_, creator ? 1 : 0)),
         side_(std::move(side)),
         peer_pid_(peer_pid),
         single_copy_bytes_(single_copy_bytes) {}
@@ -182,6 +197,13 @@ class ShmPair final : public Pair, private Poller {
   }
 
   void recv(Tag tag, void* data, std::size_t capacity, CompletionSink& sink, std::uint64_t cookie) override;
+  Lane* lane() override { return this; }
+
+  // Lane (Note [Lanes] in shm_lane.h)
+  std::size_t max_frame_bytes() const override { return kLaneMaxFrame; }
+  bool write(std::uint32_t context, const void* head, std::size_t head_bytes, const void* data,
+             std::size_t bytes) override;
+  void set_sink(std::uint32_t context, LaneSink* sink) override;
 
   void start();
   void close();
@@ -201,9 +223,10 @@ class ShmPair final : public Pair, private Poller {
   void set_polling(bool polling) override { in_.control->reader_polling.store(polling ? 1 : 0); }
   bool poll() override {
     if (failed_) return false;
-    const bool read = read_some();
+    const bool read = read_lane() | read_some();
     const bool writing = !queue_.empty() || !acks_.empty();
     if (writing) write_some();
+    if (lane_writer_blocked_) offer_lane_room();
     return read || writing;
   }
 
@@ -214,6 +237,9 @@ class ShmPair final : public Pair, private Poller {
   bool read_remote(const ShmInbox::Event& event);
   bool room_for(std::uint64_t head, std::size_t need);
   bool read_some();  // true when it took a chunk
+  bool read_lane();  // true when it took a frame
+  void offer_lane_room();
+  LaneSink* sink_of(std::uint32_t context) const;
   void deliver(const ShmInbox::Event& event);
   void watch();
   void notify();
@@ -226,6 +252,13 @@ class ShmPair final : public Pair, private Poller {
   Ring out_;
   Ring in_;
   ShmInbox inbox_;  // reads in_
+  ShmLaneWriter lane_out_;
+  ShmLaneReader lane_in_;
+  LaneControl& lane_in_control_;
+  std::vector<std::pair<std::uint32_t, LaneSink*>> lane_sinks_;  // by context
+  // Frames of contexts with no sink yet (a communicator this side has not made yet), in order.
+  std::deque<std::pair<std::uint32_t, std::vector<std::byte>>> held_frames_;
+  bool lane_writer_blocked_ = false;
   tcp::socket side_;
   std::array<char, 64> wake_bytes_{};
   bool failed_ = false;
@@ -365,6 +398,68 @@ void ShmPair::recv(Tag tag, void* data, std::size_t capacity, CompletionSink& si
   });
 }
 
+bool ShmPair::write(std::uint32_t context, const void* head, std::size_t head_bytes, const void* data,
+                    std::size_t bytes) {
+  if (failed_) return true;  // as a send on a failed channel: never completes, never retried
+  if (!lane_out_.write(context, head, head_bytes, data, bytes)) {
+    lane_writer_blocked_ = true;
+    return false;
+  }
+  if (out_.control->reader_polling.load() == 0) notify();  // Note [Polling readers]
+  return true;
+}
+
+LaneSink* ShmPair::sink_of(std::uint32_t context) const {
+  for (const auto& [sink_context, sink] : lane_sinks_)
+    if (sink_context == context) return sink;
+  return nullptr;
+}
+
+void ShmPair::set_sink(std::uint32_t context, LaneSink* sink) {
+  std::erase_if(lane_sinks_, [&](const auto& entry) { return entry.first == context; });
+  if (!sink) return;
+  lane_sinks_.emplace_back(context, sink);
+  for (auto held = held_frames_.begin(); held != held_frames_.end() && !failed_;) {
+    if (held->first != context) {
+      ++held;
+      continue;
+    }
+    const std::vector<std::byte> frame = std::move(held->second);
+    held = held_frames_.erase(held);
+    sink->on_lane_frame(frame.data(), frame.size());
+  }
+}
+
+bool ShmPair::read_lane() {
+  bool took = false;
+  std::uint32_t context = 0;
+  std::span<const std::byte> frame;
+  while (!failed_ && lane_in_.peek(context, frame)) {
+    took = true;
+    if (LaneSink* sink = sink_of(context)) {
+      sink->on_lane_frame(frame.data(), frame.size());
+    } else {
+      held_frames_.emplace_back(context, std::vector<std::byte>(frame.begin(), frame.end()));
+    }
+    lane_in_.pop();
+  }
+  if (!lane_in_.violation().empty()) fail(lane_in_.violation());
+  if (!took || failed_) return took;
+  lane_in_control_.tail.store(lane_in_.tail());  // Note [Waking a waiting writer]
+  if (lane_in_control_.writer_waiting.load() != 0 && lane_in_control_.writer_waiting.exchange(0) != 0) notify();
+  return true;
+}
+
+void ShmPair::offer_lane_room() {
+  if (failed_ || !lane_out_.reader_moved()) return;
+  lane_writer_blocked_ = false;
+  // A sink may find the lane full again and block it anew; each tries once.
+  const auto sinks = lane_sinks_;
+  for (const auto& [context, sink] : sinks) {
+    if (!failed_) sink->on_lane_room();
+  }
+}
+
 bool ShmPair::room_for(std::uint64_t head, std::size_t need) {
   if (kRingBytes - (head - out_.control->tail.load(std::memory_order_acquire)) >= need) return true;
   // Note [Waking a waiting writer]
@@ -496,8 +591,10 @@ void ShmPair::watch() {
                                   : "the channel to " + peer_name_ + " failed: " + ec.message());
       return;
     }
+    read_lane();
     read_some();
     if (!failed_) write_some();
+    if (lane_writer_blocked_) offer_lane_room();
     if (!failed_) watch();
   });
 }
@@ -514,6 +611,7 @@ void ShmPair::notify() {
 void ShmPair::start() {
   owner_.loop().add_poller(*this);
   watch();
+  read_lane();
   read_some();  // whatever came before we watched
   if (!acks_.empty()) write_some();
 }
@@ -526,6 +624,7 @@ void ShmPair::close() {
   // a wake-up read before the close can still run read_some(). Under ASan a kReadMe read so
   // (Note [Single copy]) wrote into a freed buffer.
   failed_ = true;
+  lane_sinks_.clear();
   boost::system::error_code ignored;
   side_.shutdown(tcp::socket::shutdown_both, ignored);
   side_.close(ignored);

@@ -103,6 +103,20 @@ class EventLoop {
     return true;
   }
 
+  // Where this thread may be the loop's runner now (as for run_here()): calls `look` as the
+  // runner until it returns true, polling the loop between calls, for at most the poll window
+  // (once only where the window is closed); then `finish`, also as the runner, and returns true.
+  // Returns false, having called nothing, where this thread may not run the loop. Note [Spinning
+  // here] in event_loop.cpp.
+  template <class Look, class Finish>
+  bool spin_here(Look&& look, Finish&& finish) {
+    if (!take_for_running_here()) return false;
+    Handback handback{*this};
+    running_here_ = this;
+    spin_until(look);
+    finish();
+    return true;
+  }
   // Blocks until `ready` holds. The caller runs the loop itself where it may (on_demand while
   // nobody else runs it, or a shared io_context), else sleeps until wake(). With a deadline,
   // returns false if it passed first.
@@ -184,6 +198,7 @@ class EventLoop {
   };
 
   bool take_for_running_here();
+  void spin_until(const std::function<bool()>& look);
   void set_pollers_looked_at(bool looked_at);
   bool poll_pollers();  // true when any poller moved anything
   void let_progress_thread_see_done();

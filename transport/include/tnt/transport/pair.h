@@ -34,6 +34,38 @@ class CompletionSink {
   ~CompletionSink() = default;
 };
 
+// Receives what comes along one context of a Lane (below), on the transport's executor.
+class LaneSink {
+ public:
+  // The next frame from the channel's peer, in the order sent; valid only during the call. Bytes
+  // the peer wrote: the sink checks them before it believes them.
+  virtual void on_lane_frame(const std::byte* frame, std::size_t bytes) = 0;
+  // A write() that found the lane full may be tried again.
+  virtual void on_lane_room() = 0;
+
+ protected:
+  ~LaneSink() = default;
+};
+
+// Note [Lanes] (transport/src/shm/shm_lane.h): small frames to one peer, written by the caller
+// straight into memory the peer reads, in order per context, with no completion to wait for and
+// no tag to match. Point-to-point sends its envelopes (and eager data) this way where the channel
+// has a lane. Same concurrency contract as the Pair's.
+class Lane {
+ public:
+  // The largest frame write() takes.
+  virtual std::size_t max_frame_bytes() const = 0;
+  // Writes the frame `head` + `data` for `context`: true once it is in the lane (the buffers are
+  // free again), false when the lane is full now (the sinks' on_lane_room() follows).
+  virtual bool write(std::uint32_t context, const void* head, std::size_t head_bytes, const void* data,
+                     std::size_t bytes) = 0;
+  // Frames of `context` go to `sink`, those that came before it included; null: held again.
+  virtual void set_sink(std::uint32_t context, LaneSink* sink) = 0;
+
+ protected:
+  ~Lane() = default;
+};
+
 // A reliable, ordered, authenticated channel to one peer rank, carrying tagged messages.
 //
 // Concurrency contract: every call, and every completion, happens on the transport's
@@ -61,6 +93,8 @@ class Pair {
   // receive) over this channel where the user set no limit (TNT_P2P_EAGER_KB); 0: no preference.
   // Both sides of a channel must give the same answer.
   virtual std::size_t preferred_eager_bytes() const { return 0; }
+  // Its lane (Note [Lanes]), or null where the back end has none.
+  virtual Lane* lane() { return nullptr; }
 };
 
 }  // namespace tnt::transport

@@ -1,0 +1,98 @@
+#include "shm_lane.h"
+
+#include <cstring>
+
+#include "tnt/core/copy.h"
+
+namespace tnt::transport {
+
+namespace {
+
+std::size_t record_bytes(std::size_t frame_bytes) {
+  return (sizeof(LaneRecord) + frame_bytes + kLaneLine - 1) / kLaneLine * kLaneLine;
+}
+
+// The stamp is the one word both sides touch at once: the writer stores it last, the reader
+// loads it first (acquire: the record's other fields and the frame are then visible).
+std::uint64_t load_stamp(const std::byte* record) {
+  return __atomic_load_n(reinterpret_cast<const std::uint64_t*>(record), __ATOMIC_ACQUIRE);
+}
+
+}  // namespace
+
+ShmLaneReader::ShmLaneReader(std::string peer_name, std::span<const std::byte> lane)
+    : peer_name_(std::move(peer_name)), lane_(lane) {}
+
+bool ShmLaneReader::peek(std::uint32_t& context, std::span<const std::byte>& frame) {
+  while (violation_.empty()) {
+    const std::size_t at = tail_ % lane_.size();
+    const std::byte* where = lane_.data() + at;
+    if (load_stamp(where) != tail_ + 1) return false;
+    LaneRecord record;
+    std::memcpy(&record, where, sizeof record);  // read once: the peer could still change it
+    if (record.context == kLaneSkip) {
+      if (record.frame_bytes != 0) {
+        violation_ = "a lane skip record with " + std::to_string(record.frame_bytes) + " bytes from " + peer_name_;
+        return false;
+      }
+      tail_ += lane_.size() - at;
+      continue;
+    }
+    const std::size_t bytes = record_bytes(record.frame_bytes);
+    if (record.frame_bytes > kLaneMaxFrame || at + bytes > lane_.size()) {
+      violation_ = "a lane frame of " + std::to_string(record.frame_bytes) + " bytes at " + std::to_string(at) +
+                   " of its lane from " + peer_name_;
+      return false;
+    }
+    context = record.context;
+    frame = lane_.subspan(at + sizeof record, record.frame_bytes);
+    record_bytes_ = bytes;
+    return true;
+  }
+  return false;
+}
+
+void ShmLaneReader::pop() {
+  tail_ += record_bytes_;
+  record_bytes_ = 0;
+}
+
+bool ShmLaneWriter::room_for(std::size_t bytes) {
+  if (lane_.size() - (head_ - tail_seen_) >= bytes) return true;
+  tail_seen_ = control_.tail.load(std::memory_order_acquire);
+  if (lane_.size() - (head_ - tail_seen_) >= bytes) return true;
+  // Note [Waking a waiting writer] in shm_transport.cpp
+  control_.writer_waiting.store(1);
+  tail_seen_ = control_.tail.load();
+  if (lane_.size() - (head_ - tail_seen_) < bytes) return false;
+  control_.writer_waiting.store(0);
+  return true;
+}
+
+bool ShmLaneWriter::write(std::uint32_t context, const void* head, std::size_t head_bytes, const void* data,
+                          std::size_t bytes) {
+  const std::size_t frame_bytes = head_bytes + bytes;
+  const std::size_t record = record_bytes(frame_bytes);
+  const std::size_t at = head_ % lane_.size();
+  const std::size_t skip = at + record > lane_.size() ? lane_.size() - at : 0;
+  if (!room_for(skip + record)) return false;
+  if (skip) {
+    std::byte* where = lane_.data() + at;
+    const LaneRecord empty{0, 0, kLaneSkip};
+    std::memcpy(where + sizeof empty.stamp, &empty.frame_bytes, sizeof empty - sizeof empty.stamp);
+    __atomic_store_n(reinterpret_cast<std::uint64_t*>(where), head_ + 1, __ATOMIC_RELEASE);
+    head_ += skip;
+  }
+  std::byte* where = lane_.data() + head_ % lane_.size();
+  const LaneRecord header{0, static_cast<std::uint32_t>(frame_bytes), context};
+  std::memcpy(where + sizeof header.stamp, &header.frame_bytes, sizeof header - sizeof header.stamp);
+  if (head_bytes) std::memcpy(where + sizeof header, head, head_bytes);
+  if (bytes) copy_bytes(where + sizeof header + head_bytes, data, bytes);
+  // Sequentially consistent: the writer then reads the reader's polling flag (Note [Polling
+  // readers] in shm_transport.cpp).
+  __atomic_store_n(reinterpret_cast<std::uint64_t*>(where), head_ + 1, __ATOMIC_SEQ_CST);
+  head_ += record;
+  return true;
+}
+
+}  // namespace tnt::transport
