@@ -27,8 +27,10 @@ void envelope(const std::uint8_t* data, std::size_t size) {
   if (size) std::memcpy(inbox.data(), data, size);
   Envelope parsed{};
   if (!read_envelope(inbox.data(), inbox.size(), parsed).empty()) return;
-  if (parsed.rendezvous > 1) tnt::fuzz::violated("an envelope of unknown kind was accepted");
+  if (parsed.rendezvous > kCreditEnvelope) tnt::fuzz::violated("an envelope of unknown kind was accepted");
   if (parsed.tag < 0) tnt::fuzz::violated("an envelope with a negative tag was accepted");
+  if (parsed.rendezvous == kCreditEnvelope && (size != sizeof(Envelope) || parsed.bytes != 0 || parsed.tag != 0))
+    tnt::fuzz::violated("a credit envelope with data, bytes or a tag was accepted");
   if (parsed.rendezvous) {
     if (size != sizeof(Envelope)) tnt::fuzz::violated("a rendezvous envelope with data was accepted");
     return;

@@ -50,8 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const std::uint32_t context = next() % 4;
         const std::size_t bytes = (next() << 8 | next()) % (kMaxFrame + 1);
         std::vector<std::byte> frame(bytes);
-        for (std::size_t i = 0; i < bytes; ++i)
-          frame[i] = static_cast<std::byte>((context * 31 + i + written) % 251);
+        for (std::size_t i = 0; i < bytes; ++i) frame[i] = static_cast<std::byte>((context * 31 + i + written) % 251);
         const std::size_t head = std::min<std::size_t>(bytes, 8);
         if (writer.write(context, frame.data(), head, frame.data() + head, bytes - head)) {
           ++written;

@@ -632,25 +632,34 @@ bool Group::send_now(const void* data, std::size_t bytes, int peer, int tag) {
 std::optional<MessageStatus> Group::receive_now(void* data, std::size_t capacity, int peer, int tag) {
   if (p2p_queued_.load() != 0) return std::nullopt;
   using Outcome = PointToPoint::FastReceive::Outcome;
-  PointToPoint::FastReceive receive;
-  receive.source = peer;
-  receive.tag = tag;
-  receive.data = static_cast<std::byte*>(data);
-  receive.capacity = capacity;
-  bool begun = false;
-  const auto look = [&] {
-    if (!begun) {
-      begun = true;
-      if (!world_.failure().empty()) return true;
-      point_to_point().begin_fast_receive(receive);
+  struct Waiting {
+    Group& group;
+    PointToPoint::FastReceive receive;
+    bool begun = false;
+  } waiting{*this, {}};
+  waiting.receive.source = peer;
+  waiting.receive.tag = tag;
+  waiting.receive.data = static_cast<std::byte*>(data);
+  waiting.receive.capacity = capacity;
+  // One pointer captured: the look fits std::function's own storage (a larger capture allocated
+  // on every receive).
+  Waiting* const w = &waiting;
+  const auto look = [w] {
+    if (!w->begun) {
+      w->begun = true;
+      if (!w->group.world_.failure().empty()) return true;
+      w->group.point_to_point().begin_fast_receive(w->receive);
+    } else {
+      w->receive.lane->read();
     }
-    return receive.outcome != Outcome::waiting || !world_.failure().empty();
+    return w->receive.outcome != Outcome::waiting || w->group.world_.failed();
   };
-  const auto finish = [&] {
-    if (begun && receive.outcome == Outcome::waiting) point_to_point().end_fast_receive();
+  const auto finish = [w] {
+    if (w->begun && w->receive.outcome == Outcome::waiting) w->group.p2p_->end_fast_receive();
   };
+  const PointToPoint::FastReceive& receive = waiting.receive;
   if (!world_.loop().spin_here(look, finish) || receive.outcome != Outcome::done) return std::nullopt;
-  if (!receive.error.empty()) throw TruncationError(receive.error);
+  if (!receive.error.empty()) throw ReceiveTruncated(receive.error, receive.status);
   return receive.status;
 }
 
@@ -1298,7 +1307,11 @@ MessageStatus Communicator::recv(void* data, std::size_t capacity, int peer, int
         p2p.receive(state, peer, tag, data, capacity);
       },
       /*start_here=*/true);
-  request.wait();
+  try {
+    request.wait();
+  } catch (const TruncationError& e) {
+    throw ReceiveTruncated(e.what(), request.status());
+  }
   return request.status();
 }
 

@@ -8,10 +8,13 @@ std::string read_envelope(const std::byte* frame, std::size_t received, Envelope
   if (received < sizeof envelope)
     return "a point-to-point envelope of " + std::to_string(received) + " bytes (an envelope is 16)";
   std::memcpy(&envelope, frame, sizeof envelope);
-  if (envelope.rendezvous > 1)
+  if (envelope.rendezvous > kCreditEnvelope)
     return "a point-to-point envelope of unknown kind " + std::to_string(envelope.rendezvous);
   if (envelope.tag < 0) return "a point-to-point envelope with the negative tag " + std::to_string(envelope.tag);
   const std::size_t after = received - sizeof envelope;
+  if (envelope.rendezvous == kCreditEnvelope && (after != 0 || envelope.bytes != 0 || envelope.tag != 0))
+    return "a point-to-point credit envelope with tag " + std::to_string(envelope.tag) + ", announcing " +
+           std::to_string(envelope.bytes) + " bytes, that came with " + std::to_string(after);
   if (envelope.rendezvous ? after != 0 : envelope.bytes != after) {
     return "a point-to-point envelope that announces " + std::to_string(envelope.bytes) + " bytes " +
            (envelope.rendezvous ? "by rendezvous" : "eagerly") + " came with " + std::to_string(after);

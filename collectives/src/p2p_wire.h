@@ -11,16 +11,20 @@ namespace tnt::detail {
 // The header every message travels with: eager data follows it in the same Pair message.
 struct Envelope {
   std::int32_t tag;
-  std::uint8_t rendezvous;  // 0: the data follows; 1: it waits for a clear-to-send
+  // 0: the data follows; 1: it waits for a clear-to-send; kCreditEnvelope: no message, a quarter
+  // of the sender's credit given back (on a lane only: Note [Fast lane] in point_to_point.cpp),
+  // with tag and bytes 0.
+  std::uint8_t rendezvous;
   std::uint8_t reserved[3];
   std::uint64_t bytes;
 };
 static_assert(sizeof(Envelope) == 16);
+inline constexpr std::uint8_t kCreditEnvelope = 2;
 
 // The envelope at the start of `frame`, of which `received` bytes came: an empty string and the
 // envelope in `envelope`, or what makes it a protocol violation ("a point-to-point envelope of
 // 3 bytes"), for the caller to name its sender. A valid eager envelope announces exactly the
-// bytes that came after it.
+// bytes that came after it; the others come alone, and a credit envelope announces none.
 std::string read_envelope(const std::byte* frame, std::size_t received, Envelope& envelope);
 
 // A clear-to-send of `received` bytes that asks for `accepted` bytes of a `bytes`-byte message:

@@ -135,7 +135,11 @@ struct PointToPoint::Peer final : transport::LaneSink {
 };
 
 PointToPoint::PointToPoint(PeerLinks& links, std::uint32_t context, PointToPointLimits limits)
-    : links_(links), context_(context), limits_(limits), receive_watch_(links.loop().strand()) {
+    : links_(links),
+      context_(context),
+      limits_(limits),
+      peers_(static_cast<std::size_t>(links.size())),
+      receive_watch_(links.loop().strand()) {
   static_assert(sizeof(Envelope) == 16);
   for (int rank = 0; rank < links_.size(); ++rank) {
     if (rank != links_.rank() && links_.channel(rank)) peer(rank);
@@ -145,7 +149,7 @@ PointToPoint::PointToPoint(PeerLinks& links, std::uint32_t context, PointToPoint
 PointToPoint::~PointToPoint() = default;
 
 PointToPoint::Peer& PointToPoint::peer(int rank) {
-  auto& slot = peers_[rank];
+  auto& slot = peers_[static_cast<std::size_t>(rank)];
   if (!slot) {
     auto created = std::make_unique<Peer>(*this, rank);
     created->pair = links_.channel(rank);
@@ -171,7 +175,7 @@ PointToPoint::Peer& PointToPoint::peer(int rank) {
 }
 
 PointToPoint::Peer* PointToPoint::reachable(int rank) {
-  if (auto found = peers_.find(rank); found != peers_.end()) return found->second.get();
+  if (Peer* open = peers_[static_cast<std::size_t>(rank)].get()) return open;
   if (links_.channel(rank)) return &peer(rank);
   links_.open_channel(rank);
   return nullptr;
@@ -263,7 +267,7 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
 
 void PointToPoint::spend_credit(Peer& to, std::size_t bytes) {
   to.credit -= bytes + kEagerOverhead;
-  if (to.hears_credit) return;
+  if (to.hears_credit || to.lane) return;  // a lane brings credit as frames
   to.hears_credit = true;
   to.pair->recv(wire_tag(Wire::credit, to.next_credit_in, context_), nullptr, 0, *this,
                 cookie(Event::credit_in, static_cast<std::uint64_t>(to.rank)));
@@ -275,7 +279,10 @@ void PointToPoint::spend_credit(Peer& to, std::size_t bytes) {
 // transport/src/shm/shm_lane.h), every envelope to it, eager data included, is a frame on the
 // lane instead of a Pair message: the lane keeps them in order, which is all the non-overtaking
 // rule needs, and the receiver hears them in its pollers without an envelope receive posted per
-// peer. Clear-to-send, rendezvous data and credit still go by the Pair, matched by sequence.
+// peer. Clear-to-send and rendezvous data still go by the Pair, matched by sequence; credit comes
+// back as a frame (kCreditEnvelope), so that a caller that reads only its lane sees it at once (by
+// the Pair, the sender ran out of credit between two polls of its pairs, and its 256-byte to
+// 2-KiB messages went by rendezvous: ping-pong x 1.15-1.35).
 //
 // Over the lane a blocking call needs no engine state of its own. Communicator::send writes its
 // frame from the caller's thread (send_now) where the message is eager, has credit and nothing to
@@ -314,9 +321,9 @@ void PointToPoint::on_lane_room(Peer& to) {
 
 bool PointToPoint::send_now(int peer_rank, int tag, const void* data, std::size_t bytes) {
   if (!failure_.empty() || !waiting_for_channel_.empty()) return false;
-  const auto found = peers_.find(peer_rank);
-  if (found == peers_.end()) return false;
-  Peer& to = *found->second;
+  Peer* open = peers_[static_cast<std::size_t>(peer_rank)].get();
+  if (!open) return false;
+  Peer& to = *open;
   if (!to.lane || !to.lane_waiting.empty() || bytes > to.eager_bytes || to.credit < bytes + kEagerOverhead)
     return false;
   const Envelope envelope{tag, 0, {}, bytes};
@@ -330,26 +337,30 @@ void PointToPoint::begin_fast_receive(FastReceive& receive) {
   using Outcome = FastReceive::Outcome;
   receive.outcome = Outcome::not_here;
   if (!failure_.empty() || !posted_.empty() || fast_receive_) return;
-  const auto from = peers_.find(receive.source);
-  if (from == peers_.end() || !from->second->lane) return;
-  const auto found = std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Arrived& a) {
-    return a.source == receive.source && (receive.tag == any_tag || a.tag == receive.tag);
-  });
+  if (receive.source < 0 || receive.source == links_.rank()) return;
+  const Peer* from = peers_[static_cast<std::size_t>(receive.source)].get();
+  if (!from || !from->lane) return;
+  const auto found = unexpected_.empty()
+                         ? unexpected_.end()
+                         : std::find_if(unexpected_.begin(), unexpected_.end(), [&](const Arrived& a) {
+                             return a.source == receive.source && (receive.tag == any_tag || a.tag == receive.tag);
+                           });
   if (found == unexpected_.end()) {
     receive.outcome = Outcome::waiting;
+    receive.lane = from->lane;
     fast_receive_ = &receive;
     return;
   }
   if (found->rendezvous) return;
   fast_receive_ = &receive;
-  take_fast(*found, found->eager.data() + sizeof(Envelope));
+  take_fast(*peers_[static_cast<std::size_t>(receive.source)], *found, found->eager.data() + sizeof(Envelope));
   if (spare_inboxes_.size() < 64) spare_inboxes_.push_back(std::move(found->eager));
   unexpected_.erase(found);
 }
 
 // The waiting fast receive takes `arrived` where it matches; false where it does not, or where it
 // cannot (a rendezvous message: it then waits no longer, so that nothing later overtakes it).
-bool PointToPoint::take_fast(const Arrived& arrived, const std::byte* payload) {
+bool PointToPoint::take_fast(Peer& from, const Arrived& arrived, const std::byte* payload) {
   FastReceive& receive = *fast_receive_;
   if (arrived.source != receive.source || (receive.tag != any_tag && arrived.tag != receive.tag)) return false;
   fast_receive_ = nullptr;
@@ -360,8 +371,8 @@ bool PointToPoint::take_fast(const Arrived& arrived, const std::byte* payload) {
   const std::size_t taken = std::min(arrived.bytes, receive.capacity);
   if (taken) std::memcpy(receive.data, payload, taken);
   receive.status = MessageStatus{arrived.source, arrived.tag, taken};
-  receive.error = truncation(receive.capacity, arrived);
-  repay(peer(arrived.source), arrived.bytes + kEagerOverhead);
+  if (arrived.bytes > receive.capacity) receive.error = truncation(receive.capacity, arrived);
+  repay(from, arrived.bytes + kEagerOverhead);
   receive.outcome = FastReceive::Outcome::done;
   return true;
 }
@@ -373,6 +384,10 @@ void PointToPoint::on_lane_frame(Peer& from, const std::byte* frame, std::size_t
     links_.fail_job("protocol violation: " + violation + " from " + links_.peer_name(from.rank));
     return;
   }
+  if (envelope.rendezvous == kCreditEnvelope) {
+    on_credit(from);
+    return;
+  }
   Arrived arrived;
   arrived.source = from.rank;
   arrived.tag = envelope.tag;
@@ -381,7 +396,7 @@ void PointToPoint::on_lane_frame(Peer& from, const std::byte* frame, std::size_t
   arrived.sequence = from.next_receive_sequence++;
   const std::byte* payload = frame + sizeof(Envelope);
   // The fast receive is older than any receive posted while it waits (none was before it).
-  if (fast_receive_ && take_fast(arrived, payload)) return;
+  if (fast_receive_ && take_fast(from, arrived, payload)) return;
   if (std::unique_ptr<ReceiveOp> receive = take_posted(arrived)) {
     if (arrived.rendezvous) {
       match(std::move(receive), std::move(arrived));
@@ -499,7 +514,9 @@ std::optional<MessageStatus> PointToPoint::probe(int source, int tag) {
 
 void PointToPoint::on_envelope(Peer& from, std::size_t bytes) {
   Envelope envelope{};
-  if (const std::string violation = read_envelope(from.inbox.data(), bytes, envelope); !violation.empty()) {
+  std::string violation = read_envelope(from.inbox.data(), bytes, envelope);
+  if (violation.empty() && envelope.rendezvous == kCreditEnvelope) violation = "a credit envelope outside a lane";
+  if (!violation.empty()) {
     links_.fail_job("protocol violation: " + violation + " from " + links_.peer_name(from.rank));
     return;
   }
@@ -684,6 +701,10 @@ void PointToPoint::repay(Peer& to, std::size_t bytes) {
   to.owed += bytes;
   while (to.owed >= credit_quantum()) {
     to.owed -= credit_quantum();
+    if (to.lane) {
+      post_on_lane(to, Envelope{0, kCreditEnvelope, {}, 0}, nullptr, 0);
+      continue;
+    }
     to.pair->send(wire_tag(Wire::credit, to.next_credit_out++, context_), nullptr, 0, *this,
                   cookie(Event::credit_out, static_cast<std::uint64_t>(to.rank)));
   }
@@ -696,6 +717,7 @@ void PointToPoint::on_credit(Peer& from) {
     links_.fail_job("protocol violation: " + violation + " by " + links_.peer_name(from.rank));
     return;
   }
+  if (from.lane) return;  // no receive to post again
   ++from.next_credit_in;
   from.pair->recv(wire_tag(Wire::credit, from.next_credit_in, context_), nullptr, 0, *this,
                   cookie(Event::credit_in, static_cast<std::uint64_t>(from.rank)));
@@ -736,13 +758,11 @@ void PointToPoint::on_recv_complete(std::uint64_t done, std::size_t bytes) {
   const std::uint64_t id = id_of(done);
   switch (event_of(done)) {
     case Event::envelope_in: {
-      auto found = peers_.find(static_cast<int>(id));
-      if (found != peers_.end()) on_envelope(*found->second, bytes);
+      if (id < peers_.size() && peers_[id]) on_envelope(*peers_[id], bytes);
       return;
     }
     case Event::credit_in: {
-      auto found = peers_.find(static_cast<int>(id));
-      if (found != peers_.end()) on_credit(*found->second);
+      if (id < peers_.size() && peers_[id]) on_credit(*peers_[id]);
       return;
     }
     case Event::cts_in: on_clear_to_send(id, bytes); return;

@@ -79,7 +79,8 @@ class PointToPoint final : public transport::CompletionSink {
     std::size_t capacity = 0;
     Outcome outcome = Outcome::waiting;
     MessageStatus status;
-    std::string error;  // truncation
+    std::string error;                // truncation
+    transport::Lane* lane = nullptr;  // where it waits: to be read by its caller (Note [Spinning here])
   };
   // Takes the message for `receive` if it is here; else, where only its lane can bring it and no
   // receive is posted before it, waits for it there (outcome waiting) until end_fast_receive().
@@ -99,7 +100,7 @@ class PointToPoint final : public transport::CompletionSink {
   void on_lane_room(Peer& to);
   void post_on_lane(Peer& to, const Envelope& envelope, const void* data, std::size_t bytes);
   void spend_credit(Peer& to, std::size_t bytes);
-  bool take_fast(const Arrived& arrived, const std::byte* payload);
+  bool take_fast(Peer& from, const Arrived& arrived, const std::byte* payload);
 
   void on_send_complete(std::uint64_t cookie) override;
   void on_recv_complete(std::uint64_t cookie, std::size_t bytes) override;
@@ -133,7 +134,7 @@ class PointToPoint final : public transport::CompletionSink {
   PeerLinks& links_;
   const std::uint32_t context_;
   const PointToPointLimits limits_;
-  std::unordered_map<int, std::unique_ptr<Peer>> peers_;
+  std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null until its channel is open
   std::unordered_map<std::uint64_t, std::unique_ptr<SendOp>> sends_;
   std::unordered_map<std::uint64_t, std::unique_ptr<ReceiveOp>> transfers_;  // receives matched, data arriving
   std::list<std::unique_ptr<ReceiveOp>> posted_;                             // receives not yet matched, in order

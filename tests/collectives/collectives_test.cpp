@@ -123,6 +123,7 @@ struct P2pCase {
   bool shm;
   std::string eager_kb;   // TNT_P2P_EAGER_KB
   int virtual_hosts = 0;  // > 0: ranks on different virtual hosts talk TCP, on one host shared memory
+  std::string credit_kb;  // TNT_P2P_CREDIT_KB, where set
 };
 
 class PointToPoint : public testing::TestWithParam<P2pCase> {};
@@ -135,6 +136,7 @@ TEST_P(PointToPoint, MatchesMpiSemantics) {
   Job::Env env = {{"TNT_P2P_EAGER_KB", c.eager_kb}};
   if (!c.shm) env["TNT_SHM"] = "0";
   if (c.virtual_hosts) env["TNT_VIRTUAL_HOSTS"] = std::to_string(c.virtual_hosts);
+  if (!c.credit_kb.empty()) env["TNT_P2P_CREDIT_KB"] = c.credit_kb;
   job.start_all({kWorker, "p2p", "--large", "1"}, env);
   for (const auto& outcome : job.wait(180s)) {
     EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
@@ -149,13 +151,19 @@ INSTANTIATE_TEST_SUITE_P(Ranks, PointToPoint,
                                          P2pCase{2, true, "0"}, P2pCase{4, true, "16", 2},
                                          // No limit given: 64 KiB over TCP, 16 over shared memory,
                                          // both in one job (Note [Eager over TCP]).
-                                         P2pCase{2, false, ""}, P2pCase{4, true, "", 2}),
+                                         P2pCase{2, false, ""}, P2pCase{4, true, "", 2},
+                                         // Credit and an eager limit for more eager data than a
+                                         // lane holds: the ordering part's 300 messages (2.2 MB)
+                                         // wait for room, in order (Note [Fast lane]).
+                                         P2pCase{2, true, "64", 0, "8192"}, P2pCase{3, true, "64", 0, "8192"}),
                          [](const auto& param_info) {
                            const P2pCase& c = param_info.param;
                            return std::to_string(c.ranks) + "ranks" + (c.shm ? "" : "_tcp") +
                                   (c.virtual_hosts ? "_" + std::to_string(c.virtual_hosts) + "hosts" : "") +
                                   (c.eager_kb == "0" ? "_rendezvous_only" : "") +
-                                  (c.eager_kb.empty() ? "_default_eager" : "");
+                                  (c.eager_kb.empty() ? "_default_eager" : "") +
+                                  (c.credit_kb.empty() ? ""
+                                                       : "_eager_" + c.eager_kb + "kb_credit_" + c.credit_kb + "kb");
                          });
 
 // ---- the rest of MPI's collectives ----------------------------------------------------------------

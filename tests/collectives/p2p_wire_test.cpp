@@ -30,12 +30,17 @@ TEST(PointToPointWire, EnvelopesThatSayWhatCameAreRead) {
   EXPECT_EQ(envelope.bytes, 5u);
   EXPECT_EQ(read(frame(0, 0, 0, 0)), "");
   EXPECT_EQ(read(frame(3, 1, std::uint64_t{5} << 30, 0)), "");  // rendezvous: the data comes later
+  EXPECT_EQ(read(frame(0, kCreditEnvelope, 0, 0)), "");         // credit given back on a lane
 }
 
 TEST(PointToPointWire, MalformedEnvelopesAreNamed) {
   std::vector<std::byte> short_frame(3);
   EXPECT_EQ(read(short_frame), "a point-to-point envelope of 3 bytes (an envelope is 16)");
-  EXPECT_EQ(read(frame(1, 2, 0, 0)), "a point-to-point envelope of unknown kind 2");
+  EXPECT_EQ(read(frame(1, 3, 0, 0)), "a point-to-point envelope of unknown kind 3");
+  EXPECT_EQ(read(frame(1, kCreditEnvelope, 0, 0)),
+            "a point-to-point credit envelope with tag 1, announcing 0 bytes, that came with 0");
+  EXPECT_EQ(read(frame(0, kCreditEnvelope, 8, 8)),
+            "a point-to-point credit envelope with tag 0, announcing 8 bytes, that came with 8");
   EXPECT_EQ(read(frame(-1, 1, 8, 0)), "a point-to-point envelope with the negative tag -1");
   EXPECT_EQ(read(frame(1, 0, 9, 3)), "a point-to-point envelope that announces 9 bytes eagerly came with 3");
   EXPECT_EQ(read(frame(1, 0, 2, 3)), "a point-to-point envelope that announces 2 bytes eagerly came with 3");

@@ -314,8 +314,10 @@ EventLoop::Handback::~Handback() {
 [[gnu::tls_model("initial-exec")]] thread_local const EventLoop* EventLoop::running_here_ = nullptr;
 
 bool EventLoop::take_for_running_here() {
-  if (!own_io_ || progress_ != Progress::on_demand || running_in_this_thread() || running_here_) return false;
-  // Note [Taking the loop]; a loop that is stopping is left to its destructor.
+  if (!own_io_ || progress_ != Progress::on_demand || running_here_) return false;
+  // Note [Taking the loop]; a loop that is stopping is left to its destructor. Whoever runs a
+  // handler of this loop holds driven_, so a thread that takes it is inside none: Asio's own
+  // check (running_in_this_thread(), a __tls_get_addr call) is not needed.
   if (stopping_.load() || driven_.load() || driven_.exchange(true)) return false;
   return true;
 }
@@ -503,9 +505,10 @@ bool EventLoop::poll_pollers() {
 // [Fast lane] in collectives/src/point_to_point.cpp) waits as the loop's runner, so that what it
 // waits for may be looked at, and taken, in the engine's own state, with nothing posted: its
 // look runs where wait_until()'s predicate may not (another thread may be running the loop
-// there). It spins as drive_until() does, its pollers every spin, the io_context every
-// kSpinsPerLoopPoll, the clock every kSpinsPerClock, and never sleeps: after the poll window the
-// caller waits the usual way.
+// there). Its look reads what it waits on itself (a lane: Lane::read()); the pollers and the
+// io_context run every kSpinsPerLoopPoll spins (polling every pair on every spin, as drive_until()
+// does, cost an 8-byte message x TODO), the clock every kSpinsPerClock, and it never sleeps: after
+// the poll window the caller waits the usual way.
 void EventLoop::spin_until(const std::function<bool()>& look) {
   set_pollers_looked_at(true);  // Note [Looking before sleeping]
   if (look()) return;
@@ -514,8 +517,10 @@ void EventLoop::spin_until(const std::function<bool()>& look) {
   const auto stop = Clock::now() + window;
   bool came = false;
   for (unsigned spin = 1;; ++spin) {
-    poll_pollers();
-    if (spin % kSpinsPerLoopPoll == 0) io_->poll();
+    if (spin % kSpinsPerLoopPoll == 0) {
+      poll_pollers();
+      io_->poll();
+    }
     if ((came = look())) break;
     if (spin % kSpinsPerClock == 0 && Clock::now() >= stop) break;
   }

@@ -84,10 +84,33 @@ bool ShmLaneWriter::write(std::uint32_t context, const void* head, std::size_t h
     head_ += skip;
   }
   std::byte* where = lane_.data() + head_ % lane_.size();
+  // The frame is head + data. Its bytes past the record's first line go first, and the first line
+  // (header, the frame's start, the stamp) last, in one burst: the reader polls that line, and a
+  // first line written before the rest and stamped after it was taken from the writer in between
+  // (tnt-bench-p2p latency 256 bytes to 2 KiB x 1.15-1.35, 2026-11-29).
+  const auto copy_frame = [&](std::size_t begin, std::size_t end) {
+    const auto* head_bytes_at = static_cast<const std::byte*>(head);
+    const auto* data_bytes_at = static_cast<const std::byte*>(data);
+    std::byte* to = where + sizeof(LaneRecord) + begin;
+    if (begin < head_bytes) {
+      const std::size_t from_head = std::min(end, head_bytes) - begin;
+      std::memcpy(to, head_bytes_at + begin, from_head);
+      to += from_head;
+      begin += from_head;
+    }
+    if (begin >= end) return;
+    const std::size_t length = end - begin;
+    // copy_bytes is for large copies; a call to it cost an 8-byte message a few percent.
+    if (length <= kLaneLine)
+      std::memcpy(to, data_bytes_at + (begin - head_bytes), length);
+    else
+      copy_bytes(to, data_bytes_at + (begin - head_bytes), length);
+  };
+  constexpr std::size_t kFirstLineFrame = kLaneLine - sizeof(LaneRecord);
+  if (frame_bytes > kFirstLineFrame) copy_frame(kFirstLineFrame, frame_bytes);
   const LaneRecord header{0, static_cast<std::uint32_t>(frame_bytes), context};
   std::memcpy(where + sizeof header.stamp, &header.frame_bytes, sizeof header - sizeof header.stamp);
-  if (head_bytes) std::memcpy(where + sizeof header, head, head_bytes);
-  if (bytes) copy_bytes(where + sizeof header + head_bytes, data, bytes);
+  copy_frame(0, std::min(frame_bytes, kFirstLineFrame));
   // Sequentially consistent: the writer then reads the reader's polling flag (Note [Polling
   // readers] in shm_transport.cpp).
   __atomic_store_n(reinterpret_cast<std::uint64_t*>(where), head_ + 1, __ATOMIC_SEQ_CST);

@@ -32,6 +32,17 @@ struct MessageStatus {
   std::size_t bytes = 0;
 };
 
+// What Communicator::recv() throws for a message larger than its buffer, which holds what fitted:
+// `status` names the message's source and tag, and the bytes taken (the buffer's size).
+class ReceiveTruncated : public TruncationError {
+ public:
+  ReceiveTruncated(const std::string& what, MessageStatus status) : TruncationError(what), status_(status) {}
+  MessageStatus status() const { return status_; }
+
+ private:
+  MessageStatus status_;
+};
+
 enum class SendMode : std::uint8_t {
   standard,     // completes once the buffer may be reused
   synchronous,  // completes once the matching receive has started (MPI_Ssend)
@@ -249,6 +260,7 @@ class Communicator {
   Request isend(const void* data, std::size_t bytes, int peer, int tag, SendMode mode = SendMode::standard);
   Request irecv(void* data, std::size_t capacity, int peer, int tag);
   void send(const void* data, std::size_t bytes, int peer, int tag, SendMode mode = SendMode::standard);
+  // Throws ReceiveTruncated for a message larger than `capacity`.
   MessageStatus recv(void* data, std::size_t capacity, int peer, int tag);
   // Both at once, so that two ranks may exchange without deadlock.
   MessageStatus sendrecv(const void* send_data, std::size_t send_bytes, int dest, int send_tag, void* recv_data,

@@ -61,6 +61,9 @@ class Lane {
                      std::size_t bytes) = 0;
   // Frames of `context` go to `sink`, those that came before it included; null: held again.
   virtual void set_sink(std::uint32_t context, LaneSink* sink) = 0;
+  // Hands what came to the sinks now (the loop's pollers do it too); true if anything came. For a
+  // caller that waits for this lane alone (Note [Spinning here] in event_loop.cpp).
+  virtual bool read() = 0;
 
  protected:
   ~Lane() = default;
