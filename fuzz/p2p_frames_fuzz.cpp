@@ -26,7 +26,14 @@ void envelope(const std::uint8_t* data, std::size_t size) {
   std::vector<std::byte> inbox(size);
   if (size) std::memcpy(inbox.data(), data, size);
   Envelope parsed{};
-  if (!read_envelope(inbox.data(), inbox.size(), parsed).empty()) return;
+  Envelope eager{};
+  const bool eager_ok = read_eager_envelope(inbox.data(), inbox.size(), eager);
+  if (!read_envelope(inbox.data(), inbox.size(), parsed).empty()) {
+    if (eager_ok) tnt::fuzz::violated("read_eager_envelope accepted what read_envelope refuses");
+    return;
+  }
+  if (eager_ok && (eager.tag != parsed.tag || eager.bytes != parsed.bytes || parsed.rendezvous != 0))
+    tnt::fuzz::violated("read_eager_envelope read another envelope than read_envelope");
   if (parsed.rendezvous > kCreditEnvelope) tnt::fuzz::violated("an envelope of unknown kind was accepted");
   if (parsed.tag < 0) tnt::fuzz::violated("an envelope with a negative tag was accepted");
   if (parsed.rendezvous == kCreditEnvelope && (size != sizeof(Envelope) || parsed.bytes != 0 || parsed.tag != 0))

@@ -4,6 +4,7 @@
 // fuzz/p2p_frames_fuzz.cpp runs the very checks the transport runs.
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace tnt::detail {
@@ -26,6 +27,15 @@ inline constexpr std::uint8_t kCreditEnvelope = 2;
 // 3 bytes"), for the caller to name its sender. A valid eager envelope announces exactly the
 // bytes that came after it; the others come alone, and a credit envelope announces none.
 std::string read_envelope(const std::byte* frame, std::size_t received, Envelope& envelope);
+
+// The common case of read_envelope(), inline: true and the envelope where `frame` is a valid
+// eager message; false where read_envelope() must say more (it may still be valid). Its string
+// cost an 8-byte message's receiver a tenth of its instructions (callgrind, 2026-11-29).
+inline bool read_eager_envelope(const std::byte* frame, std::size_t received, Envelope& envelope) {
+  if (received < sizeof envelope) return false;
+  std::memcpy(&envelope, frame, sizeof envelope);
+  return envelope.rendezvous == 0 && envelope.tag >= 0 && envelope.bytes == received - sizeof envelope;
+}
 
 // A clear-to-send of `received` bytes that asks for `accepted` bytes of a `bytes`-byte message:
 // empty, or what makes it a protocol violation.

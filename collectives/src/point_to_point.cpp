@@ -380,9 +380,11 @@ bool PointToPoint::take_fast(Peer& from, const Arrived& arrived, const std::byte
 void PointToPoint::on_lane_frame(Peer& from, const std::byte* frame, std::size_t bytes) {
   if (!failure_.empty()) return;  // a retired engine (Note [Retired engines] in communicator.cpp)
   Envelope envelope{};
-  if (const std::string violation = read_envelope(frame, bytes, envelope); !violation.empty()) {
-    links_.fail_job("protocol violation: " + violation + " from " + links_.peer_name(from.rank));
-    return;
+  if (!read_eager_envelope(frame, bytes, envelope)) {
+    if (const std::string violation = read_envelope(frame, bytes, envelope); !violation.empty()) {
+      links_.fail_job("protocol violation: " + violation + " from " + links_.peer_name(from.rank));
+      return;
+    }
   }
   if (envelope.rendezvous == kCreditEnvelope) {
     on_credit(from);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "tnt/core/copy.h"
+#include "tnt/core/error.h"
 
 namespace tnt::transport {
 
@@ -20,12 +21,23 @@ std::uint64_t load_stamp(const std::byte* record) {
 
 }  // namespace
 
+namespace {
+std::size_t power_of_two(std::size_t bytes) {
+  if (bytes == 0 || (bytes & (bytes - 1)) != 0)
+    throw LogicError("a shared-memory lane of " + std::to_string(bytes) + " bytes (a power of two is needed)");
+  return bytes;
+}
+}  // namespace
+
 ShmLaneReader::ShmLaneReader(std::string peer_name, std::span<const std::byte> lane)
-    : peer_name_(std::move(peer_name)), lane_(lane) {}
+    : peer_name_(std::move(peer_name)), lane_(lane.first(power_of_two(lane.size()))) {}
+
+ShmLaneWriter::ShmLaneWriter(std::span<std::byte> lane, LaneControl& control)
+    : lane_(lane.first(power_of_two(lane.size()))), control_(control) {}
 
 bool ShmLaneReader::peek(std::uint32_t& context, std::span<const std::byte>& frame) {
   while (violation_.empty()) {
-    const std::size_t at = tail_ % lane_.size();
+    const std::size_t at = tail_ & (lane_.size() - 1);  // a power of two: no division per look
     const std::byte* where = lane_.data() + at;
     if (load_stamp(where) != tail_ + 1) return false;
     LaneRecord record;
@@ -73,7 +85,7 @@ bool ShmLaneWriter::write(std::uint32_t context, const void* head, std::size_t h
                           std::size_t bytes) {
   const std::size_t frame_bytes = head_bytes + bytes;
   const std::size_t record = record_bytes(frame_bytes);
-  const std::size_t at = head_ % lane_.size();
+  const std::size_t at = head_ & (lane_.size() - 1);
   const std::size_t skip = at + record > lane_.size() ? lane_.size() - at : 0;
   if (!room_for(skip + record)) return false;
   if (skip) {
@@ -83,7 +95,7 @@ bool ShmLaneWriter::write(std::uint32_t context, const void* head, std::size_t h
     __atomic_store_n(reinterpret_cast<std::uint64_t*>(where), head_ + 1, __ATOMIC_RELEASE);
     head_ += skip;
   }
-  std::byte* where = lane_.data() + head_ % lane_.size();
+  std::byte* where = lane_.data() + (head_ & (lane_.size() - 1));
   // The frame is head + data. Its bytes past the record's first line go first, and the first line
   // (header, the frame's start, the stamp) last, in one burst: the reader polls that line, and a
   // first line written before the rest and stamped after it was taken from the writer in between

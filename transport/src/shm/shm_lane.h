@@ -58,7 +58,7 @@ struct LaneControl {
 // The reading side, over the lane's bytes only, so that a fuzz target can feed it anything.
 class ShmLaneReader {
  public:
-  // `lane`: kLaneBytes.
+  // `lane`: kLaneBytes (any power of two).
   ShmLaneReader(std::string peer_name, std::span<const std::byte> lane);
   // The next frame, once its record is published: true, with the frame's context and bytes (in
   // the lane, valid until pop()). False while none is there, and after a protocol violation
@@ -79,7 +79,8 @@ class ShmLaneReader {
 // The writing side.
 class ShmLaneWriter {
  public:
-  ShmLaneWriter(std::span<std::byte> lane, LaneControl& control) : lane_(lane), control_(control) {}
+  // `lane`: a power of two bytes, as the reader's.
+  ShmLaneWriter(std::span<std::byte> lane, LaneControl& control);
   // Writes the frame head + data (at most kLaneMaxFrame bytes in all) for `context`; false when
   // the lane has no room now (writer_waiting is then raised).
   bool write(std::uint32_t context, const void* head, std::size_t head_bytes, const void* data, std::size_t bytes);
