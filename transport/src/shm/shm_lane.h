@@ -31,9 +31,12 @@
 namespace tnt::transport {
 
 // Per direction. With 128 KiB, osu_bibw's window of 64 4-KiB messages did not fit, and the frames
-// that waited for room made 4 KiB bidirectional bandwidth x 0.68 of the ring's; x 0.90 with 512
-// KiB (2026-11-29, tnt-bench-p2p bibw, 5 alternating rounds). Latency was the same with both.
-inline constexpr std::size_t kLaneBytes = 512 * 1024;
+// that waited for room made 4 KiB bidirectional bandwidth x 0.68 of the ring's; 256 and 512 KiB
+// measured alike there (1 KiB to 64 KiB bw and bibw within 3 %, tnt-bench-p2p, 5 alternating
+// rounds, 2026-11-29). 512 KiB made the first ten thousand 8-byte messages slower (0.12 us
+// against 0.10 with 256 KiB and 64 KiB, an MPI ping-pong of 10,000 iterations; osu_latency 0.13
+// against 0.10): two lanes of it do not stay in a 1 MiB L2.
+inline constexpr std::size_t kLaneBytes = 256 * 1024;
 inline constexpr std::size_t kLaneLine = 64;
 
 struct LaneRecord {
