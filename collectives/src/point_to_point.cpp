@@ -293,7 +293,9 @@ void PointToPoint::spend_credit(Peer& to, std::size_t bytes) {
 // operations, as before. Measured 2026-11-29 (about 01:20 UTC), 2 ranks on shared memory,
 // tnt-bench-p2p latency under chrt, 7 alternating rounds, medians of per-round ratios against the
 // library before: 8 bytes 0.32 -> 0.14 us, 1 KiB 0.34 -> 0.22, 4 KiB 0.90 -> 0.46, 16 KiB
-// 1.77 -> 1.00; 64 KiB (rendezvous) x 1.06. OpenMPI's vader measured 0.11 us at 8 bytes then.
+// 1.77 -> 1.00; 64 KiB (rendezvous) x 1.06. With Note [Spinning here], credit on the lane and
+// the lanes' masks (shm_lane.cpp), 8 bytes 0.08 us against OpenMPI vader's 0.10
+// (bench/p2p/compare_osu.sh --realtime, 5 rounds, 01:45 UTC).
 void PointToPoint::post_on_lane(Peer& to, const Envelope& envelope, const void* data, std::size_t bytes) {
   if (to.lane_waiting.empty() && to.lane->write(context_, &envelope, sizeof envelope, data, bytes)) return;
   std::vector<std::byte> frame(sizeof envelope + bytes);

