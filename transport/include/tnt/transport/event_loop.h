@@ -105,7 +105,8 @@ class EventLoop {
 
   // Where this thread may be the loop's runner now (as for run_here()): calls `look` as the
   // runner until it returns true, polling the loop between calls, for at most the poll window
-  // (once only where the window is closed); then `finish`, also as the runner, and returns true.
+  // (once only where the window is closed); then `finish`, also as the runner (also where `look`
+  // or the loop throws), and returns true.
   // Returns false, having called nothing, where this thread may not run the loop. Note [Spinning
   // here] in event_loop.cpp.
   template <class Look, class Finish>
@@ -113,7 +114,12 @@ class EventLoop {
     if (!take_for_running_here()) return false;
     Handback handback{*this};
     running_here_ = this;
-    spin_until(look);
+    try {
+      spin_until(look);
+    } catch (...) {
+      finish();  // what `look` lent out is taken back, whatever threw
+      throw;
+    }
     finish();
     return true;
   }
