@@ -101,6 +101,10 @@ class PointToPoint final : public transport::CompletionSink {
   void post_on_lane(Peer& to, const Envelope& envelope, const void* data, std::size_t bytes);
   void spend_credit(Peer& to, std::size_t bytes);
   bool take_fast(Peer& from, const Arrived& arrived, const std::byte* payload);
+  // A receive (source, tag), wildcards included, takes `arrived`: MPI's matching rule.
+  static bool matches(int source, int tag, const Arrived& arrived);
+  // The message whose envelope just came from `from`, with the next sequence number from it.
+  Arrived arrival(Peer& from, const Envelope& envelope);
 
   void on_send_complete(std::uint64_t cookie) override;
   void on_recv_complete(std::uint64_t cookie, std::size_t bytes) override;

@@ -354,12 +354,16 @@ void wait_receive(const Request& request, MPI_Status* status) {
   try {
     request.wait();
   } catch (const TruncationError& e) {
-    // A message larger than the receive, which keeps what fits (Request::wait).
-    set_status(status, request.status());
-    if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = MPI_ERR_TRUNCATE;
-    throw CallError{MPI_ERR_TRUNCATE, e.what()};
+    fail_truncated(status, request.status(), e.what());
   }
   set_status(status, request.status());
+}
+
+void fail_truncated(MPI_Status* status, const MessageStatus& message, const char* what) {
+  // A message larger than the receive, which keeps what fits.
+  set_status(status, message);
+  if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = MPI_ERR_TRUNCATE;
+  throw CallError{MPI_ERR_TRUNCATE, what};
 }
 
 bool complete(MPI_Request* request, MPI_Status* status, bool block) {

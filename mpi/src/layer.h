@@ -61,6 +61,8 @@ struct PendingRequest {
 // Waits for a receive's request and gives its status; a receive that failed alone (a message
 // larger than the receive) becomes MPI_ERR_TRUNCATE, with `status` filled in first.
 void wait_receive(const Request& request, MPI_Status* status);
+// Fills `status` for a receive whose message did not fit, and throws MPI_ERR_TRUNCATE with `what`.
+[[noreturn]] void fail_truncated(MPI_Status* status, const MessageStatus& message, const char* what);
 void set_status(MPI_Status* status, const MessageStatus& message);
 // MPI_PROC_NULL's status: source MPI_PROC_NULL, tag MPI_ANY_TAG, count 0.
 void set_proc_null(MPI_Status* status);

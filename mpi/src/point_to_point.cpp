@@ -108,9 +108,7 @@ int MPI_Recv(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_C
     try {
       set_status(status, message.comm->recv(buf, message.bytes, source, tag));
     } catch (const tnt::ReceiveTruncated& e) {
-      set_status(status, e.status());
-      if (status != MPI_STATUS_IGNORE) status->MPI_ERROR = MPI_ERR_TRUNCATE;
-      throw CallError{MPI_ERR_TRUNCATE, e.what()};
+      fail_truncated(status, e.status(), e.what());
     }
   });
 }
