@@ -3,6 +3,7 @@
 // tnt_last_error(). Nothing may throw past this file: a C or Fortran caller cannot catch.
 #include "tnt/tnt.h"
 
+#include <array>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -109,13 +110,19 @@ void set_status(tnt_message_status* out, const tnt::MessageStatus& status) {
   if (out != nullptr) *out = tnt_message_status{status.source, status.tag, status.bytes};
 }
 
-std::vector<tnt::Request> requests_of(std::size_t count, tnt_request* const* requests) {
+// Calls `use` with the requests as a span (NULL ones empty). A halo exchange waits on a few
+// requests per step: up to kOnStack of them are copied without allocating.
+template <class Use>
+auto with_requests(std::size_t count, tnt_request* const* requests, Use&& use) {
+  constexpr std::size_t kOnStack = 16;
   if (count > 0 && requests == nullptr) throw UsageError("requests is NULL");
-  std::vector<tnt::Request> all(count);
+  std::array<tnt::Request, kOnStack> small;
+  std::vector<tnt::Request> large(count > kOnStack ? count : 0);
+  const std::span<tnt::Request> all = count > kOnStack ? std::span<tnt::Request>(large) : std::span(small).first(count);
   for (std::size_t i = 0; i < count; ++i) {
     if (requests[i] != nullptr) all[i] = requests[i]->request;
   }
-  return all;
+  return use(std::span<const tnt::Request>(all));
 }
 
 }  // namespace
@@ -298,13 +305,13 @@ int tnt_request_status(const tnt_request* request, tnt_message_status* status) {
 }
 
 int tnt_waitall(size_t count, tnt_request* const* requests) {
-  return guarded("tnt_waitall", [&] { tnt::Request::wait_all(requests_of(count, requests)); });
+  return guarded("tnt_waitall", [&] { with_requests(count, requests, tnt::Request::wait_all); });
 }
 
 int tnt_waitany(size_t count, tnt_request* const* requests, size_t* index) {
   return guarded("tnt_waitany", [&] {
     non_null(index, "index") = count;
-    *index = tnt::Request::wait_any(requests_of(count, requests));
+    *index = with_requests(count, requests, tnt::Request::wait_any);
   });
 }
 
@@ -312,7 +319,7 @@ int tnt_testany(size_t count, tnt_request* const* requests, int* found, size_t* 
   return guarded("tnt_testany", [&] {
     non_null(found, "found") = 0;
     non_null(index, "index") = count;
-    const std::optional<std::size_t> finished = tnt::Request::test_any(requests_of(count, requests));
+    const std::optional<std::size_t> finished = with_requests(count, requests, tnt::Request::test_any);
     if (finished) {
       *found = 1;
       *index = *finished;
@@ -323,10 +330,11 @@ int tnt_testany(size_t count, tnt_request* const* requests, int* found, size_t* 
 int tnt_testall(size_t count, tnt_request* const* requests, int* done) {
   return guarded("tnt_testall", [&] {
     non_null(done, "done") = 0;
-    const std::vector<tnt::Request> all = requests_of(count, requests);
-    if (!tnt::Request::test_all(all)) return;
-    tnt::Request::wait_all(all);  // all finished: reports the first failure, if any
-    *done = 1;
+    with_requests(count, requests, [&](std::span<const tnt::Request> all) {
+      if (!tnt::Request::test_all(all)) return;
+      tnt::Request::wait_all(all);  // all finished: reports the first failure, if any
+      *done = 1;
+    });
   });
 }
 

@@ -667,9 +667,11 @@ std::optional<MessageStatus> Group::receive_now(void* data, std::size_t capacity
 
 // ---- Request -----------------------------------------------------------------------------------
 
+bool Request::done() const { return finished_at_issue_ || (state_ && state_->done()); }
+
 bool Request::test() const {
+  if (done()) return true;
   if (!state_) return false;
-  if (state_->done()) return true;
   state_->loop.poll_here();  // Note [Awaited work] in transport/src/event_loop.cpp
   return state_->done();
 }
@@ -684,13 +686,15 @@ void throw_failure(const OperationState& state) {
 }  // namespace
 
 void Request::wait() const {
-  if (!state_) throw Error("wait() on an empty tnt::Request");
+  if (!valid()) throw Error("wait() on an empty tnt::Request");
+  if (finished_at_issue_) return;
   state_->loop.wait_until([this] { return state_->done(); });
   throw_failure(*state_);
 }
 
 bool Request::wait_for(std::chrono::milliseconds timeout) const {
-  if (!state_) throw Error("wait_for() on an empty tnt::Request");
+  if (!valid()) throw Error("wait_for() on an empty tnt::Request");
+  if (finished_at_issue_) return true;
   if (!state_->loop.wait_until([this] { return state_->done(); }, std::chrono::steady_clock::now() + timeout))
     return false;
   throw_failure(*state_);
@@ -698,16 +702,17 @@ bool Request::wait_for(std::chrono::milliseconds timeout) const {
 }
 
 MessageStatus Request::status() const {
+  if (finished_at_issue_) return status_;
   if (!state_) return {};
   return state_->done() ? state_->status : MessageStatus{};
 }
 
 void Request::wait_all(std::span<const Request> requests) {
   for (const Request& request : requests) {
-    if (request.valid()) request.state_->loop.wait_until([&] { return request.state_->done(); });
+    if (request.state_) request.state_->loop.wait_until([&] { return request.state_->done(); });
   }
   for (const Request& request : requests) {
-    if (request.valid()) throw_failure(*request.state_);
+    if (request.state_) throw_failure(*request.state_);
   }
 }
 
@@ -723,6 +728,9 @@ bool Request::test_all(std::span<const Request> requests) {
 }
 
 std::size_t Request::wait_any(std::span<const Request> requests) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].finished_at_issue_) return i;
+  }
   const auto first = std::find_if(requests.begin(), requests.end(), [](const Request& r) { return r.valid(); });
   if (first == requests.end()) return requests.size();
   std::optional<std::size_t> done;
@@ -736,7 +744,7 @@ std::size_t Request::wait_any(std::span<const Request> requests) {
       // done(), not test(): this runs while the wait holds the loop's mutex.
       loop.wait_until([&] {
         for (std::size_t i = 0; i < requests.size() && !done; ++i) {
-          if (requests[i].valid() && requests[i].state_->done()) done = i;
+          if (requests[i].done()) done = i;
         }
         return done.has_value();
       });
@@ -1250,6 +1258,9 @@ Request Communicator::isend(const void* data, std::size_t bytes, int peer, int t
   check_peer("isend", peer, size(), false);
   check_tag("isend", tag, false);
   check_data(data, bytes, "isend");
+  // Note [Fast lane]: an eager message that goes onto its lane at once is sent as it is issued.
+  if (mode == SendMode::standard && group_->send_now(data, bytes, peer, tag))
+    return Request(MessageStatus{rank(), tag, bytes});
   return group_->issue_p2p(
       detail::Group::Waiter::issuer_soon,
       [=](detail::PointToPoint& p2p, const std::shared_ptr<detail::OperationState>& state) {

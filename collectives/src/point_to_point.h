@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -126,7 +125,8 @@ class PointToPoint final : public transport::CompletionSink {
   void repay(Peer& to, std::size_t bytes);
   void finish_send(std::uint64_t id, const std::string& error = {});
   void finish_receive(std::uint64_t id, const std::string& error = {});
-  void complete_receive(ReceiveOp& receive, const std::string& error);
+  void complete_receive(std::unique_ptr<ReceiveOp> receive, std::string error);
+  std::unique_ptr<ReceiveOp> new_receive();
   void send_to_self(std::shared_ptr<OperationState> state, int tag, const void* data, std::size_t bytes,
                     bool synchronous);
   void watch_receives();
@@ -141,7 +141,8 @@ class PointToPoint final : public transport::CompletionSink {
   std::vector<std::unique_ptr<Peer>> peers_;  // by rank; null until its channel is open
   std::unordered_map<std::uint64_t, std::unique_ptr<SendOp>> sends_;
   std::unordered_map<std::uint64_t, std::unique_ptr<ReceiveOp>> transfers_;  // receives matched, data arriving
-  std::list<std::unique_ptr<ReceiveOp>> posted_;                             // receives not yet matched, in order
+  std::deque<std::unique_ptr<ReceiveOp>> posted_;                            // receives not yet matched, in order
+  std::vector<std::unique_ptr<ReceiveOp>> spare_receives_;                   // Note [Spare receives]
   std::deque<Arrived> unexpected_;                                           // in arrival order
   std::vector<std::vector<std::byte>> spare_inboxes_;
   // Note [Eager slots]: eager messages' envelopes and data, while their channels hand them over.

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstring>
 #include <new>
+#include <optional>
 
 #include "tnt/core/error.h"
 
@@ -225,11 +226,15 @@ class SharedBoard final : public HostBoard {
     using Clock = std::chrono::steady_clock;
     if (ready()) return true;
     if (const auto window = wait.window.next(); window.count() > 0) {
-      const auto stop = Clock::now() + window;
+      std::optional<Clock::time_point> stop;  // the clock read first after kSpinsPerClockLook spins
       bool came = false;
       // Note [Board spins]
-      for (unsigned spin = 1; !(came = ready()); ++spin)
-        if (spin % kSpinsPerClockLook == 0 && Clock::now() >= stop) break;
+      for (unsigned spin = 1; !(came = ready()); ++spin) {
+        if (spin % kSpinsPerClockLook != 0) continue;
+        const auto now = Clock::now();
+        if (!stop) stop = now + window;
+        if (now >= *stop) break;
+      }
       wait.window.report(window, came);
       if (came) return true;
     }

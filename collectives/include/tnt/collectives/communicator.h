@@ -52,7 +52,7 @@ enum class SendMode : std::uint8_t {
 class Request {
  public:
   Request() = default;
-  bool valid() const { return state_ != nullptr; }
+  bool valid() const { return state_ != nullptr || finished_at_issue_; }
   // True once the operation has finished, successfully or not. Never blocks.
   bool test() const;
   // Blocks until the operation finishes; throws tnt::JobError if it failed, tnt::TruncationError
@@ -76,7 +76,14 @@ class Request {
   friend class Communicator;
   friend class detail::Group;
   explicit Request(std::shared_ptr<detail::OperationState> state) : state_(std::move(state)) {}
+  // An operation that finished, successfully, as it was issued (an eager send on a lane, Note
+  // [Fast lane] in point_to_point.cpp): it needs no state, only its status.
+  explicit Request(MessageStatus finished) : status_(finished), finished_at_issue_(true) {}
+  bool done() const;  // without polling
+
   std::shared_ptr<detail::OperationState> state_;
+  MessageStatus status_;
+  bool finished_at_issue_ = false;
 };
 
 // Called once on tnt's event loop when an asynchronous collective finishes: `error` is empty
