@@ -3,7 +3,6 @@
 // groups] in communicator.cpp).
 #include <atomic>
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -126,9 +125,10 @@ class Group final : public CommunicatorCore, public BoardOwner, public PeerLinks
 
   // Touched only on the event loop's strand.
   std::vector<int> channels_needed_;
-  std::unique_ptr<PointToPoint> p2p_;        // made on first use
-  std::unique_ptr<PointToPoint> exchanges_;  // made on first use
-  std::list<std::unique_ptr<Operation>> ops_;
+  std::unique_ptr<PointToPoint> p2p_;                     // made on first use
+  std::unique_ptr<PointToPoint> exchanges_;               // made on first use
+  std::vector<std::unique_ptr<Operation>> ops_;           // running
+  std::vector<std::unique_ptr<Operation>> finished_ops_;  // Note [Finished operations] in communicator.cpp
   std::vector<std::vector<std::byte>> scratch_;
 };
 

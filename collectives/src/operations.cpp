@@ -14,6 +14,8 @@ RingLayout blocks_of(std::byte* base, std::size_t count, std::size_t element_siz
   layout.base = base;
   layout.element_size = element_size;
   const int ranks = static_cast<int>(topology.order.size());
+  layout.chunk_offset.reserve(topology.order.size());
+  layout.chunk_count.reserve(topology.order.size());
   for (int r : topology.order) {
     const auto block = Communicator::block(count, ranks, r);
     layout.chunk_offset.push_back(block.offset);
