@@ -535,14 +535,17 @@ void EventLoop::drive_until(const std::function<bool()>& ready, std::optional<Cl
   set_pollers_looked_at(true);  // Note [Looking before sleeping]
   bool came = ready();
   if (const auto window = poll_window_.next(); window.count() > 0 && !came) {
-    // The clock only every kSpinsPerClock spins, as in spin_until(), and not before the first
-    // of them: most waits end sooner. Read on every spin and once to start, it was 10 % of
-    // jacobi2d's small-grid iteration (perf, 2026-11-29).
-    std::optional<Clock::time_point> stop_polling;
     // Note [Cheap spins]
     const bool spin_on_pollers = own_io_ && progress_ == Progress::on_demand && !pollers_.empty();
+    // Spinning on pollers, the clock only every kSpinsPerClock spins, as in spin_until(), and not
+    // before the first of them: most such waits end sooner. Read on every spin and once to start,
+    // it was 10 % of jacobi2d's small-grid iteration (perf, 2026-11-29). A spin that asks the
+    // io_context costs a system call, next to which the clock is nothing, and 64 of them would
+    // overrun a short window many times over.
+    const unsigned spins_per_clock = spin_on_pollers ? kSpinsPerClock : 1;
+    std::optional<Clock::time_point> stop_polling;
     for (unsigned spin = 1; !(came = ready()); ++spin) {
-      if (spin % kSpinsPerClock == 0) {
+      if (spin % spins_per_clock == 0) {
         const auto now = Clock::now();
         if (!stop_polling) stop_polling = until(now + window);
         if (now >= *stop_polling) break;
