@@ -112,7 +112,7 @@ std::span<const std::size_t> per_rank(const std::size_t* values, const tnt::Comm
 thread_local bool handles_gone = false;
 class SpareHandles {
  public:
-  SpareHandles() = default;
+  SpareHandles() { spare_.reserve(kKept); }  // so that giving a handle back never allocates
   SpareHandles(const SpareHandles&) = delete;
   SpareHandles& operator=(const SpareHandles&) = delete;
   ~SpareHandles() {
