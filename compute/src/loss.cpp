@@ -1,5 +1,5 @@
 #include "tnt/compute/loss.h"
-#include "softmax_row.h"
+#include "softmax_rows.h"
 #include "tnt/core/error.h"
 
 #include <algorithm>
@@ -19,22 +19,26 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const in
     throw ConfigError("softmax cross-entropy: " + std::to_string(labels.size()) + " labels for " + std::to_string(n) +
                       " samples");
   }
-  probabilities_.resize(logits.shape());
-  labels_ = labels;
-  LossResult result;
-  result.count = n;
   for (int64_t i = 0; i < n; ++i) {
     const int32_t label = labels[static_cast<size_t>(i)];
     if (label < 0 || label >= k) {
       throw ConfigError("softmax cross-entropy: label " + std::to_string(label) + " of sample " + std::to_string(i) +
                         " is outside [0, " + std::to_string(k) + ")");
     }
+  }
+  probabilities_.resize(logits.shape());
+  labels_ = labels;
+  detail::softmax_rows(logits.data(), probabilities_.data(), n, k);
+  LossResult result;
+  result.count = n;
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t label = labels[static_cast<size_t>(i)];
     const float* z = logits.data() + i * k;
-    float* p = probabilities_.data() + i * k;
-    const auto row = detail::softmax_row(z, p, k);
-    // -log softmax(z)_label = log(sum exp(z - max)) - (z_label - max)
-    result.sum += std::log(row.total) - static_cast<double>(z[label] - row.max);
-    result.correct += row.arg_max == label ? 1 : 0;
+    const detail::RowMax largest = detail::row_max(z, k);
+    // -log softmax(z)_label = log(sum exp(z - max)) - (z_label - max) (Note [Softmax rows])
+    const double log_total = -std::log(static_cast<double>(probabilities_[i * k + largest.index]));
+    result.sum += log_total - (static_cast<double>(z[label]) - largest.value);
+    result.correct += largest.index == label ? 1 : 0;
   }
   return result;
 }

@@ -3,7 +3,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "softmax_row.h"
+#include "softmax_rows.h"
 #include "tnt/compute/loss.h"
 #include "tnt/core/error.h"
 
@@ -26,32 +26,37 @@ LossResult SequenceSoftmaxCrossEntropy::forward(const Tensor& logits, std::span<
     throw ConfigError("sequence cross-entropy: " + std::to_string(labels.size()) + " labels for " +
                       std::to_string(positions) + " positions of logits " + to_string(logits.shape()));
   }
+  for (int64_t i = 0; i < positions; ++i) {
+    const int32_t label = labels[static_cast<size_t>(i)];
+    if (label != options_.ignore_label && (label < 0 || label >= k)) {
+      throw ConfigError("sequence cross-entropy: label " + std::to_string(label) + " at sample " +
+                        std::to_string(i / logits.dim(1)) + ", position " + std::to_string(i % logits.dim(1)) +
+                        " is outside [0, " + std::to_string(k) + ") and is not the padding label " +
+                        std::to_string(options_.ignore_label));
+    }
+  }
   const double smoothing = options_.label_smoothing;
   const double uniform = smoothing / static_cast<double>(k);
   probabilities_.resize(logits.shape());
   labels_ = labels;
+  // Padding rows too: one call over all rows (Note [Softmax rows]); backward() zeroes their gradient.
+  detail::softmax_rows(logits.data(), probabilities_.data(), positions, k);
   LossResult result;
   for (int64_t i = 0; i < positions; ++i) {
     const int32_t label = labels[static_cast<size_t>(i)];
     if (label == options_.ignore_label) {
       continue;
     }
-    if (label < 0 || label >= k) {
-      throw ConfigError("sequence cross-entropy: label " + std::to_string(label) + " at sample " +
-                        std::to_string(i / logits.dim(1)) + ", position " + std::to_string(i % logits.dim(1)) +
-                        " is outside [0, " + std::to_string(k) + ") and is not the padding label " +
-                        std::to_string(options_.ignore_label));
-    }
+    // -log p_j = log(total) - (z_j - max); the smoothed target weighs the label with 1 - e and
+    // every class (the label too) with e / K.
     const float* z = logits.data() + i * k;
-    float* p = probabilities_.data() + i * k;
-    const auto row = detail::softmax_row(z, p, k);
-    // -log p_j = log(total) - (z_j - max); the smoothed target weighs the label
-    // with 1 - e and every class (the label too) with e / K.
-    const double log_total = std::log(row.total);
-    const double label_term = log_total - static_cast<double>(z[label] - row.max);
-    const double uniform_term = static_cast<double>(k) * log_total - row.shifted_sum;
+    const detail::RowMax largest = detail::row_max(z, k);
+    const double log_total = -std::log(static_cast<double>(probabilities_[i * k + largest.index]));
+    const double label_term = log_total - (static_cast<double>(z[label]) - largest.value);
+    const double uniform_term =
+        smoothing > 0.0 ? static_cast<double>(k) * (log_total + largest.value) - detail::sum_in_double(z, k) : 0.0;
     result.sum += (1.0 - smoothing) * label_term + uniform * uniform_term;
-    result.correct += row.arg_max == label ? 1 : 0;
+    result.correct += largest.index == label ? 1 : 0;
     result.count += 1;
   }
   return result;

@@ -15,6 +15,7 @@
 #include <sstream>
 #include <vector>
 
+#include "softmax_rows.h"  // compute/src
 #include "test_util.h"
 #include "tnt/compute/loss.h"
 #include "tnt/compute/model.h"
@@ -673,6 +674,62 @@ TEST(Loss, SoftmaxCrossEntropyIsStableAndCountsCorrect) {
   EXPECT_EQ(r.count, 2);
   std::vector<int32_t> bad{0, 3};
   EXPECT_THROW(SoftmaxCrossEntropy().forward(logits, bad), tnt::ConfigError);
+}
+
+// Note [Softmax rows]: the losses' oneDNN softmax against sums in double, and each row the same
+// whether it is computed with others or alone (a rank's share of a batch is any set of rows).
+TEST(Loss, SoftmaxRowsMatchDoubleAndDoNotDependOnTheirBatch) {
+  constexpr int64_t rows = 37, k = 1122;  // the translation tutorial's vocabulary
+  const Tensor logits = random_tensor({rows, k}, 21, -8.0f, 8.0f);
+  std::vector<float> p(rows * k), one_p(k);
+  detail::softmax_rows(logits.data(), p.data(), rows, k);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = logits.data() + r * k;
+    double largest = z[0], total = 0.0;
+    for (int64_t j = 1; j < k; ++j) largest = std::max(largest, static_cast<double>(z[j]));
+    for (int64_t j = 0; j < k; ++j) total += std::exp(z[j] - largest);
+    for (int64_t j = 0; j < k; ++j) {
+      const double expected = std::exp(z[j] - largest) / total;
+      ASSERT_NEAR(p[r * k + j], expected, 1e-5 * expected) << r << ", " << j;
+    }
+    detail::softmax_rows(z, one_p.data(), 1, k);
+    ASSERT_EQ(std::memcmp(one_p.data(), p.data() + r * k, k * sizeof(float)), 0) << "row " << r;
+  }
+  // The loss over these rows, with label smoothing, against the same sums in double.
+  std::vector<int32_t> labels(rows);
+  for (int64_t r = 0; r < rows; ++r) labels[static_cast<size_t>(r)] = static_cast<int32_t>((r * 31) % k);
+  double expected = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* z = logits.data() + r * k;
+    double largest = z[0], total = 0.0, minus_log_p = 0.0;
+    for (int64_t j = 1; j < k; ++j) largest = std::max(largest, static_cast<double>(z[j]));
+    for (int64_t j = 0; j < k; ++j) total += std::exp(z[j] - largest);
+    for (int64_t j = 0; j < k; ++j) minus_log_p += std::log(total) - (z[j] - largest);
+    expected += 0.9 * (std::log(total) - (z[labels[static_cast<size_t>(r)]] - largest)) + 0.1 / k * minus_log_p;
+  }
+  Tensor sequence = logits;
+  sequence.reshape({1, rows, k});
+  EXPECT_NEAR(SequenceSoftmaxCrossEntropy({-1, 0.1}).forward(sequence, labels).sum, expected, 1e-7 * expected);
+}
+
+TEST(Loss, RowMaxTakesTheFirstOfEqualMaximaAndSumInDoubleAddsEverything) {
+  const std::vector<float> short_row{1.0f, 5.0f, 3.0f, 5.0f};
+  EXPECT_EQ(detail::row_max(short_row.data(), 4).index, 1);
+  EXPECT_EQ(detail::row_max(short_row.data(), 4).value, 5.0f);
+  std::vector<float> long_row(40, -1.0f);  // past the 16 lanes, ties in different lanes
+  long_row[33] = 2.0f;
+  long_row[17] = 2.0f;
+  EXPECT_EQ(detail::row_max(long_row.data(), 40).index, 17);
+  long_row[39] = 3.0f;  // in the tail after the last whole block
+  EXPECT_EQ(detail::row_max(long_row.data(), 40).index, 39);
+  EXPECT_EQ(detail::row_max(long_row.data(), 40).value, 3.0f);
+  EXPECT_EQ(detail::row_max(long_row.data(), 1).index, 0);
+  const Tensor values = random_tensor({1123}, 22, -3.0f, 5.0f);
+  for (const int64_t k : {int64_t{1}, int64_t{7}, int64_t{8}, int64_t{1123}}) {
+    double expected = 0.0;
+    for (int64_t j = 0; j < k; ++j) expected += values[j];
+    EXPECT_NEAR(detail::sum_in_double(values.data(), k), expected, 1e-12 * std::max(1.0, std::abs(expected))) << k;
+  }
 }
 
 }  // namespace
