@@ -5,6 +5,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include <omp.h>
+
 #include "tnt/compute/model.h"
 
 namespace tnt::compute {
@@ -26,19 +28,26 @@ namespace {
   throw ConfigError("optimizer '" + kind + "': " + what);
 }
 
-// Elementwise loops split statically over threads: every element's update is
-// independent, so the result does not depend on the thread count.
+// Note [Vectorised updates]: every optimizer's update is elementwise, and runs over [0, n) cut
+// into one contiguous range per thread, so the result does not depend on the thread count. Each
+// kind's loop reads its arrays through local __restrict copies of the pointers, and the file is
+// built without errno for std::sqrt (compute/CMakeLists.txt): a loop over a closure's captured
+// pointers, whose sqrt could set errno, stayed scalar (divss, sqrtss and a call to sqrtf). Vector
+// division and square root round each element exactly as the scalar ones do, so the weights are
+// bitwise what they were (optimizer_test.cpp checks every kind against its rule written out).
+// Measured 2026-11-29 (08:45 UTC), the translation tutorial (Adam, 450 k parameters), `tnt-launch
+// -n 2 -- tnt-train conf/transformer_en_de.toml --max-steps 600 --timeline`, rank 0's medians
+// over steps 100-600: the optimizer 1.43 -> 0.46 ms a step, the step 8.15 -> 7.28 ms.
 template <typename F>
-void for_each_element(int64_t n, F&& f) {
+void for_each_range(int64_t n, F&& f) {
   if (n < 16384) {
-    for (int64_t j = 0; j < n; ++j) {
-      f(j);
-    }
+    f(int64_t{0}, n);
     return;
   }
-#pragma omp parallel for schedule(static)
-  for (int64_t j = 0; j < n; ++j) {
-    f(j);
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), thread = omp_get_thread_num();
+    f(n * thread / threads, n * (thread + 1) / threads);
   }
 }
 
@@ -198,46 +207,85 @@ void Optimizer::Impl::step(Model& model, float learning_rate, const double* whol
     const int64_t n = s.owned[i].size();
     if (o.kind == "sgd") {
       if (mu == 0.0f) {
-        for_each_element(n, [&](int64_t j) { w[j] -= lr * (g[j] + wd * w[j]); });
+        for_each_range(n, [=](int64_t begin, int64_t end) {
+          float* __restrict wr = w;
+          const float* __restrict gr = g;
+          for (int64_t j = begin; j < end; ++j) wr[j] -= lr * (gr[j] + wd * wr[j]);
+        });
       } else {
-        float* v = s.slots[0][i].data();
         const bool nesterov = o.nesterov;
-        for_each_element(n, [&](int64_t j) {
-          float d = g[j] + wd * w[j];
-          v[j] = mu * v[j] + d;
-          w[j] -= lr * (nesterov ? d + mu * v[j] : v[j]);
+        for_each_range(n, [=, v = s.slots[0][i].data()](int64_t begin, int64_t end) {
+          float* __restrict wr = w;
+          const float* __restrict gr = g;
+          float* __restrict vr = v;
+          for (int64_t j = begin; j < end; ++j) {
+            const float d = gr[j] + wd * wr[j];
+            vr[j] = mu * vr[j] + d;
+            wr[j] -= lr * (nesterov ? d + mu * vr[j] : vr[j]);
+          }
         });
       }
     } else if (o.kind == "adam" || o.kind == "adamw") {
-      float* m = s.slots[0][i].data();
-      float* v = s.slots[1][i].data();
       const bool decoupled = o.kind == "adamw";
-      for_each_element(n, [&](int64_t j) {
-        float d = decoupled ? g[j] : g[j] + wd * w[j];
-        m[j] = b1 * m[j] + (1.0f - b1) * d;
-        v[j] = b2 * v[j] + (1.0f - b2) * d * d;
-        float update = (m[j] / bias1) / (std::sqrt(v[j] / bias2) + eps);
-        w[j] -= lr * (decoupled ? update + wd * w[j] : update);
+      for_each_range(n, [=, m = s.slots[0][i].data(), v = s.slots[1][i].data()](int64_t begin, int64_t end) {
+        float* __restrict wr = w;
+        const float* __restrict gr = g;
+        float* __restrict mr = m;
+        float* __restrict vr = v;
+        // The scalars as locals, and a loop per variant: read from the closure in a loop with a
+        // branch, they kept the loop scalar.
+        const float rate = lr, decay = wd, beta1 = b1, beta2 = b2, unbias1 = bias1, unbias2 = bias2, epsilon = eps;
+        if (decoupled) {
+          for (int64_t j = begin; j < end; ++j) {
+            const float d = gr[j];
+            mr[j] = beta1 * mr[j] + (1.0f - beta1) * d;
+            vr[j] = beta2 * vr[j] + (1.0f - beta2) * d * d;
+            const float update = (mr[j] / unbias1) / (std::sqrt(vr[j] / unbias2) + epsilon);
+            wr[j] -= rate * (update + decay * wr[j]);
+          }
+        } else {
+          for (int64_t j = begin; j < end; ++j) {
+            const float d = gr[j] + decay * wr[j];
+            mr[j] = beta1 * mr[j] + (1.0f - beta1) * d;
+            vr[j] = beta2 * vr[j] + (1.0f - beta2) * d * d;
+            const float update = (mr[j] / unbias1) / (std::sqrt(vr[j] / unbias2) + epsilon);
+            wr[j] -= rate * update;
+          }
+        }
       });
     } else if (o.kind == "rmsprop") {
       float* ms = s.slots[0][i].data();
       float* mom = s.slots.size() > 1 ? s.slots[1][i].data() : nullptr;
-      for_each_element(n, [&](int64_t j) {
-        float d = g[j] + wd * w[j];
-        ms[j] = rho * ms[j] + (1.0f - rho) * d * d;
-        float update = lr * d / (std::sqrt(ms[j]) + eps);
+      for_each_range(n, [=](int64_t begin, int64_t end) {
+        float* __restrict wr = w;
+        const float* __restrict gr = g;
+        float* __restrict msr = ms;
         if (mom) {
-          mom[j] = mu * mom[j] + update;
-          update = mom[j];
+          float* __restrict momr = mom;
+          for (int64_t j = begin; j < end; ++j) {
+            const float d = gr[j] + wd * wr[j];
+            msr[j] = rho * msr[j] + (1.0f - rho) * d * d;
+            momr[j] = mu * momr[j] + lr * d / (std::sqrt(msr[j]) + eps);
+            wr[j] -= momr[j];
+          }
+        } else {
+          for (int64_t j = begin; j < end; ++j) {
+            const float d = gr[j] + wd * wr[j];
+            msr[j] = rho * msr[j] + (1.0f - rho) * d * d;
+            wr[j] -= lr * d / (std::sqrt(msr[j]) + eps);
+          }
         }
-        w[j] -= update;
       });
     } else {  // adagrad
-      float* acc = s.slots[0][i].data();
-      for_each_element(n, [&](int64_t j) {
-        float d = g[j] + wd * w[j];
-        acc[j] += d * d;
-        w[j] -= lr * d / (std::sqrt(acc[j]) + eps);
+      for_each_range(n, [=, acc = s.slots[0][i].data()](int64_t begin, int64_t end) {
+        float* __restrict wr = w;
+        const float* __restrict gr = g;
+        float* __restrict accr = acc;
+        for (int64_t j = begin; j < end; ++j) {
+          const float d = gr[j] + wd * wr[j];
+          accr[j] += d * d;
+          wr[j] -= lr * d / (std::sqrt(accr[j]) + eps);
+        }
       });
     }
   }

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "tnt/compute/metrics.h"
 #include "tnt/compute/model.h"
@@ -109,6 +111,63 @@ TEST(Optimizer, AllKindsStateRoundTripResumesBitwise) {
     ob.step(b, 0.05f);
     EXPECT_EQ(std::memcmp(a.weights(0), b.weights(0), sizeof(float)), 0) << kind;
     EXPECT_NE(a.weights(0)[0], 0.5f) << kind;
+  }
+}
+
+// Note [Vectorised updates]: the updates of a parameter large enough to be split over threads
+// (20,000 weights) and of a small one (the bias, 100) are bitwise those of the rules written out
+// element by element, for every kind, over a few steps.
+TEST(Optimizer, VectorisedUpdatesAreBitwiseTheElementwiseRules) {
+  for (const std::string kind : {"sgd", "adam", "adamw", "rmsprop", "adagrad"}) {
+    const OptimizerOptions o{.kind = kind,
+                             .momentum = kind == "adam" || kind == "adamw" || kind == "adagrad" ? 0.0 : 0.9,
+                             .weight_decay = 0.01};
+    Model model(ModelSpec{"wide", {200}, {layers::dense(100, true)}});
+    Optimizer optimizer(o, model);
+    std::vector<std::vector<float>> w, slot0, slot1;
+    for (size_t i = 0; i < model.parameter_count(); ++i) {
+      const int64_t n = model.parameter(i).size;
+      w.emplace_back(model.weights(i), model.weights(i) + n);
+      slot0.emplace_back(static_cast<size_t>(n), kind == "adagrad" ? static_cast<float>(o.initial_accumulator) : 0.0f);
+      slot1.emplace_back(static_cast<size_t>(n), 0.0f);
+    }
+    const float lr = 0.01f, wd = 0.01f, mu = 0.9f, eps = static_cast<float>(o.epsilon);
+    const auto b1 = static_cast<float>(o.beta1), b2 = static_cast<float>(o.beta2), rho = static_cast<float>(o.rho);
+    for (int step = 1; step <= 3; ++step) {
+      const auto bias1 = static_cast<float>(1.0 - std::pow(o.beta1, step));
+      const auto bias2 = static_cast<float>(1.0 - std::pow(o.beta2, step));
+      for (size_t i = 0; i < model.parameter_count(); ++i) {
+        float* g = model.gradient(i);
+        for (size_t j = 0; j < w[i].size(); ++j) {
+          g[j] = std::sin(0.37f * static_cast<float>(j + 11 * i) + static_cast<float>(step));
+          float& wj = w[i][j];
+          float& a = slot0[i][j];
+          float& b = slot1[i][j];
+          const float d = kind == "adamw" ? g[j] : g[j] + wd * wj;
+          if (kind == "sgd") {
+            a = mu * a + d;
+            wj -= lr * a;
+          } else if (kind == "adam" || kind == "adamw") {
+            a = b1 * a + (1.0f - b1) * d;
+            b = b2 * b + (1.0f - b2) * d * d;
+            const float update = (a / bias1) / (std::sqrt(b / bias2) + eps);
+            wj -= lr * (kind == "adamw" ? update + wd * wj : update);
+          } else if (kind == "rmsprop") {
+            a = rho * a + (1.0f - rho) * d * d;
+            b = mu * b + lr * d / (std::sqrt(a) + eps);
+            wj -= b;
+          } else {
+            a += d * d;
+            wj -= lr * d / (std::sqrt(a) + eps);
+          }
+        }
+      }
+      optimizer.step(model, lr);
+    }
+    for (size_t i = 0; i < model.parameter_count(); ++i) {
+      EXPECT_EQ(std::memcmp(model.weights(i), w[i].data(), w[i].size() * sizeof(float)), 0)
+          << kind << ", parameter " << i;
+    }
   }
 }
 
