@@ -35,7 +35,7 @@ namespace {
 // pointers, whose sqrt could set errno, stayed scalar (divss, sqrtss and a call to sqrtf). Vector
 // division and square root round each element exactly as the scalar ones do, so the weights are
 // bitwise what they were (optimizer_test.cpp checks every kind against its rule written out).
-// Measured 2026-11-29 (08:45 UTC), the translation tutorial (Adam, 450 k parameters), `tnt-launch
+// Measured 2026-11-29 (08:33 UTC), the translation tutorial (Adam, 450 k parameters), `tnt-launch
 // -n 2 -- tnt-train conf/transformer_en_de.toml --max-steps 600 --timeline`, rank 0's medians
 // over steps 100-600: the optimizer 1.43 -> 0.46 ms a step, the step 8.15 -> 7.28 ms.
 template <typename F>
