@@ -34,11 +34,9 @@ LossResult SoftmaxCrossEntropy::forward(const Tensor& logits, std::span<const in
   for (int64_t i = 0; i < n; ++i) {
     const int32_t label = labels[static_cast<size_t>(i)];
     const float* z = logits.data() + i * k;
-    const detail::RowMax largest = detail::row_max(z, k);
-    // -log softmax(z)_label = log(sum exp(z - max)) - (z_label - max) (Note [Softmax rows])
-    const double log_total = -std::log(static_cast<double>(probabilities_[i * k + largest.index]));
-    result.sum += log_total - (static_cast<double>(z[label]) - largest.value);
-    result.correct += largest.index == label ? 1 : 0;
+    const detail::RowLogSum row = detail::row_log_sum(z, probabilities_.data() + i * k, k);
+    result.sum += row.minus_log_p(z, label);
+    result.correct += row.largest.index == label ? 1 : 0;
   }
   return result;
 }

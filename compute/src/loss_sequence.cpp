@@ -1,5 +1,4 @@
 // Softmax cross-entropy over sequences with padding and label smoothing (loss.h).
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -47,16 +46,15 @@ LossResult SequenceSoftmaxCrossEntropy::forward(const Tensor& logits, std::span<
     if (label == options_.ignore_label) {
       continue;
     }
-    // -log p_j = log(total) - (z_j - max); the smoothed target weighs the label with 1 - e and
-    // every class (the label too) with e / K.
+    // The smoothed target weighs -log p of the label with 1 - e and that of every class (the
+    // label's too) with e / K; summed over the classes, -log p_j is K (log_total + max) - sum z.
     const float* z = logits.data() + i * k;
-    const detail::RowMax largest = detail::row_max(z, k);
-    const double log_total = -std::log(static_cast<double>(probabilities_[i * k + largest.index]));
-    const double label_term = log_total - (static_cast<double>(z[label]) - largest.value);
+    const detail::RowLogSum row = detail::row_log_sum(z, probabilities_.data() + i * k, k);
     const double uniform_term =
-        smoothing > 0.0 ? static_cast<double>(k) * (log_total + largest.value) - detail::sum_in_double(z, k) : 0.0;
-    result.sum += (1.0 - smoothing) * label_term + uniform * uniform_term;
-    result.correct += largest.index == label ? 1 : 0;
+        smoothing > 0.0 ? static_cast<double>(k) * (row.log_total + row.largest.value) - detail::sum_in_double(z, k)
+                        : 0.0;
+    result.sum += (1.0 - smoothing) * row.minus_log_p(z, label) + uniform * uniform_term;
+    result.correct += row.largest.index == label ? 1 : 0;
     result.count += 1;
   }
   return result;

@@ -1,6 +1,7 @@
 #include "softmax_rows.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "dnnl_util.h"
@@ -40,6 +41,11 @@ RowMax row_max(const float* values, int64_t k) {
     if (values[j] == largest) return {j, largest};
   }
   return {0, values[0]};
+}
+
+RowLogSum row_log_sum(const float* z, const float* p, int64_t k) {
+  const RowMax largest = row_max(z, k);
+  return {largest, -std::log(static_cast<double>(p[largest.index]))};
 }
 
 double sum_in_double(const float* values, int64_t k) {

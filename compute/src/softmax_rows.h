@@ -27,6 +27,18 @@ struct RowMax {
 // The largest of k > 0 values and its place. NaNs (a diverged model) make the answer any index.
 RowMax row_max(const float* values, int64_t k);
 
+// What a cross-entropy needs of a row besides its probabilities p: the largest logit, and
+// log sum_j exp(z_j - max) taken from that logit's probability (Note [Softmax rows]).
+struct RowLogSum {
+  RowMax largest;
+  double log_total;
+  // -log p_j = log_total - (z_j - max), in double.
+  double minus_log_p(const float* z, int64_t j) const {
+    return log_total - (static_cast<double>(z[j]) - largest.value);
+  }
+};
+RowLogSum row_log_sum(const float* z, const float* p, int64_t k);
+
 // The sum of k values in double, in a fixed order (blocks of 8 summed lane by lane, then the
 // lanes and the rest in order), so that it vectorises and gives the same result everywhere.
 double sum_in_double(const float* values, int64_t k);
