@@ -108,8 +108,11 @@ std::span<const std::size_t> per_rank(const std::size_t* values, const tnt::Comm
 // of a halo exchange; freed handles are kept, per thread, for the next ones (new and delete were
 // 300 of the 4,000 instructions of jacobi2d's 16 x 16 iteration besides its arithmetic, callgrind,
 // 2026-11-29). `handles_gone` is plain thread storage, valid to the thread's last instruction: a
-// handle freed after the spares went (from an exit handler) is simply deleted.
-thread_local bool handles_gone = false;
+// handle freed after the spares went (from an exit handler) is simply deleted. Both are
+// initial-exec: in a shared library's default model each read was a call to __tls_get_addr,
+// seven per isend/irecv/free pair, 155 instructions of that exchange (callgrind, 2026-11-29).
+// libtnt_c is linked by C and Fortran programs, not opened later, so static TLS holds them.
+[[gnu::tls_model("initial-exec")]] thread_local bool handles_gone = false;
 class SpareHandles {
  public:
   SpareHandles() { spare_.reserve(kKept); }  // so that giving a handle back never allocates
@@ -139,7 +142,7 @@ class SpareHandles {
   static constexpr std::size_t kKept = 64;
   std::vector<tnt_request*> spare_;
 };
-thread_local SpareHandles spare_handles;
+[[gnu::tls_model("initial-exec")]] thread_local SpareHandles spare_handles;
 
 void hand_out(tnt::Request request, tnt_request** out) {
   *out = handles_gone ? new tnt_request{std::move(request)} : spare_handles.take(std::move(request));
@@ -149,19 +152,19 @@ void set_status(tnt_message_status* out, const tnt::MessageStatus& status) {
   if (out != nullptr) *out = tnt_message_status{status.source, status.tag, status.bytes};
 }
 
-// Calls `use` with the requests as a span (NULL ones empty). A halo exchange waits on a few
-// requests per step: up to kOnStack of them are copied without allocating.
+// Calls `use` with the requests as a span of pointers (NULL handles give null ones, which tnt
+// skips). A halo exchange waits on a few requests per step: up to kOnStack of them are listed
+// without allocating.
 template <class Use>
 auto with_requests(std::size_t count, tnt_request* const* requests, Use&& use) {
   constexpr std::size_t kOnStack = 16;
   if (count > 0 && requests == nullptr) throw UsageError("requests is NULL");
-  std::array<tnt::Request, kOnStack> small;
-  std::vector<tnt::Request> large(count > kOnStack ? count : 0);
-  const std::span<tnt::Request> all = count > kOnStack ? std::span<tnt::Request>(large) : std::span(small).first(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    if (requests[i] != nullptr) all[i] = requests[i]->request;
-  }
-  return use(std::span<const tnt::Request>(all));
+  std::array<const tnt::Request*, kOnStack> small;
+  std::vector<const tnt::Request*> large(count > kOnStack ? count : 0);
+  const std::span<const tnt::Request*> all =
+      count > kOnStack ? std::span<const tnt::Request*>(large) : std::span(small).first(count);
+  for (std::size_t i = 0; i < count; ++i) all[i] = requests[i] != nullptr ? &requests[i]->request : nullptr;
+  return use(std::span<const tnt::Request* const>(all));
 }
 
 }  // namespace
@@ -344,13 +347,14 @@ int tnt_request_status(const tnt_request* request, tnt_message_status* status) {
 }
 
 int tnt_waitall(size_t count, tnt_request* const* requests) {
-  return guarded("tnt_waitall", [&] { with_requests(count, requests, tnt::Request::wait_all); });
+  return guarded("tnt_waitall",
+                 [&] { with_requests(count, requests, [](auto all) { return tnt::Request::wait_all(all); }); });
 }
 
 int tnt_waitany(size_t count, tnt_request* const* requests, size_t* index) {
   return guarded("tnt_waitany", [&] {
     non_null(index, "index") = count;
-    *index = with_requests(count, requests, tnt::Request::wait_any);
+    *index = with_requests(count, requests, [](auto all) { return tnt::Request::wait_any(all); });
   });
 }
 
@@ -358,7 +362,8 @@ int tnt_testany(size_t count, tnt_request* const* requests, int* found, size_t* 
   return guarded("tnt_testany", [&] {
     non_null(found, "found") = 0;
     non_null(index, "index") = count;
-    const std::optional<std::size_t> finished = with_requests(count, requests, tnt::Request::test_any);
+    const std::optional<std::size_t> finished =
+        with_requests(count, requests, [](auto all) { return tnt::Request::test_any(all); });
     if (finished) {
       *found = 1;
       *index = *finished;
@@ -369,7 +374,7 @@ int tnt_testany(size_t count, tnt_request* const* requests, int* found, size_t* 
 int tnt_testall(size_t count, tnt_request* const* requests, int* done) {
   return guarded("tnt_testall", [&] {
     non_null(done, "done") = 0;
-    with_requests(count, requests, [&](std::span<const tnt::Request> all) {
+    with_requests(count, requests, [&](std::span<const tnt::Request* const> all) {
       if (!tnt::Request::test_all(all)) return;
       tnt::Request::wait_all(all);  // all finished: reports the first failure, if any
       *done = 1;

@@ -713,56 +713,96 @@ MessageStatus Request::status() const {
   return state_->done() ? state_->status : MessageStatus{};
 }
 
-void Request::wait_all(std::span<const Request> requests) {
-  for (const Request& request : requests) {
-    if (request.state_) request.state_->loop.wait_until([&] { return request.state_->done(); });
+// Note [Request sets]: wait_all and its kin take a span of requests (C++ callers keep them in an
+// array) or of pointers to them (the C API's handles, each a request of its own). Both go
+// through one body each, which reaches the i-th request by `request_at`, null where it is skipped.
+// The C API once copied its handles' requests into an array to make a span: 16 Requests made and
+// destroyed and two reference counts per request, 315 of the 1,600 instructions of jacobi2d's
+// 16 x 16 halo exchange (callgrind, 2026-11-29).
+namespace {
+const Request* request_at(std::span<const Request> requests, std::size_t i) { return &requests[i]; }
+const Request* request_at(std::span<const Request* const> requests, std::size_t i) { return requests[i]; }
+}  // namespace
+
+template <class Requests>
+void Request::wait_all_in(Requests requests) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const Request* request = request_at(requests, i);
+    if (request != nullptr && request->state_)
+      request->state_->loop.wait_until([request] { return request->state_->done(); });
   }
-  for (const Request& request : requests) {
-    if (request.state_) throw_failure(*request.state_);
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const Request* request = request_at(requests, i);
+    if (request != nullptr && request->state_) throw_failure(*request->state_);
   }
 }
 
-std::optional<std::size_t> Request::test_any(std::span<const Request> requests) {
+template <class Requests>
+std::optional<std::size_t> Request::test_any_in(Requests requests) {
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].test()) return i;
+    const Request* request = request_at(requests, i);
+    if (request != nullptr && request->test()) return i;
   }
   return std::nullopt;
 }
 
-bool Request::test_all(std::span<const Request> requests) {
-  return std::all_of(requests.begin(), requests.end(), [](const Request& r) { return !r.valid() || r.test(); });
+template <class Requests>
+bool Request::test_all_in(Requests requests) {
+  for (std::size_t i = 0; i < requests.size(); ++i) {
+    const Request* request = request_at(requests, i);
+    if (request != nullptr && request->valid() && !request->test()) return false;
+  }
+  return true;
 }
 
-std::size_t Request::wait_any(std::span<const Request> requests) {
+template <class Requests>
+std::size_t Request::wait_any_in(Requests requests) {
+  const auto valid_at = [&](std::size_t i) {
+    const Request* request = request_at(requests, i);
+    return request != nullptr && request->valid();
+  };
   for (std::size_t i = 0; i < requests.size(); ++i) {
-    if (requests[i].finished_at_issue_) return i;
+    if (valid_at(i) && request_at(requests, i)->finished_at_issue_) return i;
   }
-  const auto first = std::find_if(requests.begin(), requests.end(), [](const Request& r) { return r.valid(); });
-  if (first == requests.end()) return requests.size();
+  std::size_t first = 0;
+  while (first < requests.size() && !valid_at(first)) ++first;
+  if (first == requests.size()) return requests.size();
   std::optional<std::size_t> done;
   // Requests of one world share its loop, which the wait drives; requests of several worlds are
   // each driven in turn.
-  transport::EventLoop& loop = first->state_->loop;
-  const bool one_loop = std::all_of(requests.begin(), requests.end(),
-                                    [&](const Request& r) { return !r.valid() || &r.state_->loop == &loop; });
+  transport::EventLoop& loop = request_at(requests, first)->state_->loop;
+  bool one_loop = true;
+  for (std::size_t i = first; i < requests.size(); ++i) {
+    if (valid_at(i) && &request_at(requests, i)->state_->loop != &loop) one_loop = false;
+  }
   while (!done) {
     if (one_loop) {
       // done(), not test(): this runs while the wait holds the loop's mutex.
       loop.wait_until([&] {
         for (std::size_t i = 0; i < requests.size() && !done; ++i) {
-          if (requests[i].done()) done = i;
+          if (valid_at(i) && request_at(requests, i)->done()) done = i;
         }
         return done.has_value();
       });
     } else {
-      for (const Request& r : requests) {
-        if (r.valid() && !r.test()) r.wait_for(std::chrono::milliseconds(1));
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        const Request* request = request_at(requests, i);
+        if (valid_at(i) && !request->test()) request->wait_for(std::chrono::milliseconds(1));
       }
-      done = test_any(requests);
+      done = test_any_in(requests);
     }
   }
   return *done;
 }
+
+void Request::wait_all(std::span<const Request> requests) { wait_all_in(requests); }
+void Request::wait_all(std::span<const Request* const> requests) { wait_all_in(requests); }
+std::size_t Request::wait_any(std::span<const Request> requests) { return wait_any_in(requests); }
+std::size_t Request::wait_any(std::span<const Request* const> requests) { return wait_any_in(requests); }
+std::optional<std::size_t> Request::test_any(std::span<const Request> requests) { return test_any_in(requests); }
+std::optional<std::size_t> Request::test_any(std::span<const Request* const> requests) { return test_any_in(requests); }
+bool Request::test_all(std::span<const Request> requests) { return test_all_in(requests); }
+bool Request::test_all(std::span<const Request* const> requests) { return test_all_in(requests); }
 
 // ---- Communicator ------------------------------------------------------------------------------
 

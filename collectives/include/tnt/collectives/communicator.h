@@ -71,6 +71,12 @@ class Request {
   static std::size_t wait_any(std::span<const Request> requests);
   static std::optional<std::size_t> test_any(std::span<const Request> requests);
   static bool test_all(std::span<const Request> requests);
+  // The same over requests held elsewhere (the C API's handles); null pointers are skipped, and
+  // an index is a pointer's. Nothing is copied: a Request copy costs two atomic reference counts.
+  static void wait_all(std::span<const Request* const> requests);
+  static std::size_t wait_any(std::span<const Request* const> requests);
+  static std::optional<std::size_t> test_any(std::span<const Request* const> requests);
+  static bool test_all(std::span<const Request* const> requests);
 
  private:
   friend class Communicator;
@@ -80,6 +86,15 @@ class Request {
   // [Fast lane] in point_to_point.cpp): it needs no state, only its status.
   explicit Request(MessageStatus finished) : status_(finished), finished_at_issue_(true) {}
   bool done() const;  // without polling
+  // The bodies of wait_all and the others, over either kind of span (Note [Request sets]).
+  template <class Requests>
+  static void wait_all_in(Requests requests);
+  template <class Requests>
+  static std::size_t wait_any_in(Requests requests);
+  template <class Requests>
+  static std::optional<std::size_t> test_any_in(Requests requests);
+  template <class Requests>
+  static bool test_all_in(Requests requests);
 
   std::shared_ptr<detail::OperationState> state_;
   MessageStatus status_;
