@@ -416,8 +416,8 @@ void PointToPoint::on_lane_frame(Peer& from, const std::byte* frame, std::size_t
       match(std::move(receive), std::move(arrived));
       return;
     }
-    std::string error = take_eager(*receive, arrived, payload);
-    complete_receive(std::move(receive), std::move(error));
+    const std::string error = take_eager(*receive, arrived, payload);
+    complete_receive(std::move(receive), error);
     return;
   }
   if (!arrived.rendezvous) {
@@ -594,7 +594,7 @@ std::string PointToPoint::take_eager(ReceiveOp& receive, const Arrived& arrived,
   receive.state->status = MessageStatus{arrived.source, arrived.tag, taken};
   if (taken) copy_bytes(receive.data, payload, taken);
   if (arrived.source != links_.rank()) repay(peer(arrived.source), arrived.bytes + kEagerOverhead);
-  return truncation(receive.capacity, arrived);
+  return arrived.bytes <= receive.capacity ? std::string() : truncation(receive.capacity, arrived);
 }
 
 bool PointToPoint::matches(int source, int tag, const Arrived& arrived) {
@@ -633,8 +633,8 @@ void PointToPoint::match(std::unique_ptr<ReceiveOp> receive, Arrived arrived) {
     auto send = sends_.find(arrived.self_send_id);
     if (taken) copy_bytes(receive->data, send->second->data, taken);
     finish_send(arrived.self_send_id);
-    std::string error = receive->error;
-    complete_receive(std::move(receive), std::move(error));
+    const std::string error = receive->error;
+    complete_receive(std::move(receive), error);
     return;
   }
   const std::uint64_t id = next_id_++;
@@ -659,15 +659,15 @@ void PointToPoint::finish_receive(std::uint64_t id, const std::string& error) {
   if (found == transfers_.end()) return;
   std::unique_ptr<ReceiveOp> receive = std::move(found->second);
   transfers_.erase(found);
-  std::string failure = error.empty() ? receive->error : error;
-  complete_receive(std::move(receive), std::move(failure));
+  const std::string failure = error.empty() ? receive->error : error;
+  complete_receive(std::move(receive), failure);
 }
 
 // Note [Spare receives]: a finished ReceiveOp is kept for the next receive (a posted receive
 // allocated its op and a list node and freed both again: a third of irecv's instructions in
 // jacobi2d's small-grid loop, callgrind, 2026-11-29). It goes back before its state completes,
 // since what completes may post the next receive.
-void PointToPoint::complete_receive(std::unique_ptr<ReceiveOp> receive, std::string error) {
+void PointToPoint::complete_receive(std::unique_ptr<ReceiveOp> receive, const std::string& error) {
   const std::shared_ptr<OperationState> state = std::move(receive->state);
   if (spare_receives_.size() < kSpareReceives) {
     // What receive() does not set again.

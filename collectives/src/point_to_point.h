@@ -125,7 +125,8 @@ class PointToPoint final : public transport::CompletionSink {
   void repay(Peer& to, std::size_t bytes);
   void finish_send(std::uint64_t id, const std::string& error = {});
   void finish_receive(std::uint64_t id, const std::string& error = {});
-  void complete_receive(std::unique_ptr<ReceiveOp> receive, std::string error);
+  // `error` must not be the receive's own (it goes to the spares first).
+  void complete_receive(std::unique_ptr<ReceiveOp> receive, const std::string& error);
   std::unique_ptr<ReceiveOp> new_receive();
   void send_to_self(std::shared_ptr<OperationState> state, int tag, const void* data, std::size_t bytes,
                     bool synchronous);
