@@ -9,7 +9,9 @@
 #   --grid N         N x N points (repeatable; default 256 and 1024)
 #   --iterations I   iterations a run times (default 500; each program times its loop only)
 #   --rounds R       rounds (default 3); each runs tnt then OpenMPI per grid, so a disturbance hits
-#                    both alike; the table gives the medians of the rounds
+#                    both alike; the table gives the medians of the rounds, their ratio, and the
+#                    median of the rounds' own ratios (each round's tnt over its OpenMPI: the
+#                    machine's slow and fast spells, which both sides of a round share, cancel)
 #   --json           one JSON document on stdout, every round's value included
 # Both programs are compiled here with the same compiler flags (-O3, C11): the twin by mpicc. Both
 # sides use their defaults (tnt-launch: shared memory between local ranks; mpirun: vader). The
@@ -20,7 +22,7 @@ source_dir=$here/../..
 build=$source_dir/build
 ranks=2 iterations=500 rounds=3 json=0 netns=0
 grids=()
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -86,14 +88,20 @@ for ((round = 1; round <= rounds; ++round)); do
 done
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+# Each round's tnt time over its OpenMPI time, for GRID.
+round_ratios() {
+  paste <(tr ' ' '\n' <<< "${values[tnt,$1]}" | grep .) <(tr ' ' '\n' <<< "${values[mpi,$1]}" | grep .) |
+    awk '{printf "%.4f ", $1 / $2}'
+}
 if ((json)); then
   printf '{"benchmark": "jacobi2d", "ranks": %d, "namespace_hosts": %s, "iterations": %d, "rounds": %d, "unit": "us per iteration", "rows": [' \
     "$ranks" "$( ((netns)) && echo true || echo false)" "$iterations" "$rounds"
   sep=
   for grid in "${grids[@]}"; do
     tnt=$(median <<< "${values[tnt,$grid]}") mpi=$(median <<< "${values[mpi,$grid]}")
-    printf '%s{"grid": %d, "tnt": %s, "openmpi": %s, "ratio": %s, "tnt_rounds": [%s], "openmpi_rounds": [%s]}' \
+    printf '%s{"grid": %d, "tnt": %s, "openmpi": %s, "ratio": %s, "median_round_ratio": %.3f, "tnt_rounds": [%s], "openmpi_rounds": [%s]}' \
       "$sep" "$grid" "$tnt" "$mpi" "$(awk -v a="$tnt" -v b="$mpi" 'BEGIN {printf "%.3f", a / b}')" \
+      "$(median <<< "$(round_ratios "$grid")")" \
       "$(echo ${values[tnt,$grid]} | tr ' ' ',')" "$(echo ${values[mpi,$grid]} | tr ' ' ',')"
     sep=", "
   done
@@ -102,9 +110,10 @@ else
   where="on this host"
   ((netns)) && where="on 2 namespace hosts x 1 rank"
   echo "jacobi2d, $ranks ranks ($ranks x 1) $where, $iterations iterations, medians of $rounds alternating rounds (us per iteration)"
-  printf '%-12s %12s %12s %10s\n' grid tnt OpenMPI tnt/MPI
+  printf '%-12s %12s %12s %10s %14s\n' grid tnt OpenMPI tnt/MPI "rounds' ratio"
   for grid in "${grids[@]}"; do
     tnt=$(median <<< "${values[tnt,$grid]}") mpi=$(median <<< "${values[mpi,$grid]}")
-    printf '%-12s %12.2f %12.2f %10.3f\n' "${grid}x${grid}" "$tnt" "$mpi" "$(awk -v a="$tnt" -v b="$mpi" 'BEGIN {print a / b}')"
+    printf '%-12s %12.2f %12.2f %10.3f %14.3f\n' "${grid}x${grid}" "$tnt" "$mpi" \
+      "$(awk -v a="$tnt" -v b="$mpi" 'BEGIN {print a / b}')" "$(median <<< "$(round_ratios "$grid")")"
   done
 fi
