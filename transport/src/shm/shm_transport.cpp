@@ -168,13 +168,14 @@ std::span<std::byte> lane_bytes(const Mapping& mapping, int direction) {
 // first lap took a page fault every 64 messages of 8 bytes on each side (tnt-bench-p2p latency
 // of the first size measured 0.16 us, of the same size measured after others 0.10; 2026-11-29).
 // The rings stay untouched until used: they are 8 MiB a pair.
-//
+void touch_lanes(const Mapping& mapping) { std::memset(mapping.base() + kLanesAt, 0, 2 * kLaneBytes); }
+
 // Note [Rings populated at first use]: a ring's pages are then faulted in all at once, each
 // side's mapping of it by that side: the writer's before its first chunk, the reader's before
 // it takes its first. Left to fault one at a time, the first lap of each ring cost 1,024 page
 // faults on each side, about 2.3 us each for the writer here (it allocates the page) and 0.3 us
-// for the reader, inside the messages that made them: a fresh process's 32 KiB ping-pong took
-// 5.3 us per round trip, and 2.2 us once 1,000 warm-up round trips had gone round the ring
+// for the reader, inside the messages that made them: a fresh process's 32 KiB ping-pong
+// measured 5.3 us latency, and 2.2 us once 1,000 warm-up round trips had gone round the ring
 // (tnt-bench-p2p latency -m 32768:32768, and with -x 1000, 2026-11-29). madvise with
 // MADV_POPULATE_WRITE or _READ (Linux 5.14) faults them in without touching their contents, so
 // it may run while the other side already uses the ring; where it fails, the pages fault as
@@ -185,7 +186,6 @@ void populate(std::byte* data, std::size_t bytes, int advice) {
   const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(data) + bytes;
   (void)::madvise(reinterpret_cast<void*>(first), end - first, advice);
 }
-void touch_lanes(const Mapping& mapping) { std::memset(mapping.base() + kLanesAt, 0, 2 * kLaneBytes); }
 
 }  // namespace
 
