@@ -65,10 +65,10 @@ class PointToPoint final : public transport::CompletionSink {
   // A channel to `peer` has opened (this rank or the peer asked for it).
   void on_channel(int peer);
 
-  // Note [Fast lane] in point_to_point.cpp: a blocking call's message to or from a peer whose
-  // channel has a lane, without an OperationState. On the strand, as the loop's runner.
-  // Sends it and returns true where it can go at once (eager, in order); else false, having done
-  // nothing.
+  // Note [Fast lane] in point_to_point.cpp: a message to or from a peer without an
+  // OperationState. On the strand, as the loop's runner. send_now sends an eager message (by the
+  // peer's lane where its channel has one, else by its Pair) and returns true where it can go at
+  // once and in order; else false, having done nothing.
   bool send_now(int peer, int tag, const void* data, std::size_t bytes);
   struct FastReceive {
     enum class Outcome { waiting, done, not_here };
@@ -98,6 +98,7 @@ class PointToPoint final : public transport::CompletionSink {
   void on_lane_frame(Peer& from, const std::byte* frame, std::size_t bytes);
   void on_lane_room(Peer& to);
   void post_on_lane(Peer& to, const Envelope& envelope, const void* data, std::size_t bytes);
+  void send_eager_by_pair(Peer& to, int tag, const void* data, std::size_t bytes);
   void spend_credit(Peer& to, std::size_t bytes);
   bool take_fast(Peer& from, const Arrived& arrived, const std::byte* payload);
   // A receive (source, tag), wildcards included, takes `arrived`: MPI's matching rule.
