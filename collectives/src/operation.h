@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <boost/container/small_vector.hpp>
+
 #include "reduce.h"
 #include "tnt/collectives/communicator.h"
 #include "tnt/transport/event_loop.h"
@@ -116,8 +118,12 @@ struct RingLayout {
   std::uint64_t tag_base = 0;
   std::byte* base = nullptr;
   std::size_t element_size = 1;
-  std::vector<std::size_t> chunk_offset;  // in elements, one per rank
-  std::vector<std::size_t> chunk_count;
+  // In elements, one per rank; inline up to kInlineRanks ranks, where a small allreduce spent
+  // three of its heap allocations (callgrind, 2 ranks over TCP: the gather allreduce's issue
+  // 2,291 -> 1,916 instructions with its reduction's inputs inline too, 2026-11-29).
+  static constexpr std::size_t kInlineRanks = 8;
+  boost::container::small_vector<std::size_t, kInlineRanks> chunk_offset;
+  boost::container::small_vector<std::size_t, kInlineRanks> chunk_count;
   int reduce_steps = 0;
   int copy_steps = 0;
   int first_send_chunk = 0;

@@ -100,9 +100,9 @@ void AllreduceOperation::ring_done() {
   // work_ holds every rank's buffer, in rank order.
   const auto ranks = static_cast<std::size_t>(core_.size());
   const std::size_t bytes = count_ * size_of(type_);
-  std::vector<const std::byte*> inputs(ranks);
+  boost::container::small_vector<const std::byte*, RingLayout::kInlineRanks> inputs(ranks);
   for (std::size_t r = 0; r < ranks; ++r) inputs[r] = work_.data() + bytes * r;
-  reduce_in_order(inputs, data_, count_, type_, op_);
+  reduce_in_order({inputs.data(), inputs.size()}, data_, count_, type_, op_);
   core_.release(std::move(work_));
   finish();
 }
