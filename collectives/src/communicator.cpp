@@ -604,16 +604,16 @@ Request Group::issue(Waiter waiter, CompletionCallback done, const CallSignature
 template <class Start>
 Request Group::issue_p2p(Waiter waiter, Start start, bool start_here) {
   std::shared_ptr<OperationState> state = new_state(waiter, {}, "a point-to-point operation");
-  const auto run = [this](const Start& start, const std::shared_ptr<OperationState>& state) {
+  const auto run = [this](const Start& begin, const std::shared_ptr<OperationState>& begun) {
     if (!world_.failure().empty()) {
-      state->complete(world_.failure());
+      begun->complete(world_.failure());
       return;
     }
     try {
-      start(point_to_point(), state);
+      begin(point_to_point(), begun);
     } catch (const std::exception& error) {
       world_.fail_job(error.what());
-      state->complete(world_.failure());
+      begun->complete(world_.failure());
     }
   };
   // Note [Running here] in event_loop.cpp; only when none of this communicator's earlier starts
