@@ -1308,7 +1308,8 @@ Request Communicator::isend(const void* data, std::size_t bytes, int peer, int t
   check_peer("isend", peer, size(), false);
   check_tag("isend", tag, false);
   check_data(data, bytes, "isend");
-  // Note [Fast lane]: an eager message that goes onto its lane at once is sent as it is issued.
+  // Note [Fast lane]: an eager message that can go out at once (by its lane or its Pair) is sent as
+  // it is issued.
   if (mode == SendMode::standard && group_->send_now(data, bytes, peer, tag))
     return Request(MessageStatus{rank(), tag, bytes});
   return group_->issue_p2p(
