@@ -25,9 +25,14 @@ class PairTransport : public Transport {
       : loop_(loop), env_(env), auth_{env.job_id, env.job_token}, acceptor_(loop.strand()) {}
 
   void connect(const std::vector<PeerAddress>& book, const std::vector<int>& peers) final {
-    pairs_.resize(book.size());
-    links_.assign(book.size(), Link::closed);
-    book_ = book;
+    // On the strand, as everything else that touches them: a job failure that the control plane
+    // reports meanwhile closes this transport there (close()), and the progress thread then read
+    // pairs_ while this thread resized it (ThreadSanitizer in CI, 2026-11-29).
+    loop_.call([&] {
+      pairs_.resize(book.size());
+      links_.assign(book.size(), Link::closed);
+      book_ = book;
+    });
     loop_.run(connect_all(peers));
   }
 
