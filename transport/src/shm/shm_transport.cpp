@@ -578,8 +578,8 @@ void ShmPair::complete_sends() {
 bool ShmPair::read_some() {
   bool freed = false;
   std::optional<ShmInbox::Event> event;
-  const std::uint64_t head = in_.control->head.load(std::memory_order_acquire);
-  if (!in_populated_ && head != inbox_.tail()) {
+  // The head is read for this only until the ring is populated: read_some runs on every poll.
+  if (!in_populated_ && in_.control->head.load(std::memory_order_acquire) != inbox_.tail()) {
     populate(in_.data, kRingBytes, MADV_POPULATE_READ);  // Note [Rings populated at first use]
     in_populated_ = true;
   }
