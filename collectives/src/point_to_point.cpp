@@ -229,7 +229,7 @@ void PointToPoint::send(std::shared_ptr<OperationState> state, int peer_rank, in
     return;
   }
   Peer& to = *reached;
-  const bool eager = !synchronous && bytes <= to.eager_bytes && to.credit >= bytes + kEagerOverhead;
+  const bool eager = !synchronous && goes_eagerly(to, bytes);
   if (eager && to.lane) {
     post_on_lane(to, Envelope{tag, 0, {}, bytes}, data, bytes);
     ++to.next_send_sequence;
@@ -282,6 +282,11 @@ void PointToPoint::send_eager_by_pair(Peer& to, int tag, const void* data, std::
   links_.loop().linger();
   to.pair->send(wire_tag(Wire::envelope, to.next_send_sequence++, context_), wire.data(), wire.size(), *this,
                 cookie(Event::eager_out, slot));
+}
+
+// Within the channel's eager limit and the credit left to it; else by rendezvous.
+bool PointToPoint::goes_eagerly(const Peer& to, std::size_t bytes) {
+  return bytes <= to.eager_bytes && to.credit >= bytes + kEagerOverhead;
 }
 
 void PointToPoint::spend_credit(Peer& to, std::size_t bytes) {
@@ -351,7 +356,7 @@ bool PointToPoint::send_now(int peer_rank, int tag, const void* data, std::size_
   Peer* open = peers_[static_cast<std::size_t>(peer_rank)].get();
   if (!open) return false;
   Peer& to = *open;
-  if (bytes > to.eager_bytes || to.credit < bytes + kEagerOverhead) return false;
+  if (!goes_eagerly(to, bytes)) return false;
   if (!to.lane) {
     send_eager_by_pair(to, tag, data, bytes);
     return true;

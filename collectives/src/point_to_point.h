@@ -98,6 +98,7 @@ class PointToPoint final : public transport::CompletionSink {
   void on_lane_frame(Peer& from, const std::byte* frame, std::size_t bytes);
   void on_lane_room(Peer& to);
   void post_on_lane(Peer& to, const Envelope& envelope, const void* data, std::size_t bytes);
+  static bool goes_eagerly(const Peer& to, std::size_t bytes);
   void send_eager_by_pair(Peer& to, int tag, const void* data, std::size_t bytes);
   void spend_credit(Peer& to, std::size_t bytes);
   bool take_fast(Peer& from, const Arrived& arrived, const std::byte* payload);
